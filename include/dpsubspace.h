@@ -1,0 +1,294 @@
+/*  dpsubspace.h - differentially private subspace snapshots from a stream of rows.
+
+    One public header for the numerical core (no sockets, files or clocks in it).
+    Conventions:
+    - every function returns an int from dps_err (0 = DPS_OK) unless it is a plain
+      accessor; dps_strerror() names the code;
+    - x_new(&out, ...) creates, x_destroy(&p) frees and sets *p = NULL;
+    - "the caller owns" means the caller must destroy the returned object;
+    - matrices are row-major float32: a k x d basis is k rows of length d.
+
+    Privacy model (DESIGN.md section 2): one row is one unit of privacy, rows are
+    normalised to unit L2 norm on arrival, neighbouring streams differ by replacing
+    one row, accounting is approximate zCDP (rho, delta).  Each mechanism states its
+    guarantee next to its code in src/.
+
+    Threads: the estimator runs its own worker threads.  OpenBLAS's thread count is
+    process-wide; the library sets it to 1 the first time it is used (workers give
+    the parallelism) unless dps_blas_set_threads() was called before.            */
+#ifndef DPSUBSPACE_H
+#define DPSUBSPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DPS_VERSION_MAJOR 0
+#define DPS_VERSION_MINOR 1
+#define DPS_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ errors */
+typedef enum {
+    DPS_OK = 0,
+    DPS_EINVAL,   /* an argument is out of range or inconsistent            */
+    DPS_ENOMEM,   /* an allocation failed                                   */
+    DPS_EDIM,     /* a batch's dimension differs from the configured d       */
+    DPS_EEMPTY,   /* an empty batch (no rows)                               */
+    DPS_EFULL,    /* the epoch is full: close it before pushing more rows   */
+    DPS_ENUMERIC, /* LAPACK reported a failure                              */
+    DPS_ERANDOM,  /* the secure random generator could not be initialised   */
+    DPS_ELIMIT,   /* the problem is above this algorithm's documented limit */
+    DPS_EBUDGET,  /* the charge would pass the privacy budget cap           */
+    DPS_ECOMMIT,  /* the ledger commit hook refused; nothing was released   */
+    DPS_ESTATE,   /* the call is not valid in the object's current state    */
+    DPS_ERR_COUNT_
+} dps_err;
+
+/* A static English sentence for an error code; never NULL. */
+const char *dps_strerror(int err);
+
+/* Library version as "MAJOR.MINOR.PATCH"; static string. */
+const char *dps_version(void);
+
+/* Set OpenBLAS's process-wide thread count once, on purpose.  n >= 1. */
+void dps_blas_set_threads(int n);
+/* OpenBLAS's name for the CPU kernel it uses (e.g. "Haswell"); static string. */
+const char *dps_blas_corename(void);
+
+/* ------------------------------------------------------------- randomness */
+/* A random source.  Secure mode: a ChaCha20 stream keyed from the operating
+   system's entropy through libsodium (cryptographically secure).  Seeded mode:
+   the same stream keyed from a 64-bit seed, reproducible, for tests and
+   experiments only; every snapshot made with it says so.
+   Not thread-safe: one source per thread (see dps_rng_fork). */
+typedef struct dps_rng dps_rng;
+
+int  dps_rng_new_secure(dps_rng **out);                 /* DPS_ERANDOM if no entropy */
+int  dps_rng_new_seeded(dps_rng **out, uint64_t seed);
+/* A seeded stream for a named purpose: key = BLAKE2b(seed, label, index).
+   Used for public randomness (reference points) that anyone can recompute. */
+int  dps_rng_new_labelled(dps_rng **out, uint64_t seed, const char *label, uint64_t index);
+/* An independent child stream keyed by 32 bytes drawn from parent; the child is
+   seeded iff the parent is.  The caller owns *out. */
+int  dps_rng_fork(dps_rng *parent, dps_rng **out);
+void dps_rng_destroy(dps_rng **rng);
+int  dps_rng_is_seeded(const dps_rng *rng);
+
+uint64_t dps_rng_u64(dps_rng *rng);
+/* Uniform on (0, 1) with 53 random bits; never returns 0 or 1. */
+double dps_rng_uniform(dps_rng *rng);
+/* Uniform integer in [0, n), unbiased (rejection).  n >= 1. */
+uint64_t dps_rng_below(dps_rng *rng, uint64_t n);
+/* N(0, sigma^2) by Box-Muller on 53-bit uniforms. */
+double dps_rng_gaussian(dps_rng *rng, double sigma);
+/* Laplace(0, b): density exp(-|x|/b)/(2b). */
+double dps_rng_laplace(dps_rng *rng, double b);
+void dps_rng_gaussian_fill(dps_rng *rng, double sigma, double *out, size_t n);
+void dps_rng_gaussian_fill_f(dps_rng *rng, double sigma, float *out, size_t n);
+
+/* ------------------------------------------------------ privacy accounting */
+/* Approximate zCDP cost: a mechanism is delta-approximately rho-zCDP. */
+typedef struct { double rho; double delta; } dps_zcdp;
+
+/* (eps, delta)-DP enters as delta-approximate eps^2/2-zCDP; pure eps-DP as
+   eps^2/2-zCDP (Bun-Steinke 2016, Prop. 1.4). */
+dps_zcdp dps_zcdp_from_dp(double eps, double delta);
+dps_zcdp dps_zcdp_from_pure(double eps);
+
+/* Tight conversion of rho-zCDP to (eps, delta)-DP (Canonne-Kamath-Steinke 2020):
+   delta(eps) = min_{a>1} exp((a-1)(a rho - eps) + a ln(1 - 1/a)) / (a - 1). */
+double dps_zcdp_delta_at(double rho, double eps);
+/* The smallest eps with delta(eps) <= delta_conv (bisection on the above). */
+double dps_zcdp_eps_at(double rho, double delta_conv);
+/* eps of a spent (rho, delta_mech) shown at total delta_total: the conversion
+   gets delta_total - delta_mech; INFINITY when delta_mech >= delta_total. */
+double dps_zcdp_eps_total(dps_zcdp spent, double delta_total);
+
+/* A budget cap.  Either rho_cap > 0 (spent rho must stay <= rho_cap and spent
+   delta <= delta_target), or eps_cap > 0 (eps_total(spent, delta_target) must
+   stay <= eps_cap), or both zero: no cap. */
+typedef struct { double rho_cap; double eps_cap; double delta_target; } dps_budget;
+
+typedef struct dps_accountant dps_accountant;
+/* cap may be NULL (no cap); spent_before resumes a ledger (may be NULL). */
+int  dps_accountant_new(dps_accountant **out, const dps_budget *cap,
+                        const dps_zcdp *spent_before);
+void dps_accountant_destroy(dps_accountant **acc);
+/* 1 if charging cost keeps the total within the cap, else 0. */
+int  dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost);
+/* Add cost; DPS_EBUDGET (and no change) if it would pass the cap. */
+int  dps_accountant_charge(dps_accountant *acc, dps_zcdp cost);
+dps_zcdp dps_accountant_spent(const dps_accountant *acc);
+/* eps spent at the cap's delta_target (or at delta_total if the cap has none). */
+double dps_accountant_eps(const dps_accountant *acc, double delta_total);
+/* What is left: rho (if rho-capped) or eps (if eps-capped); INFINITY if no cap. */
+double dps_accountant_left(const dps_accountant *acc);
+
+/* --------------------------------------------------------------- snapshot */
+typedef enum {
+    DPS_SNAP_RELEASED = 0, /* a private basis                                  */
+    DPS_SNAP_FAILED   = 1, /* the mechanism said FAIL (a DP output; budget spent) */
+    DPS_SNAP_REFUSED  = 2  /* not run: it would pass the budget cap (nothing spent) */
+} dps_status;
+
+typedef enum {
+    DPS_AGG_REFERENCE  = 0, /* SS_Agg: projected reference points (default) */
+    DPS_AGG_PROJECTION = 1  /* Naive_Agg: projection matrices in R^{d^2}       */
+} dps_aggregator;
+
+const char *dps_status_name(dps_status s);
+const char *dps_aggregator_name(dps_aggregator a);
+
+typedef struct dps_snapshot dps_snapshot;
+
+/* Everything about a snapshot but its basis. */
+typedef struct {
+    uint64_t epoch;
+    size_t d, k;
+    dps_status status;
+    dps_aggregator aggregator;
+    uint64_t rows_used;      /* rows in the completed buckets aggregated       */
+    size_t buckets_used;     /* completed buckets (public)                     */
+    double radius;           /* radius chosen by the private search (0 if none) */
+    double w_hat;            /* noisy friend weight (0 if not run)             */
+    dps_zcdp epoch_cost;     /* spent by this epoch (0 if refused)             */
+    dps_zcdp total;          /* spent so far including this epoch              */
+    double eps_total;        /* total as eps at delta_target                   */
+    double delta_target;     /* the delta at which eps_total is stated         */
+    int seeded;              /* 1 if made with a seeded (non-secure) generator  */
+    uint64_t public_seed;    /* seed of the public randomness (reference points) */
+    const char *reason;      /* a sentence for failed/refused; "" otherwise     */
+} dps_snapshot_info;
+
+void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);
+/* k x d orthonormal rows; NULL unless status == DPS_SNAP_RELEASED.
+   Owned by the snapshot. */
+const float *dps_snapshot_basis(const dps_snapshot *s);
+/* A snapshot from its parts (e.g. one read from disk or the wire); basis is
+   copied and may be NULL for failed/refused.  info->reason is copied. */
+int  dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const float *basis);
+void dps_snapshot_destroy(dps_snapshot **s);
+
+/* ------------------------------------------------------ streaming estimator */
+/* Called once per epoch with the epoch's cost, after the cap check and before
+   the mechanism runs: it must make the charge durable (write and fsync the
+   ledger).  A non-zero return aborts the epoch: nothing is released and
+   dps_estimator_close_epoch returns DPS_ECOMMIT. */
+typedef int (*dps_commit_fn)(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp total_after);
+
+typedef struct {
+    size_t d;            /* row dimension                                   */
+    size_t k;            /* subspace dimension, 1 <= k < d                  */
+    size_t t;            /* buckets per epoch (default 125)                 */
+    size_t m;            /* rows per bucket (default 2k), m >= k            */
+    size_t window;       /* W: open buckets at once (default t)             */
+    size_t q;            /* reference points (default 10k)                  */
+    dps_aggregator aggregator;
+    double rho_epoch;    /* per-epoch zCDP rho (default 1)                  */
+    double delta_epoch;  /* per-epoch delta (default 1e-6)                  */
+    double alpha;        /* WFC slope (default 1/2)                         */
+    double tau;          /* radius search target fraction of t (default 1/2) */
+    double split_search, split_count, split_mean; /* rho split (0.2, 0.1, 0.7) */
+    double xi_min;       /* smallest radius on the grid (default 1e-6)      */
+    dps_budget cap;      /* cap over all epochs (default: none; eps shown at
+                            cap.delta_target, default 1e-5)                  */
+    uint64_t public_seed;/* seed of public randomness (default 0)           */
+    int seeded;          /* 1: noise from a seeded generator (tests only)   */
+    uint64_t seed;       /* its seed                                        */
+    int workers;         /* worker threads (default: online CPUs, >= 1)     */
+    uint64_t first_epoch;/* epoch number to start at (resume; default 0)    */
+    dps_zcdp spent_before; /* budget already spent (resume; default 0)      */
+    dps_commit_fn commit;  /* ledger hook (may be NULL)                     */
+    void *commit_arg;
+} dps_config;
+
+/* Fill cfg with the defaults above for dimension d and rank k. */
+void dps_config_init(dps_config *cfg, size_t d, size_t k);
+/* DPS_OK or DPS_EINVAL / DPS_ELIMIT with a sentence in why (may be NULL). */
+int  dps_config_check(const dps_config *cfg, const char **why);
+
+/* Counters; "rows_*" count rows, "batches_*" whole batches refused. */
+typedef struct {
+    uint64_t epoch;            /* current (open) epoch                    */
+    uint64_t rows_accepted;    /* rows that took a slot, all epochs       */
+    uint64_t rows_nan;         /* took a slot as the zero vector: had NaN  */
+    uint64_t rows_inf;         /* ... had +-Inf (and no NaN)              */
+    uint64_t rows_zero;        /* ... had zero norm                       */
+    uint64_t rows_discarded;   /* in buckets left incomplete at a close   */
+    uint64_t batches_dim;      /* refused: wrong dimension                */
+    uint64_t batches_empty;    /* refused: no rows                        */
+    uint64_t buckets_completed;/* all epochs                              */
+    uint64_t rows_in_epoch;    /* rows taken by the open epoch            */
+    size_t buckets_done_epoch; /* completed buckets in the open epoch     */
+    uint64_t epochs_closed;
+} dps_stats;
+
+typedef struct dps_estimator dps_estimator;
+
+/* The caller owns *out.  Copies cfg. */
+int  dps_estimator_new(dps_estimator **out, const dps_config *cfg);
+/* Waits for the workers and frees everything; pending rows are discarded. */
+void dps_estimator_destroy(dps_estimator **est);
+/* Push n_rows rows of dimension dim (row-major).  Rows are validated (NaN, Inf,
+   zero norm enter their slot as the zero vector and are counted) and normalised.
+   Takes rows until the epoch is full; *n_taken (may be NULL) says how many.
+   Returns DPS_OK when all were taken, DPS_EFULL when the epoch filled first
+   (close it, then push the rest), DPS_EDIM / DPS_EEMPTY for a refused batch
+   (counted, nothing taken).  May block while workers catch up (memory bound).
+   Not thread-safe: push and close from one thread. */
+int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
+                        size_t dim, size_t *n_taken);
+/* 1 when the open epoch has t*m rows. */
+int  dps_estimator_epoch_full(const dps_estimator *est);
+/* Close the open epoch: wait for its buckets, aggregate the completed ones
+   privately, charge the accountant, and return the snapshot (the caller owns
+   it).  A refusal or a FAIL is a snapshot too (see dps_status).  Rows of
+   buckets left incomplete are discarded (each row is used in one epoch only).
+   Returns DPS_ECOMMIT if the commit hook failed (no snapshot, no charge kept),
+   or an error for resource failures. */
+int  dps_estimator_close_epoch(dps_estimator *est, dps_snapshot **out);
+void dps_estimator_get_stats(const dps_estimator *est, dps_stats *out);
+dps_zcdp dps_estimator_spent(const dps_estimator *est);
+/* Upper bound on the bytes an epoch holds (rows, bases, reference points). */
+size_t dps_estimator_memory_bound(const dps_config *cfg);
+
+/* ------------------------------------------------- central (whole-data) tools */
+/* Non-private top-k right singular basis of an n x d matrix; V is k x d.
+   sv (may be NULL) receives min(n, k+1) singular values, largest first. */
+int dps_topk_basis(const float *X, size_t n, size_t d, size_t k, float *V, double *sv);
+
+/* Analyze Gauss, zCDP variant (DESIGN 3.5, Tsfadia sec. 3.8.4, DTTZ14): rows are
+   clipped to unit norm; spends (2 rho, delta) - call it with half the budget you
+   mean to spend.  *released = 0 means FAIL (V untouched).  Forms a d x d matrix:
+   refuses d > DPS_ANALYZE_GAUSS_MAX_D with DPS_ELIMIT. */
+#define DPS_ANALYZE_GAUSS_MAX_D 40000
+int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho,
+                      double delta, dps_rng *rng, float *V, int *released);
+
+/* Gaussian mechanism for the mean of n rows clipped to unit norm: rho-zCDP,
+   sigma = (2/n) / sqrt(2 rho) per coordinate (replace-one sensitivity 2/n). */
+int dps_gaussian_mean(const float *X, size_t n, size_t d, double rho, dps_rng *rng,
+                      double *out);
+/* Project x (length d) onto span of V's k orthonormal rows: out = V^T V x. */
+void dps_project(const float *V, size_t k, size_t d, const double *x, double *out);
+
+/* ----------------------------------------------------------- evaluation aids */
+/* The paper's generator (Tsfadia sec. 6, DESIGN 4): b_1..b_k uniform in
+   {-1,1}^d; each row (u + nu)/||u + nu|| with u a uniform unit vector of
+   span(b) and nu uniform in {-1/tau, 1/tau}^d.  rows: n x d; basis (may be
+   NULL): k x d orthonormal basis of span(b). */
+int dps_synth_paper(dps_rng *rng, size_t n, size_t d, size_t k, double tau,
+                    float *rows, float *basis);
+
+/* Distance between the spans of A (k x d) and B (k x d), both orthonormal rows:
+   sin of the largest principal angle (= ||P_A - P_B||_2) and, if fro != NULL,
+   ||P_A - P_B||_F. */
+double dps_subspace_sin(const float *A, const float *B, size_t k, size_t d, double *fro);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,40 @@
+/* aggregate.h - private aggregation of an epoch's bucket bases into one basis
+   (DESIGN 3.3): reference points (SS_Agg) and projection (Naive_Agg), both
+   through the weighted FriendlyCore average of wfc.h. */
+#ifndef DPS_AGGREGATE_H
+#define DPS_AGGREGATE_H
+
+#include "pool.h"
+#include "wfc.h"
+
+/* Naive_Agg keeps d x d matrices (double mean + float noisy copy: 12 d^2
+   bytes): refuse d above this (1.2 GB at the limit). */
+#define DPS_PROJECTION_MAX_D 10000
+/* Fixed number of partial sums for the parallel Gram, so seeded runs give the
+   same bits whatever the worker count. */
+#define AGG_LANES 4
+
+typedef struct {
+    const float *V;  /* t*k x d: bucket j's basis in rows j*k .. j*k+k-1    */
+    const double *A; /* t x (k x q): A_j = V_j P^T (reference only)           */
+    size_t t, k, d, q;
+    double xi_max;   /* data-independent: 2 ||P||_F or sqrt(2k)               */
+} agg_input;
+
+/* G (n x n, full, row-major, double) = A A^T for the n rows of A (n x d float),
+   in parallel on pool, deterministic for a given input. */
+int agg_gram(dps_pool *pool, const float *A, size_t n, size_t d, double *G);
+
+/* Squared distances between the t items from the Gram G of the stacked bases. */
+void agg_distances_reference(const agg_input *in, const double *G, double *D2);
+void agg_distances_projection(const agg_input *in, const double *G, double *D2);
+
+/* Run the aggregator.  On success *res says whether WFC failed; when it did not,
+   basis (k x d) holds the released basis.  noise: the mechanism's generator;
+   pub: public randomness (basis completion).  Spends what wfc_run says. */
+int agg_reference(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_rng *pub, dps_pool *pool,
+                  float *basis, wfc_result *res);
+int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, float *basis,
+                   wfc_result *res);
+
+#endif

@@ -1,0 +1,617 @@
+/* estimator.c - the streaming estimator (DESIGN 3.1-3.3).
+
+   Who owns what: the estimator owns the epoch's bucket buffers, the stacked
+   bases V (t*k x d), the reference projections A (t x k x q) and the reference
+   points P (q x d).  One thread pushes and closes; worker threads own a bucket
+   from the moment it is full until its basis is written, then give its buffer
+   back.  The mutex guards the buffer free list, the per-bucket "done" flags and
+   the completed-bucket counters.
+
+   Partition (DESIGN 3.1): W buckets are open at once; each arriving row takes a
+   uniformly random free slot among them (a list of free slots, one entry per
+   slot, drawn without replacement).  With W = t every arrangement of the
+   epoch's t*m rows into buckets is equally likely.  The choice depends only on
+   the generator, never on the rows: a row with NaN/Inf or zero norm takes its
+   slot as the zero vector (DESIGN 2), so one changed row changes one bucket. */
+#include "aggregate.h"
+#include "internal.h"
+#include "linalg.h"
+#include "pool.h"
+#include "snapshot.h"
+#include "wfc.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    size_t id;     /* bucket index in the epoch, [0, t) */
+    size_t filled; /* rows so far */
+    float *rows;   /* m x d */
+} bucket;
+
+typedef struct {
+    struct dps_estimator *est;
+    size_t id;
+    float *rows;
+} bucket_job;
+
+struct dps_estimator {
+    dps_config cfg;
+    dps_accountant *acc;
+    dps_rng *noise; /* mechanism noise: secure, or seeded in tests */
+    dps_rng *part;  /* partition choices (forked from noise) */
+    dps_pool *pool;
+    la_ws **ws;     /* one per worker */
+
+    uint64_t epoch;
+    int epoch_started;
+    float *V;       /* t*k x d */
+    double *A;      /* t x k x q (reference) */
+    double *P;      /* q x d (reference) */
+    double xi_max;
+    unsigned char *done;
+
+    bucket *open;   /* window entries */
+    size_t n_open;
+    size_t next_bucket;
+    size_t *slots;  /* free slots: entries are indices into open[] */
+    size_t nfree;
+
+    pthread_mutex_t mu;
+    pthread_cond_t buf_back; /* a buffer came back */
+    float **free_bufs;
+    size_t n_free_bufs, n_bufs, max_bufs;
+    size_t buckets_done;     /* this epoch (guarded) */
+    uint64_t buckets_total;  /* all epochs (guarded) */
+
+    dps_stats stats;         /* owned by the pushing thread, but for the two above */
+};
+
+/* ----------------------------------------------------------------- config */
+static int s_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 64 ? 64 : (int)n);
+}
+
+void dps_config_init(dps_config *c, size_t d, size_t k)
+{
+    memset(c, 0, sizeof *c);
+    c->d = d;
+    c->k = k;
+    c->t = 125;
+    c->m = 2 * k;
+    c->window = c->t;
+    c->q = 10 * k;
+    c->aggregator = DPS_AGG_REFERENCE;
+    c->rho_epoch = 1.0;
+    c->delta_epoch = 1e-6;
+    c->cap.delta_target = 1e-5; /* the delta eps is shown at; no cap by default */
+    c->alpha = 0.5;
+    c->tau = 0.5;
+    c->split_search = 0.2;
+    c->split_count = 0.1;
+    c->split_mean = 0.7;
+    c->xi_min = 1e-6;
+    c->workers = s_online_cpus();
+}
+
+#define WHY(msg)          \
+    do {                  \
+        if (why)          \
+            *why = (msg); \
+        return DPS_EINVAL; \
+    } while (0)
+
+int dps_config_check(const dps_config *c, const char **why)
+{
+    if (why)
+        *why = "";
+    if (!c)
+        WHY("no configuration");
+    if (c->d < 2)
+        WHY("d must be at least 2");
+    if (c->k < 1 || c->k >= c->d)
+        WHY("k must satisfy 1 <= k < d");
+    if (c->t < 2)
+        WHY("t (buckets per epoch) must be at least 2");
+    if (c->m < c->k)
+        WHY("m (rows per bucket) must be at least k");
+    if (c->window < 1 || c->window > c->t)
+        WHY("window must satisfy 1 <= W <= t");
+    if (c->aggregator == DPS_AGG_REFERENCE && c->q < c->k)
+        WHY("q (reference points) must be at least k");
+    if (c->aggregator != DPS_AGG_REFERENCE && c->aggregator != DPS_AGG_PROJECTION)
+        WHY("unknown aggregator");
+    if (!(c->rho_epoch > 0) || !isfinite(c->rho_epoch))
+        WHY("rho_epoch must be positive");
+    if (!(c->delta_epoch > 0 && c->delta_epoch < 1))
+        WHY("delta_epoch must be in (0, 1)");
+    if (!(c->alpha > 0 && c->alpha <= 1))
+        WHY("alpha must be in (0, 1]");
+    if (!(c->tau > 0 && c->tau <= 1))
+        WHY("tau must be in (0, 1]");
+    if (!(c->split_search > 0 && c->split_count > 0 && c->split_mean > 0))
+        WHY("the rho split parts must all be positive");
+    if (!(c->xi_min > 0))
+        WHY("xi_min must be positive");
+    if (c->workers < 1 || c->workers > 256)
+        WHY("workers must be in 1..256");
+    if (c->spent_before.rho < 0 || c->spent_before.delta < 0)
+        WHY("spent_before must be non-negative");
+    if (c->cap.rho_cap < 0 || c->cap.eps_cap < 0 || c->cap.delta_target < 0 || c->cap.delta_target >= 1)
+        WHY("budget cap values out of range");
+    if ((c->cap.rho_cap > 0 || c->cap.eps_cap > 0) && !(c->cap.delta_target > 0))
+        WHY("a budget cap needs delta_target > 0");
+    if (c->t > SIZE_MAX / c->m || c->t * c->k > SIZE_MAX / c->d / sizeof(float))
+        WHY("t * m or t * k * d overflows");
+    if (c->aggregator == DPS_AGG_PROJECTION && c->d > DPS_PROJECTION_MAX_D) {
+        if (why)
+            *why = "the projection aggregator keeps d x d matrices: d above 10000 is refused";
+        return DPS_ELIMIT;
+    }
+    return DPS_OK;
+}
+
+size_t dps_estimator_memory_bound(const dps_config *c)
+{
+    size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
+    size_t bufs = c->window + workers + 1;
+    size_t b = bufs * c->m * c->d * sizeof(float) + c->t * c->k * c->d * sizeof(float);
+    size_t n = c->t * c->k;
+    b += AGG_LANES * (n * n + n * LA_CHUNK) * sizeof(double) + n * n * sizeof(double);
+    if (c->aggregator == DPS_AGG_REFERENCE)
+        b += c->t * c->k * c->q * sizeof(double) + c->q * c->d * (sizeof(double) + sizeof(float)) +
+             n * c->q * sizeof(double) + workers * (n + c->q) * LA_CHUNK * sizeof(double);
+    else
+        b += n * c->d * sizeof(double) + c->d * c->d * (sizeof(double) + sizeof(float));
+    return b;
+}
+
+/* ---------------------------------------------------------------- buffers */
+static float *s_take_buffer(dps_estimator *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        if (e->n_free_bufs) {
+            float *b = e->free_bufs[--e->n_free_bufs];
+            pthread_mutex_unlock(&e->mu);
+            return b;
+        }
+        if (e->n_bufs < e->max_bufs) {
+            e->n_bufs++;
+            pthread_mutex_unlock(&e->mu);
+            float *b = dps_aligned_calloc(e->cfg.m * e->cfg.d, sizeof(float));
+            if (!b) {
+                pthread_mutex_lock(&e->mu);
+                e->n_bufs--;
+                pthread_mutex_unlock(&e->mu);
+            }
+            return b;
+        }
+        pthread_cond_wait(&e->buf_back, &e->mu); /* workers are behind: wait */
+    }
+}
+
+static void s_give_buffer_locked(dps_estimator *e, float *b)
+{
+    e->free_bufs[e->n_free_bufs++] = b;
+    pthread_cond_broadcast(&e->buf_back);
+}
+
+/* ------------------------------------------------------------- bucket job */
+static void s_bucket_job(void *arg, int worker)
+{
+    bucket_job *j = arg;
+    dps_estimator *e = j->est;
+    const dps_config *c = &e->cfg;
+    float *V = e->V + j->id * c->k * c->d;
+    size_t rank = 0;
+    int rc = la_topk_rows(e->ws[worker], j->rows, c->m, c->d, c->k, V, NULL, &rank, NULL);
+    if (rc != DPS_OK)
+        rank = 0; /* a numerical failure makes the bucket a public random outlier */
+    if (rank < c->k) {
+        /* Rank below k (zero rows, repeats): complete from public randomness,
+           orthogonal to what the bucket has. */
+        dps_rng *pub = NULL;
+        if (dps_rng_new_labelled(&pub, c->public_seed, "completion", e->epoch * c->t + j->id) == DPS_OK) {
+            la_complete_basis(V, rank, c->k, c->d, pub);
+            dps_rng_destroy(&pub);
+        }
+    }
+    if (c->aggregator == DPS_AGG_REFERENCE)
+        la_project_reference(e->ws[worker], V, c->k, c->d, e->P, c->q, e->A + j->id * c->k * c->q);
+    pthread_mutex_lock(&e->mu);
+    s_give_buffer_locked(e, j->rows);
+    e->done[j->id] = 1;
+    e->buckets_done++;
+    e->buckets_total++;
+    pthread_mutex_unlock(&e->mu);
+    free(j);
+}
+
+/* ---------------------------------------------------------------- epochs */
+static int s_open_bucket(dps_estimator *e, size_t slot_index)
+{
+    const dps_config *c = &e->cfg;
+    bucket *b = &e->open[slot_index];
+    b->id = e->next_bucket++;
+    b->filled = 0;
+    b->rows = s_take_buffer(e);
+    if (!b->rows)
+        return DPS_ENOMEM;
+    for (size_t i = 0; i < c->m; i++)
+        e->slots[e->nfree++] = slot_index;
+    return DPS_OK;
+}
+
+/* Start the open epoch lazily, at its first row: public reference points and
+   the first window of buckets. */
+static int s_epoch_begin(dps_estimator *e)
+{
+    const dps_config *c = &e->cfg;
+    memset(e->done, 0, c->t);
+    e->buckets_done = 0;
+    e->next_bucket = 0;
+    e->nfree = 0;
+    e->n_open = 0;
+    if (c->aggregator == DPS_AGG_REFERENCE) {
+        dps_rng *pub = NULL;
+        int rc = dps_rng_new_labelled(&pub, c->public_seed, "reference-points", e->epoch);
+        if (rc)
+            return rc;
+        dps_rng_gaussian_fill(pub, 1.0, e->P, c->q * c->d);
+        dps_rng_destroy(&pub);
+        double f2 = 0;
+        for (size_t i = 0; i < c->q * c->d; i++)
+            f2 += e->P[i] * e->P[i];
+        e->xi_max = 2.0 * sqrt(f2); /* ||y^j - y^l|| <= 2 ||P||_F for any bases */
+    } else {
+        e->xi_max = sqrt(2.0 * (double)c->k); /* ||Pi_j - Pi_l||_F <= sqrt(2k) */
+    }
+    size_t w = DPS_MIN(c->window, c->t);
+    for (size_t i = 0; i < w; i++) {
+        int rc = s_open_bucket(e, i);
+        if (rc)
+            return rc;
+        e->n_open++;
+    }
+    e->epoch_started = 1;
+    return DPS_OK;
+}
+
+/* Drop the rows of buckets still open (each row belongs to one epoch only). */
+static void s_epoch_discard_open(dps_estimator *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->n_open; i++) {
+        bucket *b = &e->open[i];
+        if (b->rows) {
+            e->stats.rows_discarded += b->filled;
+            s_give_buffer_locked(e, b->rows);
+            b->rows = NULL;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    e->n_open = 0;
+    e->nfree = 0;
+}
+
+/* -------------------------------------------------------------- lifecycle */
+int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
+{
+    if (!out)
+        return DPS_EINVAL;
+    *out = NULL;
+    int rc = dps_config_check(cfg, NULL);
+    if (rc)
+        return rc;
+    dps_blas_init_once();
+    dps_estimator *e = calloc(1, sizeof *e);
+    if (!e)
+        return DPS_ENOMEM;
+    e->cfg = *cfg;
+    const dps_config *c = &e->cfg;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->buf_back, NULL);
+    e->epoch = c->first_epoch;
+    e->stats.epoch = e->epoch;
+    rc = dps_accountant_new(&e->acc, &c->cap, &c->spent_before);
+    if (!rc)
+        rc = c->seeded ? dps_rng_new_seeded(&e->noise, c->seed) : dps_rng_new_secure(&e->noise);
+    if (!rc)
+        rc = dps_rng_fork(e->noise, &e->part);
+    if (rc) {
+        dps_estimator_destroy(&e);
+        return rc;
+    }
+    size_t w = DPS_MIN(c->window, c->t);
+    e->max_bufs = w + (size_t)c->workers + 1;
+    e->V = dps_aligned_calloc(c->t * c->k * c->d, sizeof(float));
+    e->done = calloc(c->t, 1);
+    e->open = calloc(w, sizeof *e->open);
+    e->slots = calloc(w * c->m, sizeof *e->slots);
+    e->free_bufs = calloc(e->max_bufs, sizeof *e->free_bufs);
+    e->ws = calloc((size_t)c->workers, sizeof *e->ws);
+    int ok = e->V && e->done && e->open && e->slots && e->free_bufs && e->ws;
+    if (ok && c->aggregator == DPS_AGG_REFERENCE) {
+        e->A = dps_aligned_calloc(c->t * c->k * c->q, sizeof(double));
+        e->P = dps_aligned_calloc(c->q * c->d, sizeof(double));
+        ok = e->A && e->P;
+    }
+    for (int i = 0; ok && i < c->workers; i++)
+        ok = (e->ws[i] = la_ws_new(c->m, c->k)) != NULL;
+    if (ok)
+        ok = (e->pool = pool_new(c->workers)) != NULL;
+    if (!ok) {
+        dps_estimator_destroy(&e);
+        return DPS_ENOMEM;
+    }
+    *out = e;
+    return DPS_OK;
+}
+
+void dps_estimator_destroy(dps_estimator **pe)
+{
+    if (!pe || !*pe)
+        return;
+    dps_estimator *e = *pe;
+    if (e->pool) {
+        pool_wait(e->pool);
+        pool_free(&e->pool);
+    }
+    if (e->open)
+        for (size_t i = 0; i < e->n_open; i++)
+            free(e->open[i].rows);
+    for (size_t i = 0; i < e->n_free_bufs; i++)
+        free(e->free_bufs[i]);
+    for (int i = 0; e->ws && i < e->cfg.workers; i++)
+        la_ws_free(&e->ws[i]);
+    free(e->ws);
+    free(e->free_bufs);
+    free(e->slots);
+    free(e->open);
+    free(e->done);
+    free(e->V);
+    free(e->A);
+    free(e->P);
+    dps_rng_destroy(&e->noise);
+    dps_rng_destroy(&e->part);
+    dps_accountant_destroy(&e->acc);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->buf_back);
+    free(e);
+    *pe = NULL;
+}
+
+/* ------------------------------------------------------------------- push */
+
+/* Copy one row into dst, normalised; a row with NaN, Inf or zero norm becomes
+   the zero vector and is counted. */
+static void s_admit_row(dps_estimator *e, const float *src, float *dst)
+{
+    size_t d = e->cfg.d;
+    double ss = 0;
+    int nan = 0, inf = 0;
+    for (size_t i = 0; i < d; i++) {
+        float v = src[i];
+        if (isnan(v))
+            nan = 1;
+        else if (isinf(v))
+            inf = 1;
+        else
+            ss += (double)v * v;
+    }
+    if (nan || inf || ss == 0) {
+        memset(dst, 0, d * sizeof *dst);
+        if (nan)
+            e->stats.rows_nan++;
+        else if (inf)
+            e->stats.rows_inf++;
+        else
+            e->stats.rows_zero++;
+        return;
+    }
+    double inv = 1.0 / sqrt(ss);
+    for (size_t i = 0; i < d; i++)
+        dst[i] = (float)(src[i] * inv);
+}
+
+int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_t dim, size_t *n_taken)
+{
+    if (n_taken)
+        *n_taken = 0;
+    if (!e)
+        return DPS_EINVAL;
+    const dps_config *c = &e->cfg;
+    if (n_rows == 0) {
+        e->stats.batches_empty++;
+        return DPS_EEMPTY;
+    }
+    if (dim != c->d) {
+        e->stats.batches_dim++;
+        return DPS_EDIM;
+    }
+    if (!rows)
+        return DPS_EINVAL;
+    size_t cap = c->t * c->m;
+    size_t taken = 0;
+    int rc = DPS_OK;
+    while (taken < n_rows) {
+        if (e->stats.rows_in_epoch >= cap) {
+            rc = DPS_EFULL;
+            break;
+        }
+        if (!e->epoch_started && (rc = s_epoch_begin(e)) != DPS_OK)
+            break;
+        size_t pick = (size_t)dps_rng_below(e->part, e->nfree);
+        size_t oi = e->slots[pick];
+        e->slots[pick] = e->slots[--e->nfree];
+        bucket *b = &e->open[oi];
+        s_admit_row(e, rows + taken * c->d, b->rows + b->filled * c->d);
+        b->filled++;
+        taken++;
+        e->stats.rows_accepted++;
+        e->stats.rows_in_epoch++;
+        if (b->filled == c->m) {
+            bucket_job *j = malloc(sizeof *j);
+            if (!j) {
+                rc = DPS_ENOMEM;
+                break;
+            }
+            *j = (bucket_job){e, b->id, b->rows};
+            b->rows = NULL;
+            if ((rc = pool_submit(e->pool, s_bucket_job, j)) != DPS_OK) {
+                free(j);
+                break;
+            }
+            if (e->next_bucket < c->t && (rc = s_open_bucket(e, oi)) != DPS_OK)
+                break;
+        }
+    }
+    if (n_taken)
+        *n_taken = taken;
+    return rc;
+}
+
+int dps_estimator_epoch_full(const dps_estimator *e)
+{
+    return e->stats.rows_in_epoch >= e->cfg.t * e->cfg.m;
+}
+
+/* ------------------------------------------------------------------ close */
+static int s_finish(dps_estimator *e, const dps_snapshot_info *info, const float *basis, dps_snapshot **out)
+{
+    int rc = dps_snapshot_new(out, info, basis);
+    e->epoch++;
+    e->epoch_started = 0;
+    e->stats.epoch = e->epoch;
+    e->stats.epochs_closed++;
+    e->stats.rows_in_epoch = 0;
+    return rc;
+}
+
+int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
+{
+    if (!e || !out)
+        return DPS_EINVAL;
+    *out = NULL;
+    const dps_config *c = &e->cfg;
+    pool_wait(e->pool);
+    s_epoch_discard_open(e);
+    size_t t_eff = 0; /* public: it depends only on how many rows arrived */
+    pthread_mutex_lock(&e->mu);
+    t_eff = e->buckets_done;
+    pthread_mutex_unlock(&e->mu);
+
+    dps_snapshot_info info;
+    memset(&info, 0, sizeof info);
+    info.epoch = e->epoch;
+    info.d = c->d;
+    info.k = c->k;
+    info.aggregator = c->aggregator;
+    info.buckets_used = t_eff;
+    info.rows_used = (uint64_t)t_eff * c->m;
+    info.seeded = c->seeded;
+    info.public_seed = c->public_seed;
+    info.delta_target = c->cap.delta_target > 0 ? c->cap.delta_target : 1e-5;
+    info.reason = "";
+    dps_zcdp cost = {c->rho_epoch, c->delta_epoch};
+
+    if (t_eff < 2) {
+        info.status = DPS_SNAP_FAILED;
+        info.reason = "fewer than 2 completed buckets: the aggregator did not run and nothing was spent";
+    } else if (!dps_accountant_fits(e->acc, cost)) {
+        info.status = DPS_SNAP_REFUSED;
+        info.reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
+    }
+    if (t_eff < 2 || info.status == DPS_SNAP_REFUSED) {
+        info.total = dps_accountant_spent(e->acc);
+        info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
+        return s_finish(e, &info, NULL, out);
+    }
+
+    dps_zcdp before = dps_accountant_spent(e->acc);
+    dps_zcdp after = {before.rho + cost.rho, before.delta + cost.delta};
+    if (c->commit && c->commit(c->commit_arg, e->epoch, cost, after) != 0) {
+        dps_snapshot *none = NULL;
+        s_finish(e, &info, NULL, &none); /* the epoch's rows are dropped */
+        dps_snapshot_destroy(&none);
+        return DPS_ECOMMIT;
+    }
+    int rc = dps_accountant_charge(e->acc, cost);
+    if (rc)
+        return rc;
+
+    double split = c->split_search + c->split_count + c->split_mean;
+    wfc_params p = {
+        .alpha = c->alpha, .tau = c->tau,
+        .rho_search = c->rho_epoch * c->split_search / split,
+        .rho_count = c->rho_epoch * c->split_count / split,
+        .rho_mean = c->rho_epoch * c->split_mean / split,
+        .delta1 = c->delta_epoch, .xi_min = c->xi_min, .xi_max = e->xi_max,
+    };
+    /* Aggregate the completed buckets in bucket order.  Buckets finished in
+       order of their ids only when W = t... any order is fine for privacy, but
+       keep only the done ones, packed, so the input is the same on every run. */
+    size_t k = c->k, d = c->d, q = c->q, j2 = 0;
+    for (size_t j = 0; j < c->t; j++) {
+        if (!e->done[j])
+            continue;
+        if (j2 != j) {
+            memmove(e->V + j2 * k * d, e->V + j * k * d, k * d * sizeof(float));
+            if (e->A)
+                memmove(e->A + j2 * k * q, e->A + j * k * q, k * q * sizeof(double));
+        }
+        j2++;
+    }
+    agg_input in = {e->V, e->A, t_eff, k, d, q, e->xi_max};
+    wfc_result res;
+    memset(&res, 0, sizeof res);
+    float *basis = dps_aligned_calloc(k * d, sizeof(float));
+    dps_rng *pub = NULL;
+    if (!basis)
+        rc = DPS_ENOMEM;
+    if (!rc)
+        rc = dps_rng_new_labelled(&pub, c->public_seed, "aggregate", e->epoch);
+    if (!rc)
+        rc = c->aggregator == DPS_AGG_REFERENCE ? agg_reference(&in, &p, e->noise, pub, e->pool, basis, &res)
+                                                : agg_projection(&in, &p, e->noise, e->pool, basis, &res);
+    dps_rng_destroy(&pub);
+    info.epoch_cost = cost;
+    info.total = dps_accountant_spent(e->acc);
+    info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
+    info.radius = res.radius;
+    info.w_hat = res.W_hat;
+    if (rc) {
+        /* The budget stays charged: the mechanism may have drawn noise. */
+        free(basis);
+        dps_snapshot *none = NULL;
+        s_finish(e, &info, NULL, &none);
+        dps_snapshot_destroy(&none);
+        return rc;
+    }
+    if (res.failed) {
+        info.status = DPS_SNAP_FAILED;
+        info.reason = "the noisy count of friends was too low (WFC said FAIL): the buckets disagree; budget spent";
+    } else {
+        info.status = DPS_SNAP_RELEASED;
+    }
+    rc = s_finish(e, &info, info.status == DPS_SNAP_RELEASED ? basis : NULL, out);
+    free(basis);
+    return rc;
+}
+
+void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)
+{
+    dps_estimator *me = (dps_estimator *)e;
+    pthread_mutex_lock(&me->mu);
+    *out = e->stats;
+    out->buckets_completed = e->buckets_total;
+    out->buckets_done_epoch = e->epoch_started ? e->buckets_done : 0;
+    pthread_mutex_unlock(&me->mu);
+}
+
+dps_zcdp dps_estimator_spent(const dps_estimator *e) { return dps_accountant_spent(e->acc); }

@@ -1,0 +1,29 @@
+/* internal.h - helpers shared by the library's modules; not installed. */
+#ifndef DPS_INTERNAL_H
+#define DPS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define DPS_STR_(x) #x
+#define DPS_STR(x) DPS_STR_(x)
+#define DPS_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DPS_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Set OpenBLAS to one thread the first time the library computes, unless the
+   program chose a count with dps_blas_set_threads(). */
+void dps_blas_init_once(void);
+
+/* calloc of n*size with overflow check; NULL on failure. */
+static inline void *dps_calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    return calloc(n ? n : 1, size ? size : 1);
+}
+
+/* 64-byte aligned allocation of n*size bytes (zeroed); free with free(). */
+void *dps_aligned_calloc(size_t n, size_t size);
+
+#endif

@@ -1,0 +1,166 @@
+/* pool.c - worker threads over a FIFO of jobs (see pool.h). */
+#include "pool.h"
+#include "dpsubspace.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+typedef struct job {
+    pool_job_fn fn;
+    void *arg;
+    struct job *next;
+} job;
+
+struct dps_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t has_job; /* signalled when a job is queued or on shutdown */
+    pthread_cond_t idle;    /* signalled when the pool may have become idle */
+    job *head, *tail;
+    size_t running;
+    int stop;
+    int n;
+    pthread_t *threads;
+};
+
+typedef struct {
+    dps_pool *pool;
+    int index;
+} worker_arg;
+
+static void *s_worker(void *p)
+{
+    worker_arg *wa = p;
+    dps_pool *pool = wa->pool;
+    int me = wa->index;
+    free(wa);
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (!pool->head && !pool->stop)
+            pthread_cond_wait(&pool->has_job, &pool->mu);
+        if (!pool->head && pool->stop)
+            break;
+        job *j = pool->head;
+        pool->head = j->next;
+        if (!pool->head)
+            pool->tail = NULL;
+        pool->running++;
+        pthread_mutex_unlock(&pool->mu);
+        j->fn(j->arg, me);
+        free(j);
+        pthread_mutex_lock(&pool->mu);
+        pool->running--;
+        if (!pool->head && pool->running == 0)
+            pthread_cond_broadcast(&pool->idle);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+dps_pool *pool_new(int n)
+{
+    if (n < 1)
+        n = 1;
+    dps_pool *pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return NULL;
+    pool->threads = calloc((size_t)n, sizeof *pool->threads);
+    if (!pool->threads) {
+        free(pool);
+        return NULL;
+    }
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->has_job, NULL);
+    pthread_cond_init(&pool->idle, NULL);
+    for (int i = 0; i < n; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa || (wa->pool = pool, wa->index = i, pthread_create(&pool->threads[i], NULL, s_worker, wa) != 0)) {
+            free(wa);
+            pool->n = i;
+            pool_free(&pool);
+            return NULL;
+        }
+        pool->n = i + 1;
+    }
+    return pool;
+}
+
+void pool_free(dps_pool **pp)
+{
+    if (!pp || !*pp)
+        return;
+    dps_pool *pool = *pp;
+    pthread_mutex_lock(&pool->mu);
+    pool->stop = 1;
+    pthread_cond_broadcast(&pool->has_job);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->n; i++)
+        pthread_join(pool->threads[i], NULL);
+    pthread_mutex_destroy(&pool->mu);
+    pthread_cond_destroy(&pool->has_job);
+    pthread_cond_destroy(&pool->idle);
+    free(pool->threads);
+    free(pool);
+    *pp = NULL;
+}
+
+int pool_size(const dps_pool *pool) { return pool->n; }
+
+int pool_submit(dps_pool *pool, pool_job_fn fn, void *arg)
+{
+    job *j = malloc(sizeof *j);
+    if (!j)
+        return DPS_ENOMEM;
+    j->fn = fn;
+    j->arg = arg;
+    j->next = NULL;
+    pthread_mutex_lock(&pool->mu);
+    if (pool->tail)
+        pool->tail->next = j;
+    else
+        pool->head = j;
+    pool->tail = j;
+    pthread_cond_signal(&pool->has_job);
+    pthread_mutex_unlock(&pool->mu);
+    return DPS_OK;
+}
+
+void pool_wait(dps_pool *pool)
+{
+    pthread_mutex_lock(&pool->mu);
+    while (pool->head || pool->running)
+        pthread_cond_wait(&pool->idle, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+}
+
+typedef struct {
+    pool_for_fn fn;
+    void *arg;
+    size_t item;
+} for_item;
+
+static void s_for_job(void *p, int worker)
+{
+    for_item *it = p;
+    it->fn(it->arg, it->item, worker);
+}
+
+void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
+{
+    for_item *items = calloc(n ? n : 1, sizeof *items);
+    if (!items) { /* degrade to running inline on "worker 0" */
+        for (size_t i = 0; i < n; i++)
+            fn(arg, i, 0);
+        return;
+    }
+    size_t queued = 0;
+    for (size_t i = 0; i < n; i++) {
+        items[i] = (for_item){fn, arg, i};
+        if (pool_submit(pool, s_for_job, &items[i]) != 0)
+            break;
+        queued++;
+    }
+    pool_wait(pool);
+    for (size_t i = queued; i < n; i++) /* only if a submit failed */
+        fn(arg, i, 0);
+    free(items);
+}

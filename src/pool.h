@@ -1,0 +1,25 @@
+/* pool.h - a fixed set of worker threads taking jobs from one FIFO queue.
+   Jobs get the index of the worker running them (for per-worker workspaces). */
+#ifndef DPS_POOL_H
+#define DPS_POOL_H
+
+#include <stddef.h>
+
+typedef struct dps_pool dps_pool;
+typedef void (*pool_job_fn)(void *arg, int worker);
+typedef void (*pool_for_fn)(void *arg, size_t item, int worker);
+
+/* n >= 1 threads; NULL on failure. */
+dps_pool *pool_new(int n);
+/* Waits for queued jobs, then joins the threads. */
+void pool_free(dps_pool **pool);
+int pool_size(const dps_pool *pool);
+/* Queue a job; 0 or DPS_ENOMEM. */
+int pool_submit(dps_pool *pool, pool_job_fn fn, void *arg);
+/* Block until the queue is empty and no job runs. */
+void pool_wait(dps_pool *pool);
+/* Run fn(arg, i, worker) for every i in [0, n) on the workers; returns when all
+   are done.  Must not be called from inside a job. */
+void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg);
+
+#endif

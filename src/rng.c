@@ -1,0 +1,189 @@
+/* rng.c - random sources: a ChaCha20 keystream (libsodium) keyed either from
+   the OS entropy pool (secure mode) or from a seed (reproducible mode), and the
+   samplers built on it.
+
+   Both modes share one code path; only the 32-byte key differs, so a test run in
+   seeded mode exercises exactly the sampler code that secure mode runs.
+   Floating-point caveat: Gaussian and Laplace samples are computed in double
+   precision from 53-bit uniforms; like every floating-point DP implementation
+   this is not immune to the precision attacks of Mironov (CCS 2012). */
+#include "dpsubspace.h"
+#include "internal.h"
+
+#include <math.h>
+#include <sodium.h>
+#include <string.h>
+
+#define RNG_BUF 1024 /* keystream bytes made per refill (16 ChaCha20 blocks) */
+
+struct dps_rng {
+    unsigned char key[crypto_stream_chacha20_KEYBYTES];
+    unsigned char nonce[crypto_stream_chacha20_NONCEBYTES];
+    uint64_t block;             /* next ChaCha20 block counter */
+    unsigned char buf[RNG_BUF];
+    size_t pos;                 /* bytes of buf already used */
+    int seeded;
+    int has_spare;              /* Box-Muller makes two normals */
+    double spare;
+};
+
+static const unsigned char s_zeros[RNG_BUF];
+
+static int s_sodium_ready(void)
+{
+    return sodium_init() >= 0; /* 0 first time, 1 after; -1 on failure */
+}
+
+static int s_new_with_key(dps_rng **out, const unsigned char *key, int seeded)
+{
+    if (!out)
+        return DPS_EINVAL;
+    *out = NULL;
+    dps_rng *r = calloc(1, sizeof *r);
+    if (!r)
+        return DPS_ENOMEM;
+    memcpy(r->key, key, sizeof r->key);
+    r->pos = RNG_BUF;
+    r->seeded = seeded;
+    *out = r;
+    return DPS_OK;
+}
+
+int dps_rng_new_secure(dps_rng **out)
+{
+    if (!s_sodium_ready())
+        return DPS_ERANDOM;
+    unsigned char key[crypto_stream_chacha20_KEYBYTES];
+    randombytes_buf(key, sizeof key);
+    int rc = s_new_with_key(out, key, 0);
+    sodium_memzero(key, sizeof key);
+    return rc;
+}
+
+int dps_rng_new_labelled(dps_rng **out, uint64_t seed, const char *label, uint64_t index)
+{
+    if (!s_sodium_ready())
+        return DPS_ERANDOM;
+    unsigned char key[crypto_stream_chacha20_KEYBYTES];
+    unsigned char le[16];
+    for (int i = 0; i < 8; i++) {
+        le[i] = (unsigned char)(seed >> (8 * i));
+        le[8 + i] = (unsigned char)(index >> (8 * i));
+    }
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof key);
+    static const char domain[] = "dpsubspace/rng/v1";
+    crypto_generichash_update(&st, (const unsigned char *)domain, sizeof domain);
+    const char *lab = label ? label : "";
+    crypto_generichash_update(&st, (const unsigned char *)lab, strlen(lab) + 1);
+    crypto_generichash_update(&st, le, sizeof le);
+    crypto_generichash_final(&st, key, sizeof key);
+    return s_new_with_key(out, key, 1);
+}
+
+int dps_rng_new_seeded(dps_rng **out, uint64_t seed)
+{
+    return dps_rng_new_labelled(out, seed, "seeded", 0);
+}
+
+static void s_bytes(dps_rng *r, void *dst, size_t n)
+{
+    unsigned char *d = dst;
+    while (n) {
+        if (r->pos == RNG_BUF) {
+            crypto_stream_chacha20_xor_ic(r->buf, s_zeros, RNG_BUF, r->nonce, r->block, r->key);
+            r->block += RNG_BUF / 64;
+            r->pos = 0;
+        }
+        size_t take = DPS_MIN(n, (size_t)(RNG_BUF - r->pos));
+        memcpy(d, r->buf + r->pos, take);
+        r->pos += take;
+        d += take;
+        n -= take;
+    }
+}
+
+int dps_rng_fork(dps_rng *parent, dps_rng **out)
+{
+    if (!parent)
+        return DPS_EINVAL;
+    unsigned char key[crypto_stream_chacha20_KEYBYTES];
+    s_bytes(parent, key, sizeof key);
+    int rc = s_new_with_key(out, key, parent->seeded);
+    sodium_memzero(key, sizeof key);
+    return rc;
+}
+
+void dps_rng_destroy(dps_rng **rng)
+{
+    if (!rng || !*rng)
+        return;
+    sodium_memzero(*rng, sizeof **rng);
+    free(*rng);
+    *rng = NULL;
+}
+
+int dps_rng_is_seeded(const dps_rng *rng) { return rng ? rng->seeded : 0; }
+
+uint64_t dps_rng_u64(dps_rng *rng)
+{
+    unsigned char b[8];
+    s_bytes(rng, b, 8);
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | b[i];
+    return v;
+}
+
+double dps_rng_uniform(dps_rng *rng)
+{
+    /* (j + 0.5) / 2^53 for j uniform in [0, 2^53): exact, in (0, 1). */
+    uint64_t j = dps_rng_u64(rng) >> 11;
+    return ((double)j + 0.5) * 0x1.0p-53;
+}
+
+uint64_t dps_rng_below(dps_rng *rng, uint64_t n)
+{
+    if (n <= 1)
+        return 0;
+    uint64_t limit = UINT64_MAX - (UINT64_MAX % n) - 1; /* accept v <= limit */
+    for (;;) {
+        uint64_t v = dps_rng_u64(rng);
+        if (v <= limit)
+            return v % n;
+    }
+}
+
+double dps_rng_gaussian(dps_rng *rng, double sigma)
+{
+    if (rng->has_spare) {
+        rng->has_spare = 0;
+        return sigma * rng->spare;
+    }
+    double u1 = dps_rng_uniform(rng), u2 = dps_rng_uniform(rng);
+    double r = sqrt(-2.0 * log(u1));
+    double a = 2.0 * M_PI * u2;
+    rng->spare = r * sin(a);
+    rng->has_spare = 1;
+    return sigma * r * cos(a);
+}
+
+double dps_rng_laplace(dps_rng *rng, double b)
+{
+    /* Difference of two Exp(1) variables is Laplace(0, 1). */
+    double e1 = -log(dps_rng_uniform(rng));
+    double e2 = -log(dps_rng_uniform(rng));
+    return b * (e1 - e2);
+}
+
+void dps_rng_gaussian_fill(dps_rng *rng, double sigma, double *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = dps_rng_gaussian(rng, sigma);
+}
+
+void dps_rng_gaussian_fill_f(dps_rng *rng, double sigma, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)dps_rng_gaussian(rng, sigma);
+}

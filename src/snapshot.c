@@ -1,0 +1,65 @@
+/* snapshot.c - the released object: a k x d basis plus what it cost. */
+#include "snapshot.h"
+#include "internal.h"
+
+#include <string.h>
+
+const char *dps_status_name(dps_status s)
+{
+    switch (s) {
+    case DPS_SNAP_RELEASED: return "released";
+    case DPS_SNAP_FAILED: return "failed";
+    case DPS_SNAP_REFUSED: return "refused";
+    }
+    return "unknown";
+}
+
+const char *dps_aggregator_name(dps_aggregator a)
+{
+    switch (a) {
+    case DPS_AGG_REFERENCE: return "reference";
+    case DPS_AGG_PROJECTION: return "projection";
+    }
+    return "unknown";
+}
+
+int dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const float *basis)
+{
+    if (!out || !info)
+        return DPS_EINVAL;
+    *out = NULL;
+    if (info->status == DPS_SNAP_RELEASED && (!basis || info->k == 0 || info->d == 0))
+        return DPS_EINVAL;
+    dps_snapshot *s = calloc(1, sizeof *s);
+    if (!s)
+        return DPS_ENOMEM;
+    s->info = *info;
+    snprintf(s->reason, sizeof s->reason, "%s", info->reason ? info->reason : "");
+    s->info.reason = s->reason;
+    if (info->status == DPS_SNAP_RELEASED) {
+        s->basis = malloc(info->k * info->d * sizeof *s->basis);
+        if (!s->basis) {
+            free(s);
+            return DPS_ENOMEM;
+        }
+        memcpy(s->basis, basis, info->k * info->d * sizeof *s->basis);
+    }
+    *out = s;
+    return DPS_OK;
+}
+
+void dps_snapshot_destroy(dps_snapshot **s)
+{
+    if (!s || !*s)
+        return;
+    free((*s)->basis);
+    free(*s);
+    *s = NULL;
+}
+
+void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out) { *out = s->info; }
+
+const float *dps_snapshot_basis(const dps_snapshot *s)
+{
+    return s->info.status == DPS_SNAP_RELEASED ? s->basis : NULL;
+}

@@ -1,0 +1,200 @@
+/* test_aggregate - the aggregators' distance identities against explicit items,
+   the parallel Gram's determinism, and both aggregators on agreeing buckets. */
+#include "aggregate.h"
+#include "check.h"
+#include "dpsubspace.h"
+#include "linalg.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* t bases near a common one: V_j = orth(V0 + eps G_j). */
+static void s_bases(dps_rng *rng, float *V, size_t t, size_t k, size_t d, double eps, float *V0)
+{
+    dps_rng_gaussian_fill_f(rng, 1.0, V0, k * d);
+    la_orthonormalize_rows(V0, k, d);
+    for (size_t j = 0; j < t; j++) {
+        float *Vj = V + j * k * d;
+        for (size_t i = 0; i < k * d; i++)
+            Vj[i] = V0[i] + (float)(eps * dps_rng_gaussian(rng, 1.0));
+        la_orthonormalize_rows(Vj, k, d);
+    }
+}
+
+static double f2_of(const double *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i] * x[i];
+    return s;
+}
+
+int main(void)
+{
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 5);
+    dps_pool *pool = pool_new(2);
+    size_t t = 12, k = 3, d = 400, q = 30, n = t * k;
+    float *V = malloc(t * k * d * sizeof *V), *V0 = malloc(k * d * sizeof *V0);
+    s_bases(rng, V, t, k, d, 1e-3, V0);
+    double *P = malloc(q * d * sizeof *P), *A = malloc(t * k * q * sizeof *A);
+    dps_rng_gaussian_fill(rng, 1.0, P, q * d);
+    la_ws *ws = la_ws_new(k, k);
+    for (size_t j = 0; j < t; j++)
+        la_project_reference(ws, V + j * k * d, k, d, P, q, A + j * k * q);
+    la_ws_free(&ws);
+
+    /* 1. Gram: parallel lanes equal a direct double computation; same bits on
+       a pool of another size. */
+    double *G = malloc(n * n * sizeof *G), *G1 = malloc(n * n * sizeof *G1);
+    CHECK(agg_gram(pool, V, n, d, G) == DPS_OK, "gram");
+    dps_pool *pool1 = pool_new(1);
+    agg_gram(pool1, V, n, d, G1);
+    CHECK(memcmp(G, G1, n * n * sizeof *G) == 0, "gram identical with 1 or 2 workers");
+    pool_free(&pool1);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0;
+            for (size_t c = 0; c < d; c++)
+                s += (double)V[i * d + c] * V[j * d + c];
+            worst = fmax(worst, fabs(s - G[i * n + j]));
+        }
+    CHECK(worst < 1e-12, "gram %g", worst);
+
+    /* 2. Reference distances against the explicit items y^j = A_j^T V_j (q x d). */
+    agg_input in = {V, A, t, k, d, q, 1.0};
+    double *D2 = malloc(t * t * sizeof *D2);
+    agg_distances_reference(&in, G, D2);
+    double *Y = malloc(t * q * d * sizeof *Y);
+    for (size_t j = 0; j < t; j++)
+        for (size_t i = 0; i < q; i++)
+            for (size_t c = 0; c < d; c++) {
+                double s = 0;
+                for (size_t a = 0; a < k; a++)
+                    s += A[j * k * q + a * q + i] * V[j * k * d + a * d + c];
+                Y[j * q * d + i * d + c] = s;
+            }
+    double rel = 0, mind = INFINITY;
+    for (size_t j = 0; j < t; j++)
+        for (size_t l = j + 1; l < t; l++) {
+            double s = 0;
+            for (size_t i = 0; i < q * d; i++) {
+                double e = Y[j * q * d + i] - Y[l * q * d + i];
+                s += e * e;
+            }
+            rel = fmax(rel, fabs(s - D2[j * t + l]) / s);
+            mind = fmin(mind, s);
+        }
+    NOTE("reference distances: smallest ||y^j - y^l||^2 = %.3e, worst relative error %.2e", mind, rel);
+    /* The items differ by ~1e-3 while ||y^j||^2 ~ kq = 90: the Gram identity in
+       double keeps relative error ~1e-16 * 90 / 1e-4 ~ 1e-10. */
+    CHECK(rel < 1e-6, "reference distance identity %g", rel);
+
+    /* 3. Projection distances against ||Pi_j - Pi_l||_F^2 built explicitly. */
+    agg_distances_projection(&in, G, D2);
+    rel = 0;
+    for (size_t j = 0; j < t; j++)
+        for (size_t l = j + 1; l < t; l++) {
+            double s = 0;
+            for (size_t a = 0; a < d; a++)
+                for (size_t b = 0; b < d; b++) {
+                    double pj = 0, pl = 0;
+                    for (size_t c = 0; c < k; c++) {
+                        pj += (double)V[j * k * d + c * d + a] * V[j * k * d + c * d + b];
+                        pl += (double)V[l * k * d + c * d + a] * V[l * k * d + c * d + b];
+                    }
+                    s += (pj - pl) * (pj - pl);
+                }
+            rel = fmax(rel, fabs(s - D2[j * t + l]) / s);
+        }
+    CHECK(rel < 1e-6, "projection distance identity %g", rel);
+
+    /* 4. Both aggregators on agreeing buckets, against a bound derived from
+       the run's own noise scale.  Reference: the released basis spans the top-k
+       right singular subspace of Z = y* + B + N, y* = P Pi0 (rank k), B the bias
+       of the weighted mean (||B||_2 <= max_j ||y^j - y*||_F), N Gaussian q x d
+       with sd s_mu, ||N||_2 <= s_mu (sqrt q + sqrt d + sqrt(2 ln 1e6)) with
+       probability 1 - 1e-6 (Davidson-Szarek).  Wedin: sin <= E / (s_k(y*) - E),
+       E = ||B|| + ||N||.  Projection: symmetric noise (N + N^T)/2 has norm <=
+       s_mu (2 sqrt d + sqrt(2 ln 1e6)); Davis-Kahan with eigengap 1 of Pi0:
+       sin <= E / (1 - E). */
+    {
+        size_t t2 = 60, n2 = t2 * k;
+        float *W = malloc(n2 * d * sizeof *W);
+        double *A2 = malloc(t2 * k * q * sizeof *A2);
+        s_bases(rng, W, t2, k, d, 1e-4, V0);
+        la_ws *w2 = la_ws_new(k, k);
+        for (size_t j = 0; j < t2; j++)
+            la_project_reference(w2, W + j * k * d, k, d, P, q, A2 + j * k * q);
+        la_ws_free(&w2);
+        /* s_k(y*) = s_k(V0 P^T); bias bounds from explicit items */
+        double C[3 * 30], M[9], ev[3], Z[9];
+        for (size_t a = 0; a < k; a++)
+            for (size_t i = 0; i < q; i++) {
+                double s2 = 0;
+                for (size_t c = 0; c < d; c++)
+                    s2 += (double)V0[a * d + c] * P[i * d + c];
+                C[a * q + i] = s2;
+            }
+        for (size_t a = 0; a < k; a++)
+            for (size_t b = 0; b < k; b++) {
+                double s2 = 0;
+                for (size_t i = 0; i < q; i++)
+                    s2 += C[a * q + i] * C[b * q + i];
+                M[a * k + b] = s2;
+            }
+        la_syevr_top(M, k, k, ev, Z);
+        double sk = sqrt(ev[k - 1]);
+        double bias_ref = 0, bias_proj = 0;
+        for (size_t j = 0; j < t2; j++) {
+            double fro = 0;
+            double sn = dps_subspace_sin(W + j * k * d, V0, k, d, &fro);
+            (void)sn;
+            bias_proj = fmax(bias_proj, fro); /* ||Pi_j - Pi0||_F */
+        }
+        double pnorm = 0; /* ||P||_2 <= sqrt q + sqrt d + sqrt(2 ln 1e6) */
+        pnorm = sqrt((double)q) + sqrt((double)d) + sqrt(2 * log(1e6));
+        bias_ref = pnorm * bias_proj; /* ||(Pi_j - Pi0) P^T|| <= ||Pi_j - Pi0|| ||P|| */
+        agg_input in2 = {W, A2, t2, k, d, q, 2 * sqrt(f2_of(P, q * d))};
+        wfc_params p = {.alpha = 0.5, .tau = 0.5, .rho_search = 0.2, .rho_count = 0.1, .rho_mean = 0.7,
+                        .delta1 = 1e-5, .xi_min = 1e-6};
+        float *basis = malloc(k * d * sizeof *basis);
+        wfc_result res;
+        CHECK(agg_reference(&in2, &p, rng, rng, pool, basis, &res) == DPS_OK, "reference");
+        CHECK(!res.failed, "reference released");
+        double sn = dps_subspace_sin(basis, V0, k, d, NULL);
+        double E = bias_ref + res.s_mu * (sqrt((double)q) + sqrt((double)d) + sqrt(2 * log(1e6)));
+        double bound = E < sk ? E / (sk - E) : 1.0;
+        NOTE("reference: t=%zu r=%.3g W=%.1f L=%.1f s_mu=%.2e: sin to centre %.3e (bound %.3e)", t2, res.radius,
+             res.W, res.L, res.s_mu, sn, bound);
+        CHECK(sn <= bound, "reference accuracy %g > bound %g", sn, bound);
+        CHECK(bound < 0.5, "the bound says something: %g", bound);
+        in2.xi_max = sqrt(2.0 * k);
+        CHECK(agg_projection(&in2, &p, rng, pool, basis, &res) == DPS_OK, "projection");
+        CHECK(!res.failed, "projection released");
+        sn = dps_subspace_sin(basis, V0, k, d, NULL);
+        E = bias_proj + res.s_mu * (2 * sqrt((double)d) + sqrt(2 * log(1e6)));
+        bound = E < 1 ? E / (1 - E) : 1.0;
+        NOTE("projection: r=%.3g W=%.1f s_mu=%.2e: sin to centre %.3e (bound %.3e)", res.radius, res.W, res.s_mu,
+             sn, bound);
+        CHECK(sn <= bound, "projection accuracy %g > bound %g", sn, bound);
+        CHECK(bound < 0.5, "the bound says something: %g", bound);
+        free(W); free(A2); free(basis);
+    }
+
+    /* 5. Projection refuses d above its limit without touching memory. */
+    agg_input big = in;
+    big.d = DPS_PROJECTION_MAX_D + 1;
+    float basis[1];
+    wfc_result res;
+    wfc_params p = {.alpha = 0.5, .tau = 0.5, .rho_search = 0.2, .rho_count = 0.1, .rho_mean = 0.7,
+                    .delta1 = 1e-5, .xi_min = 1e-6};
+    CHECK(agg_projection(&big, &p, rng, pool, basis, &res) == DPS_ELIMIT, "projection limit");
+
+    free(V); free(V0); free(P); free(A); free(G); free(G1); free(D2); free(Y);
+    pool_free(&pool);
+    dps_rng_destroy(&rng);
+    return check_summary();
+}

@@ -1,0 +1,139 @@
+/* test_rng - the random sources and samplers against their distributions. */
+#include "check.h"
+#include "dpsubspace.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double s_normal_cdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+static double s_laplace_cdf(double x) { return x < 0 ? 0.5 * exp(x) : 1 - 0.5 * exp(-x); }
+
+/* Kolmogorov-Smirnov statistic of sorted samples against cdf. */
+static double s_ks(double *x, size_t n, double (*cdf)(double))
+{
+    qsort(x, n, sizeof *x, s_cmp);
+    double dmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double f = cdf(x[i]);
+        double a = fabs(f - (double)i / n), b = fabs((double)(i + 1) / n - f);
+        dmax = fmax(dmax, fmax(a, b));
+    }
+    return dmax;
+}
+
+int main(void)
+{
+    enum { N = 200000 };
+    double *x = malloc(N * sizeof *x);
+    dps_rng *r = NULL;
+    CHECK(dps_rng_new_seeded(&r, 42) == DPS_OK, "seeded");
+    CHECK(dps_rng_is_seeded(r) == 1, "seeded flag");
+
+    /* Gaussian: KS against N(0,1).  For n = 2e5 the KS critical value at
+       p = 0.001 is 1.95/sqrt(n) = 0.0044 (asymptotic Kolmogorov distribution). */
+    for (size_t i = 0; i < N; i++)
+        x[i] = dps_rng_gaussian(r, 1.0);
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < N; i++)
+        mean += x[i];
+    mean /= N;
+    for (size_t i = 0; i < N; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    var /= N - 1;
+    /* mean ~ N(0, 1/n): 5 sd = 5/sqrt(2e5) = 0.011; var sd = sqrt(2/n) = 0.0032, 5 sd = 0.016. */
+    CHECK(fabs(mean) < 0.011, "gaussian mean %g", mean);
+    CHECK(fabs(var - 1) < 0.016, "gaussian var %g", var);
+    double ks = s_ks(x, N, s_normal_cdf);
+    NOTE("gaussian KS D = %.5f (critical 0.0044)", ks);
+    CHECK(ks < 1.95 / sqrt((double)N), "gaussian KS %g", ks);
+    /* sigma scales: sd of sigma*Z */
+    double sq = 0;
+    for (size_t i = 0; i < N; i++) {
+        double v = dps_rng_gaussian(r, 3.0);
+        sq += v * v;
+    }
+    sq /= N;
+    CHECK(fabs(sq / 9.0 - 1) < 0.016, "gaussian sigma=3 var ratio %g", sq / 9.0);
+
+    /* Laplace(0, 1): var 2; KS against the Laplace cdf. */
+    for (size_t i = 0; i < N; i++)
+        x[i] = dps_rng_laplace(r, 1.0);
+    double lv = 0;
+    for (size_t i = 0; i < N; i++)
+        lv += x[i] * x[i];
+    lv /= N;
+    /* var of X^2 for Laplace(1) is E X^4 - 4 = 24 - 4 = 20: sd of the mean of X^2 = sqrt(20/n) = 0.01; 5 sd = 0.05 */
+    CHECK(fabs(lv - 2) < 0.05, "laplace var %g", lv);
+    ks = s_ks(x, N, s_laplace_cdf);
+    NOTE("laplace KS D = %.5f (critical 0.0044)", ks);
+    CHECK(ks < 1.95 / sqrt((double)N), "laplace KS %g", ks);
+
+    /* Uniform in (0,1): never 0 or 1; KS against identity. */
+    int in_range = 1;
+    for (size_t i = 0; i < N; i++) {
+        x[i] = dps_rng_uniform(r);
+        in_range &= x[i] > 0 && x[i] < 1;
+    }
+    CHECK(in_range, "uniform in (0,1)");
+    for (size_t i = 0; i < N; i++)
+        x[i] = s_normal_cdf(0) * 0 + x[i]; /* identity cdf below */
+    qsort(x, N, sizeof *x, s_cmp);
+    double du = 0;
+    for (size_t i = 0; i < N; i++)
+        du = fmax(du, fmax(fabs(x[i] - (double)i / N), fabs((double)(i + 1) / N - x[i])));
+    CHECK(du < 1.95 / sqrt((double)N), "uniform KS %g", du);
+
+    /* below(n): chi-square over 7 cells, 6 dof: p = 0.001 critical value 22.46. */
+    long cnt[7] = {0};
+    for (size_t i = 0; i < 70000; i++)
+        cnt[dps_rng_below(r, 7)]++;
+    double chi = 0;
+    for (int i = 0; i < 7; i++)
+        chi += (cnt[i] - 10000.0) * (cnt[i] - 10000.0) / 10000.0;
+    CHECK(chi < 22.46, "below chi2 %g", chi);
+    CHECK(dps_rng_below(r, 1) == 0, "below(1)");
+
+    /* Reproducibility: same seed same stream; different seeds/labels differ. */
+    dps_rng *a = NULL, *b = NULL, *c = NULL, *l1 = NULL, *l2 = NULL;
+    dps_rng_new_seeded(&a, 7);
+    dps_rng_new_seeded(&b, 7);
+    dps_rng_new_seeded(&c, 8);
+    int same = 1, differ = 0;
+    for (int i = 0; i < 100; i++) {
+        uint64_t va = dps_rng_u64(a), vb = dps_rng_u64(b), vc = dps_rng_u64(c);
+        same &= va == vb;
+        differ |= va != vc;
+    }
+    CHECK(same, "same seed, same stream");
+    CHECK(differ, "different seeds differ");
+    dps_rng_new_labelled(&l1, 7, "reference-points", 3);
+    dps_rng_new_labelled(&l2, 7, "reference-points", 4);
+    CHECK(dps_rng_u64(l1) != dps_rng_u64(l2), "labelled index separates streams");
+    dps_rng *f1 = NULL, *f2 = NULL;
+    CHECK(dps_rng_fork(a, &f1) == DPS_OK && dps_rng_fork(a, &f2) == DPS_OK, "fork");
+    CHECK(dps_rng_u64(f1) != dps_rng_u64(f2), "forks differ");
+    CHECK(dps_rng_is_seeded(f1), "fork of seeded is seeded");
+
+    /* Secure mode: not seeded, two sources differ. */
+    dps_rng *s1 = NULL, *s2 = NULL;
+    CHECK(dps_rng_new_secure(&s1) == DPS_OK && dps_rng_new_secure(&s2) == DPS_OK, "secure");
+    CHECK(!dps_rng_is_seeded(s1), "secure flag");
+    CHECK(dps_rng_u64(s1) != dps_rng_u64(s2), "secure sources differ");
+    dps_rng *sf = NULL;
+    dps_rng_fork(s1, &sf);
+    CHECK(!dps_rng_is_seeded(sf), "fork of secure is secure");
+
+    dps_rng *all[] = {r, a, b, c, l1, l2, f1, f2, s1, s2, sf};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        dps_rng_destroy(&all[i]);
+    CHECK(all[0] == NULL, "destroy nulls");
+    free(x);
+    return check_summary();
+}
