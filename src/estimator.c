@@ -14,6 +14,7 @@
    the generator, never on the rows: a row with NaN/Inf or zero norm takes its
    slot as the zero vector (DESIGN 2), so one changed row changes one bucket. */
 #include "aggregate.h"
+#include "estimator_internal.h"
 #include "internal.h"
 #include "linalg.h"
 #include "pool.h"
@@ -67,6 +68,8 @@ struct dps_estimator {
     uint64_t buckets_total;  /* all epochs (guarded) */
 
     dps_stats stats;         /* owned by the pushing thread, but for the two above */
+    dps_bucket_hook hook;    /* tests only */
+    void *hook_arg;
 };
 
 /* ----------------------------------------------------------------- config */
@@ -209,6 +212,8 @@ static void s_bucket_job(void *arg, int worker)
     const dps_config *c = &e->cfg;
     float *V = e->V + j->id * c->k * c->d;
     size_t rank = 0;
+    if (e->hook)
+        e->hook(e->hook_arg, e->epoch, j->id, j->rows, c->m, c->d);
     int rc = la_topk_rows(e->ws[worker], j->rows, c->m, c->d, c->k, V, NULL, &rank, NULL);
     if (rc != DPS_OK)
         rank = 0; /* a numerical failure makes the bucket a public random outlier */
@@ -615,3 +620,9 @@ void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)
 }
 
 dps_zcdp dps_estimator_spent(const dps_estimator *e) { return dps_accountant_spent(e->acc); }
+
+void dps_estimator_set_bucket_hook(dps_estimator *e, dps_bucket_hook fn, void *arg)
+{
+    e->hook = fn;
+    e->hook_arg = arg;
+}

@@ -1,0 +1,410 @@
+/* test_estimator - the streaming estimator: the randomized partition, bad
+   input, accuracy on the paper's generator against a bound derived from the
+   run, failure, refusal, the commit hook, reproducibility. */
+#include "check.h"
+#include "dpsubspace.h"
+#include "estimator_internal.h"
+#include "linalg.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------- partition capture */
+typedef struct {
+    size_t t, m, d;
+    int *bucket_of; /* row id -> bucket, for the current epoch */
+    int seen_twice;
+} capture;
+
+static void s_capture(void *arg, uint64_t epoch, size_t bucket, const float *rows, size_t m, size_t d)
+{
+    (void)epoch;
+    capture *c = arg;
+    for (size_t i = 0; i < m; i++) {
+        size_t arg_max = 0;
+        for (size_t j = 1; j < d; j++)
+            if (rows[i * d + j] > rows[i * d + arg_max])
+                arg_max = j;
+        if (c->bucket_of[arg_max] >= 0)
+            c->seen_twice = 1;
+        c->bucket_of[arg_max] = (int)bucket; /* distinct rows: no two threads write one cell */
+    }
+}
+
+static dps_config s_cfg(size_t d, size_t k, size_t t, size_t m, uint64_t seed)
+{
+    dps_config c;
+    dps_config_init(&c, d, k);
+    c.t = t;
+    c.m = m;
+    c.window = t;
+    c.seeded = 1;
+    c.seed = seed;
+    c.workers = 2;
+    return c;
+}
+
+/* ----------------------------------------------------------- bucket errors */
+typedef struct {
+    pthread_mutex_t mu;
+    float *truth; /* k x d */
+    size_t k;
+    double *P;    /* q x d reference points of the epoch (regenerated) */
+    size_t q;
+    double worst_fro;  /* max_j ||Pi_j - Pi*||_F */
+    double worst_ref;  /* max_j ||(Pi_j - Pi*) P^T||_F */
+} bucket_err;
+
+static void s_bucket_err(void *arg, uint64_t epoch, size_t bucket, const float *rows, size_t m, size_t d)
+{
+    (void)epoch; (void)bucket;
+    bucket_err *b = arg;
+    float *V = malloc(b->k * d * sizeof *V);
+    dps_topk_basis(rows, m, d, b->k, V, NULL);
+    double fro = 0;
+    dps_subspace_sin(V, b->truth, b->k, d, &fro);
+    /* ||(Pi_j - Pi*) P^T||_F^2 = sum_i ||Pi_j p_i - Pi* p_i||^2 */
+    double ref = 0;
+    double *pj = malloc(d * sizeof *pj), *ps = malloc(d * sizeof *ps);
+    for (size_t i = 0; i < b->q; i++) {
+        dps_project(V, b->k, d, b->P + i * d, pj);
+        dps_project(b->truth, b->k, d, b->P + i * d, ps);
+        for (size_t c = 0; c < d; c++)
+            ref += (pj[c] - ps[c]) * (pj[c] - ps[c]);
+    }
+    pthread_mutex_lock(&b->mu);
+    b->worst_fro = fmax(b->worst_fro, fro);
+    b->worst_ref = fmax(b->worst_ref, sqrt(ref));
+    pthread_mutex_unlock(&b->mu);
+    free(V); free(pj); free(ps);
+}
+
+/* s_k of P V*^T (q x k) */
+static double s_sk(const double *P, size_t q, const float *V, size_t k, size_t d)
+{
+    double *C = calloc(k * q, sizeof *C), *M = calloc(k * k, sizeof *M), *Z = calloc(k * k, sizeof *Z),
+           *w = calloc(k, sizeof *w);
+    for (size_t a = 0; a < k; a++)
+        for (size_t i = 0; i < q; i++) {
+            double s = 0;
+            for (size_t c = 0; c < d; c++)
+                s += V[a * d + c] * P[i * d + c];
+            C[a * q + i] = s;
+        }
+    for (size_t a = 0; a < k; a++)
+        for (size_t b = 0; b < k; b++) {
+            double s = 0;
+            for (size_t i = 0; i < q; i++)
+                s += C[a * q + i] * C[b * q + i];
+            M[a * k + b] = s;
+        }
+    la_syevr_top(M, k, k, w, Z);
+    double r = sqrt(w[k - 1]);
+    free(C); free(M); free(Z); free(w);
+    return r;
+}
+
+/* ------------------------------------------------------------ commit hook */
+typedef struct {
+    int calls, fail;
+    double rho_seen;
+} ledger;
+
+static int s_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
+{
+    (void)epoch; (void)after;
+    ledger *l = arg;
+    l->calls++;
+    l->rho_seen += cost.rho;
+    return l->fail;
+}
+
+static dps_snapshot *s_run_epoch(dps_estimator *e, const float *rows, size_t n, size_t d)
+{
+    size_t taken = 0;
+    dps_estimator_push(e, rows, n, d, &taken);
+    dps_snapshot *s = NULL;
+    dps_estimator_close_epoch(e, &s);
+    return s;
+}
+
+int main(void)
+{
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 11);
+
+    /* 1. The partition: one-hot rows e_0..e_49, t = 10 buckets of m = 5, 2000
+       epochs.  Every row lands in exactly one bucket per epoch.  Uniformity:
+       the 50 x 10 table of (row, bucket) counts has expected 200 per cell;
+       chi^2 with 50 * 9 = 450 dof has mean 450, sd 30: accept < 450 + 4 * 30.
+       Pairs: P(rows 0 and 1 share a bucket) = (m-1)/(tm-1) = 4/49; over 2000
+       epochs the count has mean 163.3, sd 12.2: accept within 4.5 sd. */
+    {
+        size_t t = 10, m = 5, d = 50, epochs = 2000;
+        dps_config c = s_cfg(d, 2, t, m, 21);
+        dps_estimator *e = NULL;
+        CHECK(dps_estimator_new(&e, &c) == DPS_OK, "new");
+        capture cap = {t, m, d, malloc(d * sizeof(int)), 0};
+        dps_estimator_set_bucket_hook(e, s_capture, &cap);
+        float *rows = calloc(d * d, sizeof *rows);
+        for (size_t i = 0; i < d; i++)
+            rows[i * d + i] = 1;
+        long *table = calloc(d * t, sizeof *table);
+        long pair = 0;
+        int all_once = 1;
+        for (size_t ep = 0; ep < epochs; ep++) {
+            for (size_t i = 0; i < d; i++)
+                cap.bucket_of[i] = -1;
+            dps_snapshot *s = s_run_epoch(e, rows, d, d);
+            dps_snapshot_destroy(&s);
+            for (size_t i = 0; i < d; i++) {
+                if (cap.bucket_of[i] < 0)
+                    all_once = 0;
+                else
+                    table[i * t + (size_t)cap.bucket_of[i]]++;
+            }
+            pair += cap.bucket_of[0] == cap.bucket_of[1];
+        }
+        CHECK(all_once && !cap.seen_twice, "every row exactly once per epoch");
+        double chi = 0, expect = (double)epochs / t;
+        for (size_t i = 0; i < d * t; i++)
+            chi += (table[i] - expect) * (table[i] - expect) / expect;
+        double pexp = epochs * 4.0 / 49.0, psd = sqrt(epochs * (4.0 / 49) * (45.0 / 49));
+        NOTE("partition: chi^2 = %.1f on 450 dof; pair count %ld (expected %.1f, sd %.1f)", chi, pair, pexp, psd);
+        CHECK(chi < 450 + 4 * 30, "bucket membership not uniform: chi2 %g", chi);
+        CHECK(fabs(pair - pexp) < 4.5 * psd, "pair co-membership %ld", pair);
+        dps_estimator_destroy(&e);
+
+        /* Window W = 2 < t: still every row exactly once. */
+        c.window = 2;
+        CHECK(dps_estimator_new(&e, &c) == DPS_OK, "new W=2");
+        dps_estimator_set_bucket_hook(e, s_capture, &cap);
+        for (size_t i = 0; i < d; i++)
+            cap.bucket_of[i] = -1;
+        dps_snapshot *s = s_run_epoch(e, rows, d, d);
+        int ok = 1;
+        for (size_t i = 0; i < d; i++)
+            ok &= cap.bucket_of[i] >= 0;
+        CHECK(ok && !cap.seen_twice, "W=2: every row exactly once");
+        dps_snapshot_destroy(&s);
+        dps_estimator_destroy(&e);
+        free(rows); free(table); free(cap.bucket_of);
+    }
+
+    /* 2. Bad input: NaN, Inf, zero rows take their slot and are counted; wrong
+       dimension and empty batches are refused and counted. */
+    {
+        size_t d = 20;
+        dps_config c = s_cfg(d, 2, 4, 4, 5);
+        dps_estimator *e = NULL;
+        dps_estimator_new(&e, &c);
+        float rows[6 * 20];
+        dps_rng_gaussian_fill_f(rng, 1.0, rows, 6 * d);
+        rows[0 * d + 3] = NAN;
+        rows[1 * d + 0] = INFINITY;
+        rows[2 * d + 5] = -INFINITY;
+        rows[2 * d + 6] = NAN; /* NaN and Inf: counted as NaN */
+        memset(rows + 3 * d, 0, d * sizeof(float));
+        size_t taken = 99;
+        CHECK(dps_estimator_push(e, rows, 6, d, &taken) == DPS_OK && taken == 6, "push 6");
+        CHECK(dps_estimator_push(e, rows, 2, d + 1, &taken) == DPS_EDIM && taken == 0, "wrong dim refused");
+        CHECK(dps_estimator_push(e, rows, 0, d, &taken) == DPS_EEMPTY, "empty refused");
+        dps_stats st;
+        dps_estimator_get_stats(e, &st);
+        CHECK(st.rows_nan == 2 && st.rows_inf == 1 && st.rows_zero == 1, "row counts nan %llu inf %llu zero %llu",
+              (unsigned long long)st.rows_nan, (unsigned long long)st.rows_inf, (unsigned long long)st.rows_zero);
+        CHECK(st.rows_accepted == 6 && st.rows_in_epoch == 6, "all six took slots");
+        CHECK(st.batches_dim == 1 && st.batches_empty == 1, "batch counts");
+        /* Capacity t*m = 16: pushing 20 more takes 10 and says full. */
+        float more[20 * 20];
+        dps_rng_gaussian_fill_f(rng, 1.0, more, 20 * d);
+        CHECK(dps_estimator_push(e, more, 20, d, &taken) == DPS_EFULL && taken == 10, "full after 16: %zu", taken);
+        CHECK(dps_estimator_epoch_full(e), "epoch full");
+        dps_snapshot *s = NULL;
+        CHECK(dps_estimator_close_epoch(e, &s) == DPS_OK && s, "close");
+        dps_snapshot_info in;
+        dps_snapshot_get_info(s, &in);
+        CHECK(in.buckets_used == 4 && in.rows_used == 16, "all buckets used");
+        CHECK(in.seeded == 1, "seeded snapshot says so");
+        dps_snapshot_destroy(&s);
+        /* A partial epoch: 6 rows, 1 bucket of 4 completes: fewer than 2 buckets,
+           nothing spent, rows of the open bucket discarded. */
+        dps_zcdp before = dps_estimator_spent(e);
+        dps_estimator_push(e, more, 6, d, &taken);
+        CHECK(dps_estimator_close_epoch(e, &s) == DPS_OK, "close partial");
+        dps_snapshot_get_info(s, &in);
+        dps_estimator_get_stats(e, &st);
+        CHECK(in.status == DPS_SNAP_FAILED && in.epoch_cost.rho == 0, "too few buckets: failed, nothing spent");
+        CHECK(dps_estimator_spent(e).rho == before.rho, "spent unchanged");
+        CHECK(st.rows_discarded == 6 - 4 * in.buckets_used, "discarded %llu", (unsigned long long)st.rows_discarded);
+        dps_snapshot_destroy(&s);
+        dps_estimator_destroy(&e);
+        CHECK(e == NULL, "destroy nulls");
+    }
+
+    /* 3. Accuracy on the paper's generator: k = 4, tau = 10 d, n = 250 k = 1000
+       rows (t = 125, m = 8), rho = 1 (the subspace half of Figure 2's rho = 2),
+       delta = 1e-5.  Bound: as in test_aggregate, Wedin on Z = y* + B + N with
+       ||B|| <= max_j ||(Pi_j - Pi*) P^T||_F (measured from the buckets by the
+       hook, P regenerated from the public seed) and ||N||_2 <= s_mu (sqrt q +
+       sqrt d + sqrt(2 ln 1e6)), s_mu = (8 r / L) / sqrt(2 * 0.7 rho) with r and
+       L = W^ - s_W sqrt(2 ln(1/delta)) from the snapshot.  Failure probability
+       of the bound: 1e-6 (noise tail) + 1e-5 (L <= W). */
+    size_t dims[3] = {100, 1000, 10000};
+    for (int di = 0; di < 3; di++) {
+        size_t d = dims[di], k = 4, n = 1000, q = 40;
+        float *rows = malloc(n * d * sizeof *rows), *truth = malloc(k * d * sizeof *truth);
+        dps_synth_paper(rng, n, d, k, 10.0 * d, rows, truth);
+        dps_config c = s_cfg(d, k, 125, 8, 100 + di);
+        c.delta_epoch = 1e-5;
+        c.public_seed = 77;
+        dps_estimator *e = NULL;
+        CHECK(dps_estimator_new(&e, &c) == DPS_OK, "new d=%zu", d);
+        bucket_err be = {PTHREAD_MUTEX_INITIALIZER, truth, k, malloc(q * d * sizeof(double)), q, 0, 0};
+        dps_rng *pub = NULL;
+        dps_rng_new_labelled(&pub, 77, "reference-points", 0);
+        dps_rng_gaussian_fill(pub, 1.0, be.P, q * d);
+        dps_rng_destroy(&pub);
+        dps_estimator_set_bucket_hook(e, s_bucket_err, &be);
+        dps_snapshot *s = s_run_epoch(e, rows, n, d);
+        dps_snapshot_info in;
+        dps_snapshot_get_info(s, &in);
+        CHECK(in.status == DPS_SNAP_RELEASED, "released d=%zu (%s)", d, in.reason);
+        if (in.status == DPS_SNAP_RELEASED) {
+            double fro = 0, sn = dps_subspace_sin(dps_snapshot_basis(s), truth, k, d, &fro);
+            double s_W = 3.0 / sqrt(2 * 0.1);
+            double L = in.w_hat - s_W * sqrt(2 * log(1e5));
+            double s_mu = (8 * in.radius / L) / sqrt(2 * 0.7);
+            double E = be.worst_ref + s_mu * (sqrt((double)q) + sqrt((double)d) + sqrt(2 * log(1e6)));
+            double sk = s_sk(be.P, q, truth, k, d);
+            double bound = E < sk ? E / (sk - E) : 1;
+            NOTE("d=%5zu: sin = %.4f  ||Pi-Pi*||_F = %.4f  bound %.4f  (r = %.3g, W^ = %.1f, worst bucket ||Pi_j-Pi*||_F = %.4f)",
+                 d, sn, fro, bound, in.radius, in.w_hat, be.worst_fro);
+            CHECK(sn <= bound, "accuracy d=%zu: %g > bound %g", d, sn, bound);
+            CHECK(bound < 0.5, "the bound is informative at d=%zu: %g", d, bound);
+            CHECK(fabs(in.epoch_cost.rho - 1.0) < 1e-12 && in.epoch_cost.delta == 1e-5, "epoch cost");
+        }
+        dps_snapshot_destroy(&s);
+        dps_estimator_destroy(&e);
+        free(rows); free(truth); free(be.P);
+    }
+
+    /* 4. FAIL: t = 20 buckets and rho = 0.1: s_W = 3/sqrt(0.02) = 21, so
+       L <= 20 - 21 * 4.8 + noise < 1 unless the noise exceeds 4 sd. */
+    {
+        size_t d = 50, k = 2;
+        dps_config c = s_cfg(d, k, 20, 4, 9);
+        c.rho_epoch = 0.1;
+        dps_estimator *e = NULL;
+        dps_estimator_new(&e, &c);
+        float *rows = malloc(80 * d * sizeof *rows);
+        dps_synth_paper(rng, 80, d, k, 500, rows, NULL);
+        dps_snapshot *s = s_run_epoch(e, rows, 80, d);
+        dps_snapshot_info in;
+        dps_snapshot_get_info(s, &in);
+        CHECK(in.status == DPS_SNAP_FAILED, "FAIL status: %s", dps_status_name(in.status));
+        CHECK(dps_snapshot_basis(s) == NULL, "no basis on FAIL");
+        CHECK(fabs(in.epoch_cost.rho - 0.1) < 1e-12 && fabs(in.total.rho - 0.1) < 1e-12, "FAIL still spends");
+        NOTE("FAIL path: %s", in.reason);
+        dps_snapshot_destroy(&s);
+        dps_estimator_destroy(&e);
+        free(rows);
+    }
+
+    /* 5. Budget cap: rho_cap 2.5 with rho 1 per epoch: epochs 0 and 1 are
+       released and committed, 2 and 3 are refused, nothing more is spent. */
+    {
+        size_t d = 40, k = 2, n = 125 * 4;
+        dps_config c = s_cfg(d, k, 125, 4, 13);
+        c.cap = (dps_budget){2.5, 0, 1e-5};
+        ledger led = {0, 0, 0};
+        c.commit = s_commit;
+        c.commit_arg = &led;
+        dps_estimator *e = NULL;
+        dps_estimator_new(&e, &c);
+        float *rows = malloc(n * d * sizeof *rows);
+        dps_synth_paper(rng, n, d, k, 10.0 * d, rows, NULL);
+        dps_status st[4];
+        for (int ep = 0; ep < 4; ep++) {
+            dps_snapshot *s = s_run_epoch(e, rows, n, d);
+            dps_snapshot_info in;
+            dps_snapshot_get_info(s, &in);
+            st[ep] = in.status;
+            if (ep >= 2)
+                CHECK(in.epoch_cost.rho == 0 && in.total.rho == 2.0, "refused epoch spends nothing");
+            CHECK(in.epoch == (uint64_t)ep, "epoch numbers");
+            dps_snapshot_destroy(&s);
+        }
+        CHECK(st[0] == DPS_SNAP_RELEASED && st[1] == DPS_SNAP_RELEASED, "first two released");
+        CHECK(st[2] == DPS_SNAP_REFUSED && st[3] == DPS_SNAP_REFUSED, "then refused");
+        CHECK(led.calls == 2 && fabs(led.rho_seen - 2.0) < 1e-12, "commit hook called for the two releases");
+        CHECK(fabs(dps_estimator_spent(e).rho - 2.0) < 1e-12, "spent 2");
+
+        /* 6. A failing commit hook: DPS_ECOMMIT, no snapshot, nothing charged. */
+        dps_estimator_destroy(&e);
+        c.cap = (dps_budget){0, 0, 1e-5};
+        led.fail = 1;
+        dps_estimator_new(&e, &c);
+        size_t taken;
+        dps_estimator_push(e, rows, n, d, &taken);
+        dps_snapshot *s = (dps_snapshot *)&led; /* must be reset to NULL */
+        CHECK(dps_estimator_close_epoch(e, &s) == DPS_ECOMMIT && s == NULL, "commit failure aborts the release");
+        CHECK(dps_estimator_spent(e).rho == 0, "nothing charged");
+        dps_estimator_destroy(&e);
+
+        /* 7. Reproducible in seeded mode, whatever the worker count; the
+           projection aggregator runs through the estimator too. */
+        c.commit = NULL;
+        float *b1 = malloc(k * d * sizeof *b1);
+        int same = 1;
+        for (int workers = 1; workers <= 2; workers++) {
+            c.workers = workers;
+            dps_estimator_new(&e, &c);
+            s = s_run_epoch(e, rows, n, d);
+            if (workers == 1)
+                memcpy(b1, dps_snapshot_basis(s), k * d * sizeof *b1);
+            else
+                same = memcmp(b1, dps_snapshot_basis(s), k * d * sizeof *b1) == 0;
+            dps_snapshot_destroy(&s);
+            dps_estimator_destroy(&e);
+        }
+        CHECK(same, "same seed: same snapshot with 1 or 2 workers");
+        c.aggregator = DPS_AGG_PROJECTION;
+        dps_estimator_new(&e, &c);
+        s = s_run_epoch(e, rows, n, d);
+        dps_snapshot_info in;
+        dps_snapshot_get_info(s, &in);
+        CHECK(in.status == DPS_SNAP_RELEASED && in.aggregator == DPS_AGG_PROJECTION, "projection released");
+        dps_snapshot_destroy(&s);
+        dps_estimator_destroy(&e);
+        c.seeded = 0;
+        c.aggregator = DPS_AGG_REFERENCE;
+        dps_estimator_new(&e, &c);
+        s = s_run_epoch(e, rows, n, d);
+        dps_snapshot_get_info(s, &in);
+        CHECK(in.seeded == 0, "secure mode snapshot not marked seeded");
+        dps_snapshot_destroy(&s);
+        dps_estimator_destroy(&e);
+        free(rows); free(b1);
+    }
+
+    /* 8. Configuration errors have sentences. */
+    {
+        dps_config c;
+        const char *why = NULL;
+        dps_config_init(&c, 10, 10);
+        CHECK(dps_config_check(&c, &why) == DPS_EINVAL && strstr(why, "k must"), "k >= d refused: %s", why);
+        dps_config_init(&c, 20000, 2);
+        c.aggregator = DPS_AGG_PROJECTION;
+        CHECK(dps_config_check(&c, &why) == DPS_ELIMIT, "projection d limit");
+        dps_config_init(&c, 10, 2);
+        c.window = 0;
+        CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "window 0");
+        dps_estimator *e = NULL;
+        CHECK(dps_estimator_new(&e, &c) == DPS_EINVAL && e == NULL, "new refuses");
+    }
+    dps_rng_destroy(&rng);
+    return check_summary();
+}
