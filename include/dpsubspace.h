@@ -44,6 +44,12 @@ typedef enum {
     DPS_EBUDGET,  /* the charge would pass the privacy budget cap           */
     DPS_ECOMMIT,  /* the ledger commit hook refused; nothing was released   */
     DPS_ESTATE,   /* the call is not valid in the object's current state    */
+    DPS_ENET,     /* a ZeroMQ call failed (bad endpoint, address in use...)  */
+    DPS_EPROTO,   /* a message is malformed or of another protocol version  */
+    DPS_EAUTH,    /* the peer refused our credentials (CURVE/ZAP)           */
+    DPS_EKEY,     /* a key file is missing, unreadable or malformed         */
+    DPS_EIO,      /* a file could not be read, written or synced            */
+    DPS_ETIMEOUT, /* nothing arrived in time                                */
     DPS_ERR_COUNT_
 } dps_err;
 
@@ -161,6 +167,8 @@ typedef struct {
     int seeded;              /* 1 if made with a seeded (non-secure) generator  */
     uint64_t public_seed;    /* seed of the public randomness (reference points) */
     const char *reason;      /* a sentence for failed/refused; "" otherwise     */
+    uint64_t seq;            /* publication sequence number (0: not published) */
+    uint64_t time_unix_ms;   /* when it was published (0: not published)       */
 } dps_snapshot_info;
 
 void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);

@@ -18,6 +18,12 @@ static const char *s_sentences[DPS_ERR_COUNT_] = {
     [DPS_EBUDGET] = "the charge would pass the privacy budget cap",
     [DPS_ECOMMIT] = "the ledger commit hook failed; nothing was released",
     [DPS_ESTATE] = "the call is not valid in the object's current state",
+    [DPS_ENET] = "a ZeroMQ call failed (bad endpoint, address in use, or the context ended)",
+    [DPS_EPROTO] = "a message is malformed or speaks another protocol version",
+    [DPS_EAUTH] = "the peer refused our credentials",
+    [DPS_EKEY] = "a key file is missing, unreadable or malformed",
+    [DPS_EIO] = "a file could not be read, written or synced",
+    [DPS_ETIMEOUT] = "nothing arrived in time",
 };
 
 const char *dps_strerror(int err)

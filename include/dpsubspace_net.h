@@ -1,0 +1,132 @@
+/*  dpsubspace_net.h - the streaming system's client side: keys, producers that
+    stream rows to a dps-collector, subscribers that receive its snapshots, and
+    a status query.  Built on ZeroMQ (CURVE for security) and protobuf-c, both
+    private to the library: only dps_ types appear here.  Errors are dps_err
+    codes from dpsubspace.h (dps_strerror names them).
+
+    Security: every client speaks CURVE unless dps_security.plaintext is set;
+    plaintext is refused for endpoints other than loopback TCP and ipc://.   */
+#ifndef DPSUBSPACE_NET_H
+#define DPSUBSPACE_NET_H
+
+#include "dpsubspace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DPS_WIRE_VERSION 1
+#define DPS_KEY_LEN 40 /* a CURVE key in Z85 text */
+
+/* ------------------------------------------------------------------- keys */
+typedef struct {
+    char public_key[DPS_KEY_LEN + 1];
+    char secret_key[DPS_KEY_LEN + 1];
+} dps_keypair;
+
+/* A new CURVE key pair (libzmq/libsodium).  DPS_ENET if CURVE is unavailable. */
+int dps_keypair_generate(dps_keypair *out);
+/* Write base.key (public key, 0644) and base.key_secret (both keys, 0600);
+   refuses to overwrite (DPS_EIO).  */
+int dps_keypair_save(const dps_keypair *kp, const char *base);
+/* Read a key pair from a .key_secret file. */
+int dps_keypair_load(dps_keypair *out, const char *path);
+/* Read the public key from a .key or .key_secret file. */
+int dps_public_key_load(char out[DPS_KEY_LEN + 1], const char *path);
+/* 1 if endpoint is loopback TCP (127.0.0.0/8, [::1], localhost) or ipc://. */
+int dps_endpoint_is_local(const char *endpoint);
+
+/* How a client connects.  CURVE: server_public_key and the client's own pair
+   (the collector's ZAP handler checks public_key against its authorized
+   keys).  plaintext = 1 only for local endpoints. */
+typedef struct {
+    const char *server_public_key; /* Z85 */
+    const char *public_key;        /* Z85 */
+    const char *secret_key;        /* Z85 */
+    int plaintext;
+} dps_security;
+
+/* --------------------------------------------------------------- producer */
+typedef struct {
+    const char *endpoint;    /* the collector's ingest endpoint             */
+    size_t dim;              /* row dimension, as the collector expects     */
+    size_t batch_rows;       /* rows per message (default 256)              */
+    const char *producer_id; /* for the collector's logs (default "producer") */
+    dps_security sec;
+    int sndhwm;              /* messages queued before send blocks (default 64) */
+    int linger_ms;           /* how long destroy waits to deliver (default 30000) */
+    int send_timeout_ms;     /* 0: block as long as the collector is slow (default) */
+} dps_producer_opts;
+
+typedef struct dps_producer dps_producer;
+
+void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim);
+/* Connects (asynchronously).  The caller owns *out. */
+int dps_producer_new(dps_producer **out, const dps_producer_opts *o);
+/* Wait until the security handshake with the collector succeeded: DPS_OK,
+   DPS_EAUTH (our key was refused), or DPS_ETIMEOUT. */
+int dps_producer_wait_ready(dps_producer *p, int timeout_ms);
+/* Buffer n rows of dimension dim and send every full batch.  Blocks while the
+   collector is behind (its queue and ours are full): rows are never dropped.
+   DPS_EDIM if dim differs, DPS_EAUTH if the collector refused our key,
+   DPS_ETIMEOUT if send_timeout_ms passed (the rows not sent stay buffered). */
+int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim);
+/* Send the partial batch, if any. */
+int dps_producer_flush(dps_producer *p);
+void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent);
+/* Flush, then wait up to linger_ms for delivery, then close. */
+void dps_producer_destroy(dps_producer **p);
+
+/* ------------------------------------------------------------- subscriber */
+typedef struct dps_subscriber dps_subscriber;
+
+/* Subscribe to a collector's snapshot endpoint.  A new subscriber receives the
+   latest snapshot at once (the collector's welcome message). */
+int dps_subscriber_new(dps_subscriber **out, const char *endpoint, const dps_security *sec);
+void dps_subscriber_destroy(dps_subscriber **s);
+/* The next snapshot not seen before (by sequence number): DPS_OK and *out
+   (the caller owns it), DPS_ETIMEOUT, or DPS_EPROTO for a message that does
+   not decode (skipped and counted).  timeout_ms < 0 waits forever. */
+int dps_subscriber_recv(dps_subscriber *s, int timeout_ms, dps_snapshot **out);
+/* For a training loop: take every pending snapshot without blocking and keep
+   the latest released one.  Returns 1 if the basis changed, 0 if not, or a
+   negative -dps_err. */
+int dps_subscriber_update(dps_subscriber *s);
+/* The latest released snapshot kept by update/recv; NULL before the first.
+   Owned by the subscriber, valid until the next update/recv/destroy. */
+const dps_snapshot *dps_subscriber_latest(const dps_subscriber *s);
+/* out = V^T V x with the latest released basis (x, out of length d; may
+   alias).  DPS_ESTATE before the first basis, DPS_EDIM if d differs. */
+int dps_subscriber_project(const dps_subscriber *s, const float *x, float *out, size_t d);
+/* Snapshots missed (gaps in sequence numbers) and undecodable messages. */
+void dps_subscriber_counts(const dps_subscriber *s, uint64_t *received, uint64_t *missed, uint64_t *bad);
+
+/* ---------------------------------------------------------------- status */
+#define DPS_STATUS_MAX_COUNTERS 16
+typedef struct {
+    uint64_t epoch, rows_accepted, buckets_completed, rows_in_epoch, epoch_rows;
+    double rho_spent, delta_spent, eps_spent, delta_target, budget_left;
+    char budget_unit[8];
+    uint64_t last_snapshot_seq, uptime_s;
+    size_t d, k;
+    size_t n_rejected;
+    struct { char name[32]; uint64_t value; } rejected[DPS_STATUS_MAX_COUNTERS];
+} dps_collector_status;
+
+/* Ask a collector's status endpoint.  Operator information: the rejection
+   counts are about the data and are not differentially private. */
+int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
+                               dps_collector_status *out);
+
+/* ------------------------------------------------------- snapshot bytes */
+/* Serialise a snapshot (with its seq/time from its info) as a protocol
+   Snapshot message; *out is malloc'd, the caller frees it. */
+int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len);
+/* Parse and validate a Snapshot message (version, sizes, status, basis
+   length, finite numbers).  The caller owns *out. */
+int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

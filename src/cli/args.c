@@ -1,0 +1,275 @@
+/* args.c - exit codes, one-line errors, strict numbers and the flag parser
+   shared by the command-line programs (see args.h).  Nothing here allocates:
+   values point into argv and messages go straight to stderr. */
+#include "args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_program = "dps";
+static char s_last[1024]; /* the last message printed by cli_error */
+
+#define S_WIDTH 79  /* --help wraps at this column */
+#define S_INDENT 28 /* column where an option's explanation starts */
+
+const char *cli_last_error(void) { return s_last; }
+
+int cli_msg_set(cli_msg *m, int code, const char *fmt, ...)
+{
+    if (m) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->msg, sizeof m->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void cli_set_program(const char *name) { s_program = name ? name : "dps"; }
+
+const char *cli_program(void) { return s_program; }
+
+void cli_error(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (char *p = line; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    memcpy(s_last, line, sizeof s_last);
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", s_program, line);
+    fflush(stderr);
+}
+
+/* ------------------------------------------------------------- numbers */
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)s[0]))
+        return -1; /* rejects "", " 1", "-1", "+1" */
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE || *end != '\0' || v > UINT64_MAX)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int cli_parse_size(const char *s, size_t *out)
+{
+    uint64_t v = 0;
+    if (cli_parse_u64(s, &v) || v > SIZE_MAX)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+int cli_parse_double(const char *s, double *out)
+{
+    if (!s || !*s || isspace((unsigned char)s[0]))
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !isfinite(v) || (errno == ERANGE && fabs(v) > 1.0))
+        return -1; /* overflow is an error; underflow to a tiny value is kept */
+    *out = v;
+    return 0;
+}
+
+/* --------------------------------------------------------------- parser */
+const cli_opt *cli_opt_find(const cli_opt *opts, size_t n_opts, const char *name)
+{
+    for (size_t i = 0; i < n_opts; i++)
+        if (opts[i].kind != CLI_OPT_SECTION && opts[i].name && strcmp(opts[i].name, name) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+/* The table entry whose name equals the first len bytes of arg, or NULL. */
+static cli_opt *s_find_n(cli_opt *opts, size_t n_opts, const char *arg, size_t len)
+{
+    for (size_t i = 0; i < n_opts; i++)
+        if (opts[i].kind != CLI_OPT_SECTION && opts[i].name && strlen(opts[i].name) == len &&
+            strncmp(opts[i].name, arg, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+/* Store value into o's destination.  Returns 0, or CLI_EXIT_USAGE after
+   printing what is wrong. */
+static int s_store(cli_opt *o, const char *value)
+{
+    switch (o->kind) {
+    case CLI_OPT_SIZE:
+        if (cli_parse_size(value, (size_t *)o->dest)) {
+            cli_error("%s: '%s' is not a whole number; give digits only, e.g. %s 1000 (see --help)", o->name, value,
+                      o->name);
+            return CLI_EXIT_USAGE;
+        }
+        return 0;
+    case CLI_OPT_U64:
+        if (cli_parse_u64(value, (uint64_t *)o->dest)) {
+            cli_error("%s: '%s' is not a whole number in 0..18446744073709551615; give digits only (see --help)",
+                      o->name, value);
+            return CLI_EXIT_USAGE;
+        }
+        return 0;
+    case CLI_OPT_DOUBLE:
+        if (cli_parse_double(value, (double *)o->dest)) {
+            cli_error("%s: '%s' is not a finite number; give e.g. %s 0.5 or %s 1e-5 (see --help)", o->name, value,
+                      o->name, o->name);
+            return CLI_EXIT_USAGE;
+        }
+        return 0;
+    case CLI_OPT_STRING:
+        if (!*value) {
+            cli_error("%s: the value is empty; give %s %s (see --help)", o->name, o->name,
+                      o->metavar ? o->metavar : "VALUE");
+            return CLI_EXIT_USAGE;
+        }
+        *(const char **)o->dest = value;
+        return 0;
+    case CLI_OPT_FLAG:
+        *(int *)o->dest = 1;
+        return 0;
+    case CLI_OPT_SECTION:
+        break;
+    }
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
+                   size_t *n_pos)
+{
+    size_t np = 0;
+    int only_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int is_opt = !only_pos && a[0] == '-' && a[1] != '\0'; /* "-" alone is positional (stdin) */
+        if (is_opt && strcmp(a, "--") == 0) {
+            only_pos = 1;
+            continue;
+        }
+        if (!is_opt) {
+            if (np >= max_pos) {
+                if (max_pos == 0)
+                    cli_error("unexpected argument '%s': this program takes only --flags (see --help)", a);
+                else
+                    cli_error("unexpected extra argument '%s': give one input file (see --help)", a);
+                return CLI_EXIT_USAGE;
+            }
+            pos[np++] = a;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        cli_opt *o = NULL;
+        if (strcmp(a, "-h") == 0)
+            o = s_find_n(opts, n_opts, "--help", 6);
+        else if (a[1] == '-')
+            o = s_find_n(opts, n_opts, a, len);
+        if (!o) {
+            cli_error("unknown flag '%.*s'; run %s --help for the list of flags", (int)len, a, s_program);
+            return CLI_EXIT_USAGE;
+        }
+        if (o->given) {
+            cli_error("%s was given twice; give it once", o->name);
+            return CLI_EXIT_USAGE;
+        }
+        o->given = 1;
+        const char *value = NULL;
+        if (o->kind == CLI_OPT_FLAG) {
+            if (eq) {
+                cli_error("%s takes no value (got '%s'); give it alone", o->name, eq + 1);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] == '-')) {
+                cli_error("%s needs a value: %s %s (see --help)", o->name, o->name, o->metavar ? o->metavar : "VALUE");
+                return CLI_EXIT_USAGE;
+            }
+            value = argv[++i];
+        }
+        int rc = s_store(o, value);
+        if (rc)
+            return rc;
+    }
+    if (n_pos)
+        *n_pos = np;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- help */
+/* Print text word-wrapped from column col (the cursor is there already),
+   continuing lines at column indent; a '\n' in text forces a break. */
+static void s_wrap(FILE *f, const char *text, int col, int indent)
+{
+    const char *p = text;
+    while (*p) {
+        if (*p == '\n') {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+            p++;
+            continue;
+        }
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        size_t w = strcspn(p, " \n");
+        if (col > indent && col + 1 + (int)w > S_WIDTH) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(p, 1, w, f);
+        col += (int)w;
+        p += w;
+    }
+    fputc('\n', f);
+}
+
+void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t n_opts, const char *epilogue)
+{
+    fputs(synopsis, f);
+    for (size_t i = 0; i < n_opts; i++) {
+        const cli_opt *o = &opts[i];
+        if (o->kind == CLI_OPT_SECTION) {
+            fprintf(f, "\n%s\n", o->help);
+            continue;
+        }
+        char head[96];
+        if (o->kind == CLI_OPT_FLAG)
+            snprintf(head, sizeof head, "  %s", o->name);
+        else
+            snprintf(head, sizeof head, "  %s %s", o->name, o->metavar ? o->metavar : "VALUE");
+        int col = (int)strlen(head);
+        fputs(head, f);
+        if (col + 1 >= S_INDENT) {
+            fprintf(f, "\n%*s", S_INDENT, "");
+        } else {
+            fprintf(f, "%*s", S_INDENT - col, "");
+        }
+        char text[1024];
+        if (o->deflt)
+            snprintf(text, sizeof text, "%s (default: %s)", o->help, o->deflt);
+        else
+            snprintf(text, sizeof text, "%s", o->help);
+        s_wrap(f, text, S_INDENT, S_INDENT);
+    }
+    if (epilogue)
+        fprintf(f, "\n%s", epilogue);
+}

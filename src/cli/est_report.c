@@ -1,0 +1,211 @@
+/* est_report.c - what dps-estimate shows: one human-readable progress line
+   per release (and one for the mean), and the JSON summary at the end.
+
+   Who owns what: everything here only reads the settings and the result; the
+   FILEs belong to the caller.  The numbers on a progress line are explained
+   once in dps-estimate --help (estimate.c); keep the two in step. */
+#include "estimate.h"
+#include "json.h"
+
+#include <math.h>
+
+const char *est_method_name(est_method m)
+{
+    switch (m) {
+    case EST_ESTIMATOR: return "estimator";
+    case EST_TOPK: return "topk";
+    case EST_ANALYZE_GAUSS: return "analyze-gauss";
+    }
+    return "unknown";
+}
+
+const char *est_task_name(est_task t) { return t == EST_MEAN ? "mean" : "subspace"; }
+
+/* "  sin S  ||P-P*||_F F" when the release was measured against --truth. */
+static void s_truth_part(FILE *f, const est_release *rel)
+{
+    if (!isnan(rel->sin_to_truth))
+        fprintf(f, "  sin %.3g  ||P-P*||_F %.3g", rel->sin_to_truth, rel->fro_to_truth);
+}
+
+/* "  total rho R  eps E at delta D" for a private release. */
+static void s_budget_part(FILE *f, double rho_total, double eps_total, double delta_target)
+{
+    fprintf(f, "  total rho %.3f  eps %.3g at delta %g", rho_total, eps_total, delta_target);
+}
+
+void est_report_release(const est_settings *s, const est_release *rel, const est_result *r)
+{
+    FILE *f = s->progress;
+    if (!f)
+        return;
+    if (s->method == EST_TOPK) {
+        fprintf(f, "topk  NOT PRIVATE  rows %llu", (unsigned long long)rel->rows_used);
+        s_truth_part(f, rel);
+    } else if (s->method == EST_ANALYZE_GAUSS) {
+        fprintf(f, "analyze-gauss  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
+        s_truth_part(f, rel);
+        fprintf(f, "  rho %.3f (called with rho %.3g: it spends 2 rho)", rel->rho_epoch, r->analyze_rho);
+        s_budget_part(f, rel->rho_total, rel->eps_total, rel->delta_target);
+    } else {
+        fprintf(f, "epoch %llu  %s  rows %llu  buckets %.0f  radius %.3g", (unsigned long long)rel->epoch,
+                dps_status_name(rel->status), (unsigned long long)rel->rows_used, rel->buckets_used, rel->radius);
+        s_truth_part(f, rel);
+        fprintf(f, "  rho this epoch %.3f", rel->rho_epoch);
+        s_budget_part(f, rel->rho_total, rel->eps_total, rel->delta_target);
+    }
+    if (rel->status != DPS_SNAP_RELEASED)
+        fprintf(f, "  (%s)", rel->reason);
+    fputc('\n', f);
+    fflush(f);
+}
+
+void est_report_mean(const est_settings *s, const est_result *r)
+{
+    FILE *f = s->progress;
+    const est_mean_result *m = &r->mean;
+    if (!f)
+        return;
+    fprintf(f, "mean  %s%s  rows %llu", m->status, s->method == EST_TOPK ? "  NOT PRIVATE (topk subspace)" : "",
+            (unsigned long long)m->rows);
+    if (m->released)
+        fprintf(f, "  rho %.3f  sigma %.3g  error %.3g  subspace bias %.3g", m->rho, m->sigma, m->error, m->bias);
+    s_budget_part(f, r->spent.rho, r->eps_total, s->cfg.cap.delta_target);
+    if (m->reason[0])
+        fprintf(f, "  (%s)", m->reason);
+    fputc('\n', f);
+    fflush(f);
+}
+
+/* The configuration block: what the method actually used. */
+static void s_json_config(cli_json *j, const est_settings *s)
+{
+    const dps_config *c = &s->cfg;
+    cli_json_object_begin(j, "config");
+    cli_json_num(j, "rho", s->rho);
+    cli_json_num(j, "delta", s->delta);
+    if (s->method == EST_ESTIMATOR) {
+        cli_json_u64(j, "t", c->t);
+        cli_json_u64(j, "m", c->m);
+        cli_json_u64(j, "window", c->window);
+        cli_json_u64(j, "q", c->q);
+        cli_json_str(j, "aggregator", dps_aggregator_name(c->aggregator));
+        cli_json_num(j, "rho_epoch", c->rho_epoch);
+        cli_json_num(j, "delta_epoch", c->delta_epoch);
+        cli_json_num(j, "alpha", c->alpha);
+        cli_json_num(j, "tau", c->tau);
+        cli_json_array_begin(j, "split");
+        cli_json_num(j, NULL, c->split_search);
+        cli_json_num(j, NULL, c->split_count);
+        cli_json_num(j, NULL, c->split_mean);
+        cli_json_array_end(j);
+        cli_json_u64(j, "public_seed", c->public_seed);
+        cli_json_u64(j, "batch", s->batch);
+        cli_json_bool(j, "close_partial", s->close_partial);
+    }
+    cli_json_num(j, "cap_rho", c->cap.rho_cap);
+    cli_json_num(j, "cap_eps", c->cap.eps_cap);
+    cli_json_num(j, "delta_target", c->cap.delta_target);
+    cli_json_u64(j, "workers", (uint64_t)c->workers);
+    cli_json_object_end(j);
+}
+
+/* One entry of "epochs". */
+static void s_json_release(cli_json *j, const est_release *e)
+{
+    cli_json_object_begin(j, NULL);
+    cli_json_u64(j, "epoch", e->epoch);
+    cli_json_str(j, "status", dps_status_name(e->status));
+    cli_json_str(j, "reason", e->reason);
+    cli_json_u64(j, "rows_used", e->rows_used);
+    cli_json_num(j, "buckets_used", e->buckets_used);
+    cli_json_num(j, "radius", e->radius);
+    cli_json_num(j, "w_hat", e->w_hat);
+    cli_json_num(j, "rho_epoch", e->rho_epoch);
+    cli_json_num(j, "delta_epoch", e->delta_epoch);
+    cli_json_num(j, "rho_total", e->rho_total);
+    cli_json_num(j, "delta_total", e->delta_total);
+    cli_json_num(j, "eps_total", e->eps_total);
+    cli_json_num(j, "delta_target", e->delta_target);
+    cli_json_num(j, "sin_to_truth", e->sin_to_truth);
+    cli_json_num(j, "fro_to_truth", e->fro_to_truth);
+    cli_json_object_end(j);
+}
+
+int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exit_code, const char *error)
+{
+    cli_json j;
+    cli_json_init(&j, f);
+    cli_json_object_begin(&j, NULL);
+    cli_json_str(&j, "program", "dps-estimate");
+    cli_json_str(&j, "library_version", dps_version());
+    cli_json_str(&j, "method", est_method_name(s->method));
+    cli_json_str(&j, "task", est_task_name(s->task));
+    cli_json_bool(&j, "private", s->method != EST_TOPK);
+    if (s->method == EST_TOPK)
+        cli_json_str(&j, "warning", "NOT PRIVATE: --method topk releases the exact top-k subspace of the data");
+    cli_json_bool(&j, "seeded", s->seeded);
+    if (s->seeded)
+        cli_json_u64(&j, "seed", s->seed);
+    else
+        cli_json_null(&j, "seed");
+    cli_json_str(&j, "input", s->input);
+    cli_json_str(&j, "format", cli_format_name(s->format));
+    cli_json_u64(&j, "d", r->d);
+    cli_json_u64(&j, "k", r->k);
+    cli_json_u64(&j, "n_rows", r->n_rows);
+    cli_json_u64(&j, "rows_subspace", r->rows_subspace);
+    s_json_config(&j, s);
+    if (s->method == EST_ANALYZE_GAUSS) {
+        cli_json_num(&j, "analyze_gauss_rho", r->analyze_rho);
+        cli_json_str(&j, "analyze_gauss_note",
+                     s->task == EST_MEAN
+                         ? "dps_analyze_gauss spends (2 rho, delta): it was called with rho = --rho/4 so that the "
+                           "subspace spends --rho/2 and the mean the other --rho/2"
+                         : "dps_analyze_gauss spends (2 rho, delta): it was called with rho = --rho/2 so that it "
+                           "spends --rho");
+    }
+    cli_json_array_begin(&j, "epochs");
+    for (size_t i = 0; i < r->n_rel; i++)
+        s_json_release(&j, &r->rel[i]);
+    cli_json_array_end(&j);
+    cli_json_u64(&j, "rows_nan", r->rows_nan);
+    cli_json_u64(&j, "rows_inf", r->rows_inf);
+    cli_json_u64(&j, "rows_zero", r->rows_zero);
+    cli_json_u64(&j, "rows_discarded", r->rows_discarded);
+    cli_json_u64(&j, "rows_not_closed", r->rows_not_closed);
+    cli_json_u64(&j, "batches_dim", r->batches_dim);
+    cli_json_u64(&j, "batches_empty", r->batches_empty);
+    if (s->task == EST_MEAN) {
+        const est_mean_result *m = &r->mean;
+        cli_json_object_begin(&j, "mean");
+        cli_json_str(&j, "status", m->ran ? m->status : "not run");
+        cli_json_str(&j, "reason", m->reason);
+        cli_json_u64(&j, "rows", m->rows);
+        cli_json_num(&j, "rho", m->rho);
+        cli_json_num(&j, "sigma", m->sigma);
+        cli_json_num(&j, "error", m->error);
+        cli_json_num(&j, "subspace_bias", m->bias);
+        cli_json_str(&j, "note",
+                     "error = ||Pi~ x~ - mean(X)||, x~ the Gaussian mean with rho/2, Pi~ the released subspace "
+                     "(itself from rho/2); mean(X) is the exact mean of the rows clipped to norm 1; "
+                     "subspace_bias = ||Pi~ mean(X) - mean(X)||");
+        cli_json_object_end(&j);
+    }
+    cli_json_object_begin(&j, "privacy");
+    int any_private = s->method != EST_TOPK || s->task == EST_MEAN;
+    cli_json_num(&j, "rho_total", any_private ? r->spent.rho : NAN);
+    cli_json_num(&j, "delta_total", any_private ? r->spent.delta : NAN);
+    cli_json_num(&j, "eps_total", any_private ? r->eps_total : NAN);
+    cli_json_num(&j, "delta_target", s->cfg.cap.delta_target);
+    cli_json_object_end(&j);
+    cli_json_str(&j, "truth", s->truth);
+    cli_json_str(&j, "out", r->out_written);
+    cli_json_str(&j, "out_prefix", s->out_prefix);
+    cli_json_str(&j, "mean_out", r->mean_written);
+    cli_json_str(&j, "note", r->note[0] ? r->note : NULL);
+    cli_json_u64(&j, "exit_code", (uint64_t)exit_code);
+    cli_json_str(&j, "error", error);
+    cli_json_object_end(&j);
+    return cli_json_finish(&j);
+}

@@ -1,0 +1,110 @@
+/* estimate.h - the parts of dps-estimate shared by its modules:
+     estimate.c     flags, checks, the order of work, exit codes (main);
+     est_run.c      running a method (streaming estimator, topk, Analyze
+                    Gauss) and the private mean task, filling an est_result;
+     est_report.c   progress lines and the JSON summary.
+
+   Who owns what: main owns the est_settings (strings point into argv) and the
+   est_result; est_result_free releases what the run functions allocated in
+   it (the release list and the last basis). */
+#ifndef DPS_CLI_ESTIMATE_H
+#define DPS_CLI_ESTIMATE_H
+
+#include "io.h"
+
+#include "dpsubspace.h"
+
+#include <stdio.h>
+
+typedef enum { EST_ESTIMATOR = 0, EST_TOPK, EST_ANALYZE_GAUSS } est_method;
+typedef enum { EST_SUBSPACE = 0, EST_MEAN } est_task;
+
+/* What the command line asked for. */
+typedef struct {
+    est_method method;
+    est_task task;
+    const char *input;       /* path or "-"                                     */
+    cli_format format;       /* resolved before running                         */
+    size_t dim;              /* --dim (0: from the file)                        */
+    size_t batch;            /* rows per push                                   */
+    int close_partial;
+    double rho;              /* --rho as given (meaning depends on method/task) */
+    double delta;            /* --delta as given                                */
+    int seeded;
+    uint64_t seed;
+    dps_config cfg;          /* the estimator's configuration, d filled in       */
+    const char *truth, *out, *out_prefix, *json, *mean_out;
+    int quiet;
+    FILE *progress;          /* where progress lines go (NULL: nowhere)         */
+    const float *truth_basis;/* k x d orthonormal rows, or NULL                 */
+    cli_reader *reader;      /* the open input (owned by main)                  */
+} est_settings;
+
+/* One release (an epoch of the estimator, or the single central release). */
+typedef struct {
+    uint64_t epoch;
+    dps_status status;
+    char reason[256];
+    uint64_t rows_used;
+    double buckets_used;     /* NaN when it does not apply (central methods)    */
+    double radius, w_hat;    /* NaN when they do not apply                      */
+    double rho_epoch, delta_epoch;
+    double rho_total, delta_total, eps_total, delta_target; /* NaN: not private */
+    double sin_to_truth, fro_to_truth; /* NaN without --truth or a basis        */
+} est_release;
+
+/* The private mean in the subspace (DESIGN 3.8). */
+typedef struct {
+    int ran;                 /* the task asked for it                           */
+    const char *status;      /* "released", "refused" or "not run" (static)     */
+    char reason[256];
+    uint64_t rows;
+    double rho, sigma;       /* spent by the Gaussian mean; its noise sd        */
+    double error;            /* ||Pi~ x~ - mean(X)||                            */
+    double bias;             /* ||Pi~ mean(X) - mean(X)|| (the subspace's part) */
+    double *released;        /* d values (owned) or NULL                        */
+} est_mean_result;
+
+/* Everything a run produced. */
+typedef struct {
+    size_t d, k;
+    uint64_t n_rows;         /* rows read                                       */
+    uint64_t rows_subspace;  /* rows given to the subspace method               */
+    uint64_t rows_not_closed;/* rows left in an epoch that was not closed        */
+    uint64_t rows_nan, rows_inf, rows_zero, rows_discarded, batches_dim, batches_empty;
+    double analyze_rho;      /* rho passed to dps_analyze_gauss (NaN otherwise) */
+    est_release *rel;        /* owned                                           */
+    size_t n_rel, cap_rel;
+    float *basis;            /* k x d: the last released basis (owned) or NULL  */
+    est_mean_result mean;
+    dps_zcdp spent;          /* the whole run, mean included                    */
+    double eps_total;        /* spent as eps at delta_target                    */
+    int input_error;         /* the input failed mid-stream (exit code 3)       */
+    char note[512];          /* a sentence shown in the JSON (may be empty)     */
+    const char *out_written; /* set by main: the --out / --mean-out files that  */
+    const char *mean_written;/* were written (NULL if not)                      */
+} est_result;
+
+/* Run the settings' method on the input; progress lines as it goes.  Returns
+   an exit code: 0, CLI_EXIT_RUNTIME, CLI_EXIT_INPUT (message printed; the
+   result holds what was done before).  Privacy outcomes (failed, refused) are
+   in the result, not in the return value. */
+int est_run(const est_settings *s, est_result *r);
+
+/* Free what est_run allocated in r. */
+void est_result_free(est_result *r);
+
+/* Print one progress line for a release to s->progress (if any). */
+void est_report_release(const est_settings *s, const est_release *rel, const est_result *r);
+/* Print the mean task's progress line. */
+void est_report_mean(const est_settings *s, const est_result *r);
+/* Write the JSON summary to f, ending with the exit code the program is about
+   to return and its error message (NULL if none).  Returns 0 or -1 on a write
+   error. */
+int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exit_code, const char *error);
+
+/* Name of a method / task as used on the command line. */
+const char *est_method_name(est_method m);
+const char *est_task_name(est_task t);
+
+#endif

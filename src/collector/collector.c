@@ -1,0 +1,556 @@
+/* collector.c - dps-collector: the daemon of DESIGN 1.
+
+   One thread runs the loop: ingest (PULL) -> validate -> estimator push;
+   epoch full (or period) -> close: the estimator calls our ledger hook, which
+   appends and fsyncs the epoch's cost BEFORE the mechanism runs; the snapshot
+   is stored (atomic file) and then published (XPUB, also set as the welcome
+   message for late subscribers).  Status requests (REP) are answered between
+   batches.  The estimator's workers compute bucket bases meanwhile; while they
+   are behind, push blocks, this loop stops reading, the PULL queue fills to
+   its high-water mark and producers block: rows are never dropped.
+   Who owns what: main() owns the sockets, the estimator, the ledger and the
+   ZAP handler; the loop borrows them. */
+#include "dpsubspace.h"
+#include "dpsubspace_net.h"
+#include "ledger.h"
+#include "log.h"
+#include "options.h"
+#include "store.h"
+#include "transport.h"
+#include "wire.h"
+#include "zap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static volatile sig_atomic_t s_stop = 0;
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+/* Test-only fault injection: DPS_FAULT=<point> kills the process there, as
+   kill -9 would, so the crash tests can hit exact moments. */
+static void s_fault(const char *point)
+{
+    const char *f = getenv("DPS_FAULT");
+    if (f && strcmp(f, point) == 0) {
+        log_warn("fault injection: dying at %s", point);
+        raise(SIGKILL);
+    }
+}
+
+typedef struct {
+    collector_options o;
+    void *ctx, *pull, *xpub, *rep;
+    net_monitor pull_mon;
+    zap_handler *zap;
+    ledger led;
+    dps_estimator *est;
+    uint64_t rejected[WIRE_REJECT_COUNT_];
+    uint64_t published, last_seq;
+    uint64_t started_ms, epoch_started_ms;
+    dps_snapshot *latest;
+} collector;
+
+/* ---------------------------------------------------------------- ledger */
+static int s_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
+{
+    collector *c = arg;
+    (void)after;
+    s_fault("before-commit");
+    int rc = ledger_append(&c->led, "commit", epoch, cost, NULL);
+    if (rc) {
+        log_error("could not write the ledger (%s): epoch %" PRIu64 " is not released", dps_strerror(rc), epoch);
+        return -1;
+    }
+    s_fault("after-commit");
+    return 0;
+}
+
+/* ------------------------------------------------------------ snapshots */
+static void s_log_snapshot(const dps_snapshot_info *in)
+{
+    char eps[32];
+    if (isfinite(in->eps_total))
+        snprintf(eps, sizeof eps, "%.3f", in->eps_total);
+    else
+        snprintf(eps, sizeof eps, "inf");
+    if (in->status == DPS_SNAP_RELEASED)
+        log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %zu buckets, %" PRIu64 " rows, radius %.3g; "
+                 "rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e",
+                 in->epoch, in->seq, in->buckets_used, in->rows_used, in->radius, in->epoch_cost.rho,
+                 in->total.rho, in->total.delta, eps, in->delta_target);
+    else
+        log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e", in->epoch,
+                 dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target);
+}
+
+/* Number, store, publish; the ledger already holds the cost. */
+static int s_release(collector *c, dps_snapshot *snap)
+{
+    dps_snapshot_info in;
+    dps_snapshot_get_info(snap, &in);
+    in.seq = ++c->last_seq;
+    in.time_unix_ms = net_now_ms();
+    dps_snapshot *numbered = NULL;
+    int rc = dps_snapshot_new(&numbered, &in, dps_snapshot_basis(snap));
+    if (rc)
+        return rc;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    rc = dps_snapshot_encode(numbered, &buf, &len);
+    if (rc) {
+        dps_snapshot_destroy(&numbered);
+        return rc;
+    }
+    if (in.status == DPS_SNAP_REFUSED)
+        ledger_append(&c->led, "refused", in.epoch, (dps_zcdp){0, 0}, NULL);
+    if (store_put(c->o.state_dir, in.epoch, buf, len) != DPS_OK)
+        log_error("could not store the snapshot of epoch %" PRIu64 " in %s/snapshots (publishing it anyway)",
+                  in.epoch, c->o.state_dir);
+    char extra[96];
+    snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_status_name(in.status), in.seq);
+    ledger_append(&c->led, "outcome", in.epoch, (dps_zcdp){0, 0}, extra);
+    s_fault("after-store");
+    if (zmq_send(c->xpub, buf, len, 0) < 0)
+        log_warn("publishing epoch %" PRIu64 " failed: %s", in.epoch, zmq_strerror(errno));
+    if (zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, buf, len) != 0)
+        log_warn("could not set the welcome message: %s", zmq_strerror(errno));
+    free(buf);
+    c->published++;
+    s_log_snapshot(&in);
+    dps_snapshot_destroy(&c->latest);
+    c->latest = numbered;
+    return DPS_OK;
+}
+
+static int s_close_epoch(collector *c)
+{
+    dps_snapshot *snap = NULL;
+    dps_stats st;
+    dps_estimator_get_stats(c->est, &st);
+    uint64_t t0 = net_now_ms();
+    int rc = dps_estimator_close_epoch(c->est, &snap);
+    c->epoch_started_ms = net_now_ms();
+    if (rc == DPS_ECOMMIT) {
+        log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", st.epoch);
+        s_stop = 1;
+        return rc;
+    }
+    if (rc) {
+        log_error("closing epoch %" PRIu64 " failed: %s", st.epoch, dps_strerror(rc));
+        return rc;
+    }
+    log_debug("epoch %" PRIu64 " aggregated in %" PRIu64 " ms", st.epoch, net_now_ms() - t0);
+    rc = s_release(c, snap);
+    dps_snapshot_destroy(&snap);
+    return rc;
+}
+
+/* --------------------------------------------------------------- ingest */
+static void s_reject(collector *c, wire_reject r, size_t len)
+{
+    uint64_t n = ++c->rejected[r];
+    if (c->o.verbose || n <= 5 || n % 1000 == 0)
+        log_warn("refused a %zu-byte message: %s (%" PRIu64 " so far)", len, wire_reject_name(r), n);
+}
+
+static int s_ingest(collector *c)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, c->pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return 0;
+    }
+    wire_rows wr;
+    size_t len = zmq_msg_size(&msg);
+    wire_reject r = wire_rows_decode(zmq_msg_data(&msg), len, c->o.d, &wr);
+    if (zmq_msg_more(&msg)) { /* a multipart message is not ours: drop all parts */
+        r = r == WIRE_OK ? WIRE_UNDECODABLE : r;
+        if (r == WIRE_UNDECODABLE)
+            wire_rows_release(&wr);
+        int more = 1;
+        while (more) {
+            zmq_msg_t part;
+            zmq_msg_init(&part);
+            if (zmq_msg_recv(&part, c->pull, 0) < 0) {
+                zmq_msg_close(&part);
+                break;
+            }
+            more = zmq_msg_more(&part);
+            zmq_msg_close(&part);
+        }
+    }
+    zmq_msg_close(&msg);
+    if (r != WIRE_OK) {
+        s_reject(c, r, len);
+        return 1;
+    }
+    size_t done = 0;
+    while (done < wr.n && !s_stop) {
+        size_t taken = 0;
+        int rc = dps_estimator_push(c->est, wr.rows + done * wr.dim, wr.n - done, wr.dim, &taken);
+        done += taken;
+        if (rc == DPS_EFULL) {
+            s_close_epoch(c);
+        } else if (rc) {
+            log_error("push failed: %s", dps_strerror(rc));
+            break;
+        }
+    }
+    if (dps_estimator_epoch_full(c->est) && !s_stop)
+        s_close_epoch(c);
+    wire_rows_release(&wr);
+    return 1;
+}
+
+/* --------------------------------------------------------------- status */
+static void s_status(collector *c)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, c->rep, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return;
+    }
+    int ok = wire_status_request_check(zmq_msg_data(&msg), zmq_msg_size(&msg)) == DPS_OK;
+    zmq_msg_close(&msg);
+    if (!ok) {
+        zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
+        return;
+    }
+    dps_collector_status st;
+    memset(&st, 0, sizeof st);
+    dps_stats es;
+    dps_estimator_get_stats(c->est, &es);
+    dps_zcdp spent = dps_estimator_spent(c->est);
+    st.epoch = es.epoch;
+    st.rows_accepted = es.rows_accepted;
+    st.buckets_completed = es.buckets_completed;
+    st.rows_in_epoch = es.rows_in_epoch;
+    st.epoch_rows = c->o.t * c->o.m;
+    st.rho_spent = spent.rho;
+    st.delta_spent = spent.delta;
+    st.delta_target = c->o.delta_target;
+    st.eps_spent = dps_zcdp_eps_total(spent, c->o.delta_target);
+    if (c->o.cap_rho > 0) {
+        snprintf(st.budget_unit, sizeof st.budget_unit, "rho");
+        st.budget_left = fmax(0, c->o.cap_rho - spent.rho);
+    } else if (c->o.cap_eps > 0) {
+        snprintf(st.budget_unit, sizeof st.budget_unit, "eps");
+        st.budget_left = fmax(0, c->o.cap_eps - st.eps_spent);
+    } else {
+        snprintf(st.budget_unit, sizeof st.budget_unit, "none");
+        st.budget_left = INFINITY;
+    }
+    st.last_snapshot_seq = c->last_seq;
+    st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    st.d = c->o.d;
+    st.k = c->o.k;
+    uint64_t zap_ok = 0, zap_refused = 0;
+    if (c->zap)
+        zap_counts(c->zap, &zap_ok, &zap_refused);
+    struct { const char *name; uint64_t v; } rows[] = {
+        {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
+        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused},
+        {"connection_dropped", c->pull_mon.disconnects},
+    };
+    for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
+        snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", wire_reject_name(r));
+        st.rejected[st.n_rejected++].value = c->rejected[r];
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof *rows && st.n_rejected < DPS_STATUS_MAX_COUNTERS; i++) {
+        snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", rows[i].name);
+        st.rejected[st.n_rejected++].value = rows[i].v;
+    }
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (wire_status_encode(&st, &buf, &len) == DPS_OK) {
+        zmq_send(c->rep, buf, len, 0);
+        free(buf);
+    } else {
+        zmq_send(c->rep, "", 0, 0);
+    }
+}
+
+/* Subscription notices from XPUB: read them so they do not pile up. */
+static void s_subscriptions(collector *c)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    while (zmq_msg_recv(&msg, c->xpub, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_size(&msg) >= 1 && ((const unsigned char *)zmq_msg_data(&msg))[0] == 1)
+            log_debug("a subscriber joined");
+        zmq_msg_close(&msg);
+        zmq_msg_init(&msg);
+    }
+    zmq_msg_close(&msg);
+}
+
+/* ---------------------------------------------------------------- setup */
+static int s_server_socket(collector *c, void *sock, const char *endpoint, const char *domain,
+                           const dps_keypair *kp, char *err, size_t errlen)
+{
+    if (c->o.insecure_plaintext) {
+        if (!dps_endpoint_is_local(endpoint)) {
+            snprintf(err, errlen, "--insecure-plaintext refuses %s: rows are private data; plaintext only on "
+                     "loopback tcp or ipc", endpoint);
+            return -1;
+        }
+    } else {
+        int one = 1;
+        if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+            zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, kp->secret_key, DPS_KEY_LEN + 1) ||
+            zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, domain, strlen(domain))) {
+            snprintf(err, errlen, "CURVE setup failed on %s: %s", endpoint, zmq_strerror(errno));
+            return -1;
+        }
+    }
+    int linger = 1000;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(sock, endpoint) != 0) {
+        snprintf(err, errlen, "cannot bind %s: %s", endpoint, zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int s_lock_state(const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen,
+                 "%s is in use by another collector (or unreadable): two collectors on one ledger would "
+                 "spend the same budget twice", dir);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd; /* held until exit */
+}
+
+static int s_restore(collector *c, char *err, size_t errlen)
+{
+    if (ledger_open(&c->led, c->o.state_dir, err, errlen) != DPS_OK)
+        return -1;
+    if (c->led.torn_cut)
+        log_warn("the ledger's last line was torn by a crash and was cut off: that write never completed, so "
+                 "its epoch's mechanism never ran and nothing of it was released");
+    if (store_init(c->o.state_dir, err, errlen) != DPS_OK)
+        return -1;
+    uint64_t max_seq = 0, max_epoch = 0;
+    size_t count = 0, bad = 0;
+    store_latest(c->o.state_dir, &c->latest, &max_seq, &max_epoch, &count, &bad);
+    if (bad)
+        log_warn("%zu snapshot files in %s/snapshots do not decode; ignored", bad, c->o.state_dir);
+    c->last_seq = max_seq > c->led.last_seq ? max_seq : c->led.last_seq;
+    uint64_t next = c->led.next_epoch;
+    if (count && max_epoch + 1 > next)
+        next = max_epoch + 1;
+    c->led.next_epoch = next;
+    if (c->led.lines || count)
+        log_info("resumed from %s: %" PRIu64 " ledger entries, spent rho %.6g delta %.3g, next epoch %" PRIu64
+                 ", %zu snapshots stored, last seq %" PRIu64,
+                 c->o.state_dir, c->led.lines, c->led.total.rho, c->led.total.delta, next, count, c->last_seq);
+    return 0;
+}
+
+static void s_config(const collector_options *o, const ledger *led, dps_config *cfg)
+{
+    dps_config_init(cfg, o->d, o->k);
+    cfg->t = o->t;
+    cfg->m = o->m;
+    cfg->window = o->window;
+    cfg->q = o->q;
+    cfg->aggregator = strcmp(o->aggregator, "projection") == 0 ? DPS_AGG_PROJECTION : DPS_AGG_REFERENCE;
+    cfg->rho_epoch = o->rho_epoch;
+    cfg->delta_epoch = o->delta_epoch;
+    cfg->alpha = o->alpha;
+    cfg->tau = o->tau;
+    cfg->split_search = o->split_search;
+    cfg->split_count = o->split_count;
+    cfg->split_mean = o->split_mean;
+    cfg->cap = (dps_budget){o->cap_rho, o->cap_eps, o->delta_target};
+    cfg->public_seed = o->public_seed;
+    cfg->seeded = o->seeded;
+    cfg->seed = o->seed;
+    cfg->workers = (int)o->workers;
+    cfg->first_epoch = led->next_epoch;
+    cfg->spent_before = led->total;
+}
+
+int main(int argc, char **argv)
+{
+    collector c;
+    memset(&c, 0, sizeof c);
+    c.led.fd = -1;
+    options_defaults(&c.o);
+    char err[8192];
+    if (options_parse(&c.o, argc, argv, err, sizeof err) != 0) {
+        fprintf(stderr, "dps-collector: %s\n", err);
+        return 2;
+    }
+    if (c.o.help) {
+        options_usage(stdout);
+        return 0;
+    }
+    if (options_finish(&c.o, err, sizeof err) != 0) {
+        fprintf(stderr, "dps-collector: %s\n", err);
+        return 2;
+    }
+    log_set_level(c.o.quiet ? LOG_QUIET : c.o.verbose ? LOG_DEBUG : LOG_INFO);
+    dps_config cfg;
+    dps_config_init(&cfg, c.o.d, c.o.k);
+    const char *why = "";
+    ledger dummy;
+    memset(&dummy, 0, sizeof dummy);
+    s_config(&c.o, &dummy, &cfg);
+    if (dps_config_check(&cfg, &why) != DPS_OK) {
+        fprintf(stderr, "dps-collector: %s\n", why);
+        return 2;
+    }
+    dps_keypair kp;
+    if (!c.o.insecure_plaintext) {
+        int rc = dps_keypair_load(&kp, c.o.server_key);
+        if (rc) {
+            fprintf(stderr, "dps-collector: --server-key %s: %s (it must be a .key_secret made by dps-keygen)\n",
+                    c.o.server_key, dps_strerror(rc));
+            return 2;
+        }
+        struct stat st;
+        if (stat(c.o.authorized_keys, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "dps-collector: --authorized-keys %s is not a directory\n", c.o.authorized_keys);
+            return 2;
+        }
+    }
+    if (mkdir(c.o.state_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "dps-collector: cannot create --state-dir %s: %s\n", c.o.state_dir, strerror(errno));
+        return 3;
+    }
+    if (s_lock_state(c.o.state_dir, err, sizeof err) < 0 || s_restore(&c, err, sizeof err) != 0) {
+        fprintf(stderr, "dps-collector: %s\n", err);
+        return 3;
+    }
+    s_config(&c.o, &c.led, &cfg);
+    cfg.commit = s_commit;
+    cfg.commit_arg = &c;
+    if (c.o.seeded)
+        log_warn("SEEDED MODE (--seed): the noise is reproducible and NOT secure; every snapshot says so");
+    int rc = dps_estimator_new(&c.est, &cfg);
+    if (rc) {
+        fprintf(stderr, "dps-collector: cannot start the estimator: %s\n", dps_strerror(rc));
+        return 1;
+    }
+
+    c.ctx = zmq_ctx_new();
+    if (!c.o.insecure_plaintext) {
+        c.zap = zap_start(c.ctx, c.o.authorized_keys, c.o.subscriber_keys[0] ? c.o.subscriber_keys : NULL);
+        if (!c.zap) {
+            fprintf(stderr, "dps-collector: cannot start the ZAP handler\n");
+            return 1;
+        }
+    }
+    c.pull = zmq_socket(c.ctx, ZMQ_PULL);
+    c.xpub = zmq_socket(c.ctx, ZMQ_XPUB);
+    c.rep = zmq_socket(c.ctx, ZMQ_REP);
+    int64_t maxmsg = (int64_t)(c.o.max_batch_rows * c.o.d * 4 + 1024);
+    int hwm = (int)c.o.rcvhwm, pub_hwm = 1000;
+    zmq_setsockopt(c.pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(c.pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c.xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
+    if (s_server_socket(&c, c.pull, c.o.ingest, "ingest", &kp, err, sizeof err) ||
+        s_server_socket(&c, c.xpub, c.o.publish, "publish", &kp, err, sizeof err) ||
+        s_server_socket(&c, c.rep, c.o.status, "status", &kp, err, sizeof err)) {
+        fprintf(stderr, "dps-collector: %s\n", err);
+        return 2;
+    }
+    net_monitor_start(c.ctx, c.pull, &c.pull_mon, 1); /* dropped connections on ingest */
+    if (c.latest) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        if (dps_snapshot_encode(c.latest, &buf, &len) == DPS_OK) {
+            zmq_setsockopt(c.xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
+            free(buf);
+        }
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    c.started_ms = c.epoch_started_ms = net_now_ms();
+    log_info("listening: ingest %s, publish %s, status %s (%s); d=%" PRIu64 " k=%" PRIu64 ", epoch = %" PRIu64
+             " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
+             c.o.ingest, c.o.publish, c.o.status, c.o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
+             c.o.d, c.o.k, c.o.t, c.o.m, c.o.rho_epoch, c.o.aggregator, c.o.state_dir);
+
+    while (!s_stop) {
+        zmq_pollitem_t items[3] = {
+            {c.pull, 0, ZMQ_POLLIN, 0}, {c.xpub, 0, ZMQ_POLLIN, 0}, {c.rep, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 3, 100);
+        if (n < 0 && errno != EINTR) {
+            log_error("poll failed: %s", zmq_strerror(errno));
+            break;
+        }
+        if (n > 0) {
+            if (items[2].revents & ZMQ_POLLIN)
+                s_status(&c);
+            if (items[1].revents & ZMQ_POLLIN)
+                s_subscriptions(&c);
+            for (int i = 0; i < 64 && (items[0].revents & ZMQ_POLLIN) && !s_stop; i++)
+                if (!s_ingest(&c))
+                    break;
+        }
+        net_monitor_poll(&c.pull_mon, 0);
+        if (c.o.epoch_seconds > 0 && net_now_ms() - c.epoch_started_ms >= (uint64_t)(c.o.epoch_seconds * 1000)) {
+            dps_stats es;
+            dps_estimator_get_stats(c.est, &es);
+            if (es.rows_in_epoch > 0)
+                s_close_epoch(&c);
+            else
+                c.epoch_started_ms = net_now_ms();
+        }
+        if (c.o.exit_after && c.published >= c.o.exit_after) {
+            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c.published);
+            break;
+        }
+    }
+    dps_stats es;
+    dps_estimator_get_stats(c.est, &es);
+    if (es.rows_in_epoch)
+        log_info("stopping: the open epoch's %" PRIu64 " rows are discarded (no budget was spent on them)",
+                 es.rows_in_epoch);
+    else
+        log_info("stopping");
+    net_monitor_stop(c.pull, &c.pull_mon);
+    int zero = 0;
+    zmq_setsockopt(c.pull, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(c.pull);
+    zmq_close(c.rep);
+    zmq_close(c.xpub);
+    zap_stop(&c.zap);
+    zmq_ctx_term(c.ctx);
+    dps_estimator_destroy(&c.est);
+    dps_snapshot_destroy(&c.latest);
+    ledger_close(&c.led);
+    log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run", es.rows_accepted,
+             c.published);
+    return 0;
+}

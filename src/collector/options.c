@@ -1,0 +1,292 @@
+/* options.c - the settings table, its parsers and the help text. */
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum { OPT_U64, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_CONFIG } opt_kind;
+
+typedef struct {
+    const char *name;
+    opt_kind kind;
+    size_t offset, size;
+    const char *arg, *help;
+} opt_def;
+
+#define F(field) offsetof(collector_options, field), sizeof(((collector_options *)0)->field)
+static const opt_def s_opts[] = {
+    {"d", OPT_U64, F(d), "N", "row dimension (required)"},
+    {"k", OPT_U64, F(k), "N", "subspace dimension, 1 <= k < d (required)"},
+    {"t", OPT_U64, F(t), "N", "buckets per epoch (default 125)"},
+    {"m", OPT_U64, F(m), "N", "rows per bucket (default 2k); an epoch is t*m rows"},
+    {"window", OPT_U64, F(window), "N", "buckets open at once (default t: an exactly uniform partition;"
+                                        " smaller only for shuffled streams)"},
+    {"q", OPT_U64, F(q), "N", "reference points (default 10k)"},
+    {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default) or projection (d <= 10000)"},
+    {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch (default 1)"},
+    {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-6)"},
+    {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused)"},
+    {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target"},
+    {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped (default 1e-5)"},
+    {"alpha", OPT_DOUBLE, F(alpha), "X", "WFC weight slope (default 0.5)"},
+    {"tau", OPT_DOUBLE, F(tau), "X", "radius search target fraction (default 0.5)"},
+    {"split-search", OPT_DOUBLE, F(split_search), "X", "share of rho for the radius search (default 0.2)"},
+    {"split-count", OPT_DOUBLE, F(split_count), "X", "share of rho for the noisy count (default 0.1)"},
+    {"split-mean", OPT_DOUBLE, F(split_mean), "X", "share of rho for the noisy mean (default 0.7)"},
+    {"public-seed", OPT_U64, F(public_seed), "N", "seed of the public reference points (default 0)"},
+    {"seed", OPT_U64, F(seed), "N", "TESTS ONLY: seeded noise (not secure); snapshots say so"},
+    {"workers", OPT_U64, F(workers), "N", "worker threads for bucket bases (default: CPUs)"},
+    {"epoch-seconds", OPT_DOUBLE, F(epoch_seconds), "S", "also close an epoch after S seconds (default 0: by rows only)"},
+    {"exit-after", OPT_U64, F(exit_after), "N", "exit cleanly after publishing N snapshots (default 0: run until signalled)"},
+    {"ingest", OPT_STR, F(ingest), "EP", "PULL endpoint for producers (default tcp://127.0.0.1:7780)"},
+    {"publish", OPT_STR, F(publish), "EP", "PUB endpoint for snapshots (default tcp://127.0.0.1:7781)"},
+    {"status", OPT_STR, F(status), "EP", "REP endpoint for status (default tcp://127.0.0.1:7782)"},
+    {"server-key", OPT_STR, F(server_key), "FILE", "the collector's .key_secret (make one with dps-keygen)"},
+    {"authorized-keys", OPT_STR, F(authorized_keys), "DIR", "producers' (and operators') .key files"},
+    {"subscriber-keys", OPT_STR, F(subscriber_keys), "DIR", "if given, only these may subscribe (default: any CURVE client)"},
+    {"insecure-plaintext", OPT_FLAG, F(insecure_plaintext), NULL, "no CURVE: allowed only on loopback tcp and ipc"},
+    {"max-batch-rows", OPT_U64, F(max_batch_rows), "N", "largest batch accepted; sets ZMQ_MAXMSGSIZE (default 4096)"},
+    {"rcvhwm", OPT_U64, F(rcvhwm), "N", "batches queued before producers block (default 100)"},
+    {"state-dir", OPT_STR, F(state_dir), "DIR", "ledger and snapshots (required)"},
+    {"config", OPT_CONFIG, 0, 0, "FILE", "read settings from FILE (name = value lines)"},
+    {"verbose", OPT_FLAG, F(verbose), NULL, "log every batch refusal"},
+    {"quiet", OPT_FLAG, F(quiet), NULL, "log only warnings and errors"},
+    {"help", OPT_FLAG, F(help), NULL, "this text"},
+};
+#define N_OPTS (sizeof s_opts / sizeof *s_opts)
+
+void options_defaults(collector_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->t = 125;
+    snprintf(o->aggregator, sizeof o->aggregator, "reference");
+    o->rho_epoch = 1.0;
+    o->delta_epoch = 1e-6;
+    o->delta_target = 1e-5;
+    o->alpha = 0.5;
+    o->tau = 0.5;
+    o->split_search = 0.2;
+    o->split_count = 0.1;
+    o->split_mean = 0.7;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o->workers = ncpu > 0 ? (uint64_t)ncpu : 1;
+    snprintf(o->ingest, sizeof o->ingest, "tcp://127.0.0.1:7780");
+    snprintf(o->publish, sizeof o->publish, "tcp://127.0.0.1:7781");
+    snprintf(o->status, sizeof o->status, "tcp://127.0.0.1:7782");
+    o->max_batch_rows = 4096;
+    o->rcvhwm = 100;
+}
+
+static const opt_def *s_find(const char *name)
+{
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (strcmp(s_opts[i].name, name) == 0)
+            return &s_opts[i];
+    return NULL;
+}
+
+static int s_set(collector_options *o, const opt_def *od, const char *val, char *err, size_t errlen)
+{
+    char *base = (char *)o + od->offset, *end = NULL;
+    errno = 0;
+    switch (od->kind) {
+    case OPT_U64: {
+        if (!val || !*val || *val == '-')
+            goto bad;
+        unsigned long long v = strtoull(val, &end, 10);
+        if (errno || *end)
+            goto bad;
+        *(uint64_t *)(void *)base = v;
+        if (strcmp(od->name, "seed") == 0)
+            o->seeded = 1;
+        return 0;
+    }
+    case OPT_DOUBLE: {
+        if (!val || !*val)
+            goto bad;
+        double v = strtod(val, &end);
+        if (errno || *end || !isfinite(v))
+            goto bad;
+        *(double *)(void *)base = v;
+        return 0;
+    }
+    case OPT_STR:
+        if (!val || strlen(val) >= od->size) {
+            snprintf(err, errlen, "--%s: value missing or longer than %zu characters", od->name, od->size - 1);
+            return -1;
+        }
+        memcpy(base, val, strlen(val) + 1);
+        return 0;
+    case OPT_FLAG:
+        *(int *)(void *)base = 1;
+        return 0;
+    case OPT_CONFIG:
+        return 0;
+    }
+bad:
+    snprintf(err, errlen, "--%s: '%s' is not a valid %s", od->name, val ? val : "",
+             od->kind == OPT_U64 ? "non-negative whole number" : "number");
+    return -1;
+}
+
+static int s_config_file(collector_options *o, const char *path, const unsigned char *given, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "--config: cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[4400];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '#' || *p == '\n' || !*p)
+            continue;
+        char *eq = strchr(p, '=');
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = 0;
+        char *name = p, *val = NULL;
+        if (eq) {
+            *eq = 0;
+            val = eq + 1;
+            while (*val == ' ' || *val == '\t')
+                val++;
+            for (char *e = val + strlen(val); e > val && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r');)
+                *--e = 0;
+        }
+        for (char *e = name + strlen(name); e > name && (e[-1] == ' ' || e[-1] == '\t');)
+            *--e = 0;
+        const opt_def *od = s_find(name);
+        if (!od || od->kind == OPT_CONFIG) {
+            snprintf(err, errlen, "%s:%d: unknown setting '%s'", path, lineno, name);
+            fclose(f);
+            return -1;
+        }
+        if (given[od - s_opts])
+            continue; /* the command line wins */
+        if (od->kind == OPT_FLAG) {
+            if (val && strcmp(val, "true") && strcmp(val, "1") && strcmp(val, "yes")) {
+                if (strcmp(val, "false") && strcmp(val, "0") && strcmp(val, "no")) {
+                    snprintf(err, errlen, "%s:%d: %s takes true or false", path, lineno, name);
+                    fclose(f);
+                    return -1;
+                }
+                continue;
+            }
+        }
+        char sub[4600];
+        if (s_set(o, od, val, sub, sizeof sub) != 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
+            fclose(f);
+            return -1;
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+int options_parse(collector_options *o, int argc, char **argv, char *err, size_t errlen)
+{
+    unsigned char given[N_OPTS];
+    memset(given, 0, sizeof given);
+    const char *config = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0) {
+            o->help = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument '%s' (settings are --name value)", a);
+            return -1;
+        }
+        const opt_def *od = s_find(a + 2);
+        if (!od) {
+            snprintf(err, errlen, "unknown option '%s' (see --help)", a);
+            return -1;
+        }
+        given[od - s_opts] = 1;
+        if (od->kind == OPT_FLAG) {
+            s_set(o, od, NULL, err, errlen);
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "%s needs a value", a);
+            return -1;
+        }
+        const char *val = argv[++i];
+        if (od->kind == OPT_CONFIG)
+            config = val;
+        else if (s_set(o, od, val, err, errlen) != 0)
+            return -1;
+    }
+    if (config && !o->help)
+        return s_config_file(o, config, given, err, errlen);
+    return 0;
+}
+
+int options_finish(collector_options *o, char *err, size_t errlen)
+{
+    if (!o->d || !o->k) {
+        snprintf(err, errlen, "--d and --k are required");
+        return -1;
+    }
+    if (!o->state_dir[0]) {
+        snprintf(err, errlen, "--state-dir is required: the privacy ledger lives there");
+        return -1;
+    }
+    if (!o->m)
+        o->m = 2 * o->k;
+    if (!o->q)
+        o->q = 10 * o->k;
+    if (!o->window)
+        o->window = o->t;
+    if (strcmp(o->aggregator, "reference") && strcmp(o->aggregator, "projection")) {
+        snprintf(err, errlen, "--aggregator: '%s' is neither reference nor projection", o->aggregator);
+        return -1;
+    }
+    if (!o->insecure_plaintext && (!o->server_key[0] || !o->authorized_keys[0])) {
+        snprintf(err, errlen,
+                 "CURVE needs --server-key and --authorized-keys (make keys with dps-keygen); "
+                 "--insecure-plaintext is allowed on loopback/ipc only");
+        return -1;
+    }
+    if (o->max_batch_rows == 0 || o->rcvhwm == 0 || o->rcvhwm > 1000000) {
+        snprintf(err, errlen, "--max-batch-rows and --rcvhwm must be positive");
+        return -1;
+    }
+    if (o->epoch_seconds < 0) {
+        snprintf(err, errlen, "--epoch-seconds must be >= 0");
+        return -1;
+    }
+    return 0;
+}
+
+void options_usage(FILE *to)
+{
+    fprintf(to,
+            "usage: dps-collector --d N --k N --state-dir DIR [options]\n"
+            "       dps-collector --config FILE\n\n"
+            "Collects rows from producers (ZeroMQ PULL, protobuf RowBatch), drops each into a\n"
+            "random bucket, computes each full bucket's top-k basis, and at the end of every\n"
+            "epoch (t*m rows, or --epoch-seconds) privately aggregates the buckets into a\n"
+            "snapshot.  The epoch's privacy cost is written and fsync'ed to STATE/ledger before\n"
+            "the snapshot is computed; the snapshot is stored in STATE/snapshots and published\n"
+            "(PUB, with sequence numbers; a new subscriber gets the latest at once).  A restart\n"
+            "resumes from the ledger.  SIGINT/SIGTERM stop it cleanly (the open epoch's rows\n"
+            "are discarded; no budget was spent on them).\n\noptions:\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", s_opts[i].name, s_opts[i].arg ? " " : "",
+                 s_opts[i].arg ? s_opts[i].arg : "");
+        fprintf(to, "  %-26s %s\n", left, s_opts[i].help);
+    }
+    fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem\n");
+}

@@ -1,0 +1,40 @@
+/* options.h - dps-collector's settings: one table serves the command line
+   (--name value) and the config file (name = value lines, # comments). */
+#ifndef DPS_OPTIONS_H
+#define DPS_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    /* estimator */
+    uint64_t d, k, t, m, window, q;
+    char aggregator[16];
+    double rho_epoch, delta_epoch, alpha, tau, split_search, split_count, split_mean;
+    double cap_rho, cap_eps, delta_target;
+    uint64_t public_seed, seed, workers;
+    int seeded;
+    /* epochs */
+    double epoch_seconds;
+    uint64_t exit_after;
+    /* network */
+    char ingest[256], publish[256], status[256];
+    char server_key[4096], authorized_keys[4096], subscriber_keys[4096];
+    int insecure_plaintext;
+    uint64_t max_batch_rows, rcvhwm;
+    /* state */
+    char state_dir[4096];
+    int verbose, quiet;
+    int help;
+} collector_options;
+
+void options_defaults(collector_options *o);
+/* Parse argv then the config file named by --config (command line wins).
+   On error: a sentence in err, return -1. */
+int options_parse(collector_options *o, int argc, char **argv, char *err, size_t errlen);
+/* Fill in derived defaults (m = 2k, q = 10k, window = t) and check. */
+int options_finish(collector_options *o, char *err, size_t errlen);
+void options_usage(FILE *to);
+
+#endif

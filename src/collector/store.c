@@ -1,0 +1,136 @@
+/* store.c - snapshot files (see store.h). */
+#include "store.h"
+#include "dpsubspace_net.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int s_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int store_init(const char *state_dir, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/snapshots", state_dir);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return DPS_EIO;
+    }
+    s_fsync_dir(state_dir);
+    return DPS_OK;
+}
+
+int store_put(const char *state_dir, uint64_t epoch, const unsigned char *buf, size_t len)
+{
+    char dir[4096], tmp[4200], fin[4200];
+    snprintf(dir, sizeof dir, "%s/snapshots", state_dir);
+    snprintf(tmp, sizeof tmp, "%s/.epoch-%020" PRIu64 ".tmp", dir, epoch);
+    snprintf(fin, sizeof fin, "%s/epoch-%020" PRIu64 ".snap", dir, epoch);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return DPS_EIO;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, buf + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            unlink(tmp);
+            return DPS_EIO;
+        }
+        off += (size_t)w;
+    }
+    int ok = fsync(fd) == 0;
+    ok &= close(fd) == 0;
+    ok = ok && rename(tmp, fin) == 0 && s_fsync_dir(dir) == 0;
+    if (!ok)
+        unlink(tmp);
+    return ok ? DPS_OK : DPS_EIO;
+}
+
+static int s_read_file(const char *path, unsigned char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return DPS_EIO;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n < 0) {
+        fclose(f);
+        return DPS_EIO;
+    }
+    *buf = malloc((size_t)n + 1);
+    if (!*buf) {
+        fclose(f);
+        return DPS_ENOMEM;
+    }
+    *len = fread(*buf, 1, (size_t)n, f);
+    fclose(f);
+    return *len == (size_t)n ? DPS_OK : DPS_EIO;
+}
+
+int store_latest(const char *state_dir, dps_snapshot **latest, uint64_t *max_seq, uint64_t *max_epoch,
+                 size_t *count, size_t *bad)
+{
+    *latest = NULL;
+    *max_seq = *max_epoch = 0;
+    *count = *bad = 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/snapshots", state_dir);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return errno == ENOENT ? DPS_OK : DPS_EIO;
+    struct dirent *de;
+    uint64_t best_epoch = 0;
+    int have = 0;
+    while ((de = readdir(dp))) {
+        uint64_t epoch;
+        char tail[8];
+        if (sscanf(de->d_name, "epoch-%20" SCNu64 ".%5s", &epoch, tail) != 2 || strcmp(tail, "snap") != 0)
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        dps_snapshot *s = NULL;
+        if (s_read_file(path, &buf, &len) != DPS_OK || dps_snapshot_decode(buf, len, &s) != DPS_OK) {
+            (*bad)++;
+            free(buf);
+            continue;
+        }
+        free(buf);
+        (*count)++;
+        dps_snapshot_info in;
+        dps_snapshot_get_info(s, &in);
+        if (in.seq > *max_seq)
+            *max_seq = in.seq;
+        if (in.epoch > *max_epoch)
+            *max_epoch = in.epoch;
+        if (!have || in.epoch >= best_epoch) {
+            dps_snapshot_destroy(latest);
+            *latest = s;
+            best_epoch = in.epoch;
+            have = 1;
+        } else {
+            dps_snapshot_destroy(&s);
+        }
+    }
+    closedir(dp);
+    return DPS_OK;
+}

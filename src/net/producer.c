@@ -1,0 +1,200 @@
+/* producer.c - streams rows to a collector's PULL socket as RowBatch messages.
+
+   Who owns what: the producer owns its ZeroMQ context and PUSH socket and one
+   batch buffer (batch_rows x dim).  Backpressure: ZMQ_IMMEDIATE keeps
+   messages from queueing toward a peer that has not completed its handshake,
+   and sends block (in slices of 200 ms, so that an authentication refusal is
+   noticed) while the collector's queue and ours are full: rows are never
+   dropped. */
+#include "dpsubspace_net.h"
+#include "transport.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+struct dps_producer {
+    void *ctx, *sock;
+    net_monitor mon;
+    size_t dim, batch_rows;
+    char id[WIRE_MAX_PRODUCER_ID + 1];
+    int send_timeout_ms, linger_ms;
+    float *buf;
+    size_t nbuf;
+    uint64_t seq, rows_sent, batches_sent;
+};
+
+void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim)
+{
+    memset(o, 0, sizeof *o);
+    o->endpoint = endpoint;
+    o->dim = dim;
+    o->batch_rows = 256;
+    o->producer_id = "producer";
+    o->sndhwm = 64;
+    o->linger_ms = 30000;
+}
+
+int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
+{
+    if (!out || !o || !o->endpoint || o->dim == 0 || o->batch_rows == 0 || o->sndhwm < 1)
+        return DPS_EINVAL;
+    *out = NULL;
+    if (o->producer_id && strlen(o->producer_id) > WIRE_MAX_PRODUCER_ID)
+        return DPS_EINVAL;
+    if (o->batch_rows > SIZE_MAX / 4 / o->dim)
+        return DPS_EINVAL;
+    dps_producer *p = calloc(1, sizeof *p);
+    if (!p)
+        return DPS_ENOMEM;
+    p->dim = o->dim;
+    p->batch_rows = o->batch_rows;
+    p->send_timeout_ms = o->send_timeout_ms;
+    p->linger_ms = o->linger_ms;
+    snprintf(p->id, sizeof p->id, "%s", o->producer_id ? o->producer_id : "producer");
+    p->buf = malloc(o->batch_rows * o->dim * sizeof *p->buf);
+    p->ctx = zmq_ctx_new();
+    int rc = (p->buf && p->ctx) ? DPS_OK : DPS_ENOMEM;
+    if (!rc && !(p->sock = zmq_socket(p->ctx, ZMQ_PUSH)))
+        rc = DPS_ENET;
+    if (!rc)
+        rc = net_client_security(p->sock, o->endpoint, &o->sec);
+    int one = 1, hwm = o->sndhwm, slice = 200;
+    if (!rc && (zmq_setsockopt(p->sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
+                zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+                zmq_setsockopt(p->sock, ZMQ_SNDTIMEO, &slice, sizeof slice)))
+        rc = DPS_ENET;
+    if (!rc)
+        rc = net_monitor_start(p->ctx, p->sock, &p->mon, 0);
+    if (!rc && zmq_connect(p->sock, o->endpoint) != 0)
+        rc = DPS_ENET;
+    if (rc) {
+        p->linger_ms = 0;
+        dps_producer_destroy(&p);
+        return rc;
+    }
+    *out = p;
+    return DPS_OK;
+}
+
+int dps_producer_wait_ready(dps_producer *p, int timeout_ms)
+{
+    uint64_t end = net_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+    for (;;) {
+        net_monitor_poll(&p->mon, 50);
+        if (p->mon.auth_failed)
+            return DPS_EAUTH;
+        if (p->mon.succeeded)
+            return DPS_OK;
+        if (net_now_ms() >= end)
+            return DPS_ETIMEOUT;
+    }
+}
+
+/* Send one encoded batch, blocking under backpressure. */
+static int s_send(dps_producer *p, const float *rows, size_t n)
+{
+    unsigned char *msg = NULL;
+    size_t len = 0;
+    int rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, &msg, &len);
+    if (rc)
+        return rc;
+    uint64_t start = net_now_ms();
+    for (;;) {
+        if (zmq_send(p->sock, msg, len, 0) >= 0)
+            break;
+        if (errno != EAGAIN && errno != EINTR) {
+            rc = DPS_ENET;
+            break;
+        }
+        net_monitor_poll(&p->mon, 0);
+        if (p->mon.auth_failed && !p->mon.succeeded) {
+            rc = DPS_EAUTH;
+            break;
+        }
+        if (p->send_timeout_ms > 0 && net_now_ms() - start >= (uint64_t)p->send_timeout_ms) {
+            rc = DPS_ETIMEOUT;
+            break;
+        }
+    }
+    free(msg);
+    if (!rc) {
+        p->seq++;
+        p->rows_sent += n;
+        p->batches_sent++;
+    }
+    return rc;
+}
+
+int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim)
+{
+    if (!p || (!rows && n))
+        return DPS_EINVAL;
+    if (dim != p->dim)
+        return DPS_EDIM;
+    size_t i = 0;
+    while (i < n) {
+        if (p->nbuf == 0 && n - i >= p->batch_rows) { /* whole batches straight from the caller */
+            int rc = s_send(p, rows + i * p->dim, p->batch_rows);
+            if (rc)
+                return rc;
+            i += p->batch_rows;
+            continue;
+        }
+        size_t take = p->batch_rows - p->nbuf;
+        if (take > n - i)
+            take = n - i;
+        memcpy(p->buf + p->nbuf * p->dim, rows + i * p->dim, take * p->dim * sizeof *rows);
+        p->nbuf += take;
+        i += take;
+        if (p->nbuf == p->batch_rows) {
+            int rc = s_send(p, p->buf, p->nbuf);
+            if (rc)
+                return rc;
+            p->nbuf = 0;
+        }
+    }
+    return DPS_OK;
+}
+
+int dps_producer_flush(dps_producer *p)
+{
+    if (!p)
+        return DPS_EINVAL;
+    if (p->nbuf == 0)
+        return DPS_OK;
+    int rc = s_send(p, p->buf, p->nbuf);
+    if (!rc)
+        p->nbuf = 0;
+    return rc;
+}
+
+void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent)
+{
+    if (rows_sent)
+        *rows_sent = p->rows_sent;
+    if (batches_sent)
+        *batches_sent = p->batches_sent;
+}
+
+void dps_producer_destroy(dps_producer **pp)
+{
+    if (!pp || !*pp)
+        return;
+    dps_producer *p = *pp;
+    if (p->sock) {
+        if (p->nbuf && !p->mon.auth_failed)
+            dps_producer_flush(p);
+        net_monitor_stop(p->sock, &p->mon);
+        int linger = p->mon.auth_failed ? 0 : p->linger_ms;
+        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(p->sock);
+    }
+    if (p->ctx)
+        zmq_ctx_term(p->ctx);
+    free(p->buf);
+    free(p);
+    *pp = NULL;
+}

@@ -1,0 +1,47 @@
+/* status_client.c - one request/reply with a collector's status endpoint. */
+#include "dpsubspace_net.h"
+#include "transport.h"
+#include "wire.h"
+
+#include <stdlib.h>
+#include <zmq.h>
+
+int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
+                               dps_collector_status *out)
+{
+    if (!endpoint || !out)
+        return DPS_EINVAL;
+    void *ctx = zmq_ctx_new();
+    if (!ctx)
+        return DPS_ENOMEM;
+    void *sock = zmq_socket(ctx, ZMQ_REQ);
+    int rc = sock ? net_client_security(sock, endpoint, sec) : DPS_ENET;
+    int zero = 0;
+    unsigned char *req = NULL;
+    size_t len = 0;
+    if (!rc && (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) || zmq_connect(sock, endpoint)))
+        rc = DPS_ENET;
+    if (!rc)
+        rc = wire_status_request_encode(&req, &len);
+    if (!rc && zmq_send(sock, req, len, 0) < 0)
+        rc = DPS_ENET;
+    free(req);
+    if (!rc) {
+        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, timeout_ms) <= 0) {
+            rc = DPS_ETIMEOUT;
+        } else {
+            zmq_msg_t msg;
+            zmq_msg_init(&msg);
+            if (zmq_msg_recv(&msg, sock, 0) < 0)
+                rc = DPS_ENET;
+            else
+                rc = wire_status_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), out);
+            zmq_msg_close(&msg);
+        }
+    }
+    if (sock)
+        zmq_close(sock);
+    zmq_ctx_term(ctx);
+    return rc;
+}

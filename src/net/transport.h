@@ -1,0 +1,34 @@
+/* transport.h - ZeroMQ plumbing shared by the clients and the collector:
+   security options, the plaintext rule, handshake monitoring, clocks. */
+#ifndef DPS_TRANSPORT_H
+#define DPS_TRANSPORT_H
+
+#include "dpsubspace_net.h"
+#include <stdint.h>
+
+/* Make sock a CURVE client of sec->server_public_key, or check that plaintext
+   is allowed for endpoint.  DPS_EINVAL (plaintext on a non-local endpoint, or
+   keys missing), DPS_EKEY (a key is not Z85), DPS_ENET. */
+int net_client_security(void *sock, const char *endpoint, const dps_security *sec);
+
+/* A monitor of sock's handshake events, read through a PAIR socket. */
+typedef struct {
+    void *pair;
+    int succeeded; /* a handshake succeeded */
+    int auth_failed; /* the server refused our credentials (ZAP said no) */
+    int failed;     /* any handshake failure */
+    uint64_t handshake_failures, disconnects;
+} net_monitor;
+
+/* Watch handshakes (and disconnections when count_disconnects). */
+int net_monitor_start(void *ctx, void *sock, net_monitor *m, int count_disconnects);
+/* Read pending events; wait up to timeout_ms for the first (0: poll). */
+void net_monitor_poll(net_monitor *m, int timeout_ms);
+void net_monitor_stop(void *sock, net_monitor *m);
+
+/* 1 if the string is 40 characters of the Z85 alphabet that decode. */
+int net_key_valid(const char *z85);
+
+uint64_t net_now_ms(void);
+
+#endif

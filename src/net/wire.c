@@ -1,0 +1,348 @@
+/* wire.c - protocol messages <-> dps_ types, with validation (see wire.h). */
+#include "wire.h"
+#include "dpsubspace.pb-c.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_reject_names[WIRE_REJECT_COUNT_] = {
+    [WIRE_OK] = "ok", [WIRE_UNDECODABLE] = "undecodable", [WIRE_VERSION] = "bad_version",
+    [WIRE_DIM] = "wrong_dim", [WIRE_COUNT] = "count_mismatch", [WIRE_EMPTY] = "empty_batch",
+    [WIRE_PRODUCER_ID] = "bad_producer_id",
+};
+
+const char *wire_reject_name(wire_reject r)
+{
+    return (r >= 0 && r < WIRE_REJECT_COUNT_) ? s_reject_names[r] : "unknown";
+}
+
+/* Little-endian float32 bytes -> host floats (a copy with swaps on big-endian hosts). */
+static void s_le_to_host(const unsigned char *src, float *dst, size_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)src[4 * i] | (uint32_t)src[4 * i + 1] << 8 | (uint32_t)src[4 * i + 2] << 16 |
+                     (uint32_t)src[4 * i + 3] << 24;
+        memcpy(dst + i, &v, 4);
+    }
+#else
+    memcpy(dst, src, n * 4);
+#endif
+}
+
+static void s_host_to_le(const float *src, unsigned char *dst, size_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v;
+        memcpy(&v, src + i, 4);
+        dst[4 * i] = v & 0xff; dst[4 * i + 1] = (v >> 8) & 0xff;
+        dst[4 * i + 2] = (v >> 16) & 0xff; dst[4 * i + 3] = v >> 24;
+    }
+#else
+    memcpy(dst, src, n * 4);
+#endif
+}
+
+static int s_little_endian_host(void)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return 0;
+#else
+    return 1;
+#endif
+}
+
+/* ---------------------------------------------------------------- rows */
+wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect_dim, wire_rows *out)
+{
+    memset(out, 0, sizeof *out);
+    Dps__Wire__RowBatch *m = dps__wire__row_batch__unpack(NULL, len, buf);
+    if (!m)
+        return WIRE_UNDECODABLE;
+    wire_reject r = WIRE_OK;
+    if (m->version != DPS_WIRE_VERSION)
+        r = WIRE_VERSION;
+    else if (m->dim != expect_dim)
+        r = WIRE_DIM;
+    else if (m->rows == 0)
+        r = WIRE_EMPTY;
+    else if ((uint64_t)m->rows * m->dim > SIZE_MAX / 4 || m->data.len != (size_t)m->rows * m->dim * 4)
+        r = WIRE_COUNT;
+    else if (m->producer_id && strlen(m->producer_id) > WIRE_MAX_PRODUCER_ID)
+        r = WIRE_PRODUCER_ID;
+    if (r == WIRE_OK && m->producer_id)
+        for (const char *c = m->producer_id; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                r = WIRE_PRODUCER_ID;
+    if (r != WIRE_OK) {
+        dps__wire__row_batch__free_unpacked(m, NULL);
+        return r;
+    }
+    out->msg = m;
+    out->n = m->rows;
+    out->dim = m->dim;
+    out->seq = m->seq;
+    snprintf(out->producer_id, sizeof out->producer_id, "%s", m->producer_id ? m->producer_id : "");
+    if (s_little_endian_host() && ((uintptr_t)m->data.data % sizeof(float)) == 0) {
+        out->rows = (const float *)(const void *)m->data.data;
+    } else {
+        out->owned = malloc(m->data.len ? m->data.len : 1);
+        if (!out->owned) {
+            dps__wire__row_batch__free_unpacked(m, NULL);
+            memset(out, 0, sizeof *out);
+            return WIRE_UNDECODABLE;
+        }
+        s_le_to_host(m->data.data, out->owned, out->n * out->dim);
+        out->rows = out->owned;
+    }
+    return WIRE_OK;
+}
+
+void wire_rows_release(wire_rows *r)
+{
+    if (r->msg)
+        dps__wire__row_batch__free_unpacked(r->msg, NULL);
+    free(r->owned);
+    memset(r, 0, sizeof *r);
+}
+
+int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, size_t n, size_t dim,
+                     unsigned char **out, size_t *len)
+{
+    if (n == 0 || dim == 0 || n > UINT32_MAX || dim > UINT32_MAX || n > SIZE_MAX / 4 / dim)
+        return DPS_EINVAL;
+    Dps__Wire__RowBatch m = DPS__WIRE__ROW_BATCH__INIT;
+    m.version = DPS_WIRE_VERSION;
+    m.producer_id = (char *)(producer_id ? producer_id : "");
+    m.seq = seq;
+    m.dim = (uint32_t)dim;
+    m.rows = (uint32_t)n;
+    unsigned char *data = malloc(n * dim * 4);
+    if (!data)
+        return DPS_ENOMEM;
+    s_host_to_le(rows, data, n * dim);
+    m.data.data = data;
+    m.data.len = n * dim * 4;
+    size_t sz = dps__wire__row_batch__get_packed_size(&m);
+    *out = malloc(sz ? sz : 1);
+    if (!*out) {
+        free(data);
+        return DPS_ENOMEM;
+    }
+    *len = dps__wire__row_batch__pack(&m, *out);
+    free(data);
+    return DPS_OK;
+}
+
+/* ------------------------------------------------------------ snapshots */
+int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
+{
+    if (!s || !out || !len)
+        return DPS_EINVAL;
+    dps_snapshot_info in;
+    dps_snapshot_get_info(s, &in);
+    Dps__Wire__Snapshot m = DPS__WIRE__SNAPSHOT__INIT;
+    m.version = DPS_WIRE_VERSION;
+    m.seq = in.seq;
+    m.epoch = in.epoch;
+    m.d = (uint32_t)in.d;
+    m.k = (uint32_t)in.k;
+    m.status = (Dps__Wire__SnapshotStatus)in.status;
+    m.aggregator = (Dps__Wire__Aggregator)in.aggregator;
+    m.rows_used = in.rows_used;
+    m.buckets_used = (uint32_t)in.buckets_used;
+    m.radius = in.radius;
+    m.w_hat = in.w_hat;
+    m.rho_epoch = in.epoch_cost.rho;
+    m.delta_epoch = in.epoch_cost.delta;
+    m.rho_total = in.total.rho;
+    m.delta_total = in.total.delta;
+    m.eps_total = in.eps_total;
+    m.delta_target = in.delta_target;
+    m.seeded = in.seeded != 0;
+    m.public_seed = in.public_seed;
+    m.reason = (char *)(in.reason ? in.reason : "");
+    m.time_unix_ms = in.time_unix_ms;
+    unsigned char *basis = NULL;
+    const float *b = dps_snapshot_basis(s);
+    if (b) {
+        basis = malloc(in.k * in.d * 4);
+        if (!basis)
+            return DPS_ENOMEM;
+        s_host_to_le(b, basis, in.k * in.d);
+        m.basis.data = basis;
+        m.basis.len = in.k * in.d * 4;
+    }
+    size_t sz = dps__wire__snapshot__get_packed_size(&m);
+    *out = malloc(sz ? sz : 1);
+    if (!*out) {
+        free(basis);
+        return DPS_ENOMEM;
+    }
+    *len = dps__wire__snapshot__pack(&m, *out);
+    free(basis);
+    return DPS_OK;
+}
+
+static int s_nonneg(double x) { return isfinite(x) && x >= 0; }
+
+int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out)
+{
+    if (!buf || !out)
+        return DPS_EINVAL;
+    *out = NULL;
+    Dps__Wire__Snapshot *m = dps__wire__snapshot__unpack(NULL, len, buf);
+    if (!m)
+        return DPS_EPROTO;
+    int rc = DPS_OK;
+    int released = m->status == DPS__WIRE__SNAPSHOT_STATUS__RELEASED;
+    if (m->version != DPS_WIRE_VERSION || m->d < 2 || m->k < 1 || m->k >= m->d ||
+        (m->status != DPS__WIRE__SNAPSHOT_STATUS__RELEASED && m->status != DPS__WIRE__SNAPSHOT_STATUS__FAILED &&
+         m->status != DPS__WIRE__SNAPSHOT_STATUS__REFUSED) ||
+        (m->aggregator != DPS__WIRE__AGGREGATOR__REFERENCE && m->aggregator != DPS__WIRE__AGGREGATOR__PROJECTION) ||
+        (uint64_t)m->k * m->d > SIZE_MAX / 4 ||
+        (released ? m->basis.len != (size_t)m->k * m->d * 4 : m->basis.len != 0) ||
+        !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||
+        !s_nonneg(m->delta_total) || isnan(m->eps_total) || m->eps_total < 0 || !s_nonneg(m->delta_target) ||
+        !s_nonneg(m->radius) || !isfinite(m->w_hat))
+        rc = DPS_EPROTO;
+    float *basis = NULL;
+    if (!rc && released) {
+        basis = malloc(m->basis.len);
+        if (!basis)
+            rc = DPS_ENOMEM;
+        else {
+            s_le_to_host(m->basis.data, basis, (size_t)m->k * m->d);
+            for (size_t i = 0; i < (size_t)m->k * m->d; i++)
+                if (!isfinite(basis[i])) {
+                    rc = DPS_EPROTO;
+                    break;
+                }
+        }
+    }
+    if (!rc) {
+        dps_snapshot_info in;
+        memset(&in, 0, sizeof in);
+        in.epoch = m->epoch;
+        in.d = m->d;
+        in.k = m->k;
+        in.status = (dps_status)m->status;
+        in.aggregator = (dps_aggregator)m->aggregator;
+        in.rows_used = m->rows_used;
+        in.buckets_used = m->buckets_used;
+        in.radius = m->radius;
+        in.w_hat = m->w_hat;
+        in.epoch_cost = (dps_zcdp){m->rho_epoch, m->delta_epoch};
+        in.total = (dps_zcdp){m->rho_total, m->delta_total};
+        in.eps_total = m->eps_total;
+        in.delta_target = m->delta_target;
+        in.seeded = m->seeded;
+        in.public_seed = m->public_seed;
+        in.reason = m->reason ? m->reason : "";
+        in.seq = m->seq;
+        in.time_unix_ms = m->time_unix_ms;
+        rc = dps_snapshot_new(out, &in, basis);
+    }
+    free(basis);
+    dps__wire__snapshot__free_unpacked(m, NULL);
+    return rc;
+}
+
+/* --------------------------------------------------------------- status */
+int wire_status_request_encode(unsigned char **out, size_t *len)
+{
+    Dps__Wire__StatusRequest m = DPS__WIRE__STATUS_REQUEST__INIT;
+    m.version = DPS_WIRE_VERSION;
+    size_t sz = dps__wire__status_request__get_packed_size(&m);
+    *out = malloc(sz ? sz : 1);
+    if (!*out)
+        return DPS_ENOMEM;
+    *len = dps__wire__status_request__pack(&m, *out);
+    return DPS_OK;
+}
+
+int wire_status_request_check(const unsigned char *buf, size_t len)
+{
+    Dps__Wire__StatusRequest *m = dps__wire__status_request__unpack(NULL, len, buf);
+    if (!m)
+        return DPS_EPROTO;
+    int rc = m->version == DPS_WIRE_VERSION ? DPS_OK : DPS_EPROTO;
+    dps__wire__status_request__free_unpacked(m, NULL);
+    return rc;
+}
+
+int wire_status_encode(const dps_collector_status *st, unsigned char **out, size_t *len)
+{
+    Dps__Wire__StatusReply m = DPS__WIRE__STATUS_REPLY__INIT;
+    Dps__Wire__Counter cs[DPS_STATUS_MAX_COUNTERS];
+    Dps__Wire__Counter *cp[DPS_STATUS_MAX_COUNTERS];
+    size_t n = st->n_rejected < DPS_STATUS_MAX_COUNTERS ? st->n_rejected : DPS_STATUS_MAX_COUNTERS;
+    for (size_t i = 0; i < n; i++) {
+        dps__wire__counter__init(&cs[i]);
+        cs[i].name = (char *)st->rejected[i].name;
+        cs[i].value = st->rejected[i].value;
+        cp[i] = &cs[i];
+    }
+    m.version = DPS_WIRE_VERSION;
+    m.epoch = st->epoch;
+    m.rows_accepted = st->rows_accepted;
+    m.n_rejected = n;
+    m.rejected = cp;
+    m.buckets_completed = st->buckets_completed;
+    m.rows_in_epoch = st->rows_in_epoch;
+    m.epoch_rows = st->epoch_rows;
+    m.rho_spent = st->rho_spent;
+    m.delta_spent = st->delta_spent;
+    m.eps_spent = st->eps_spent;
+    m.delta_target = st->delta_target;
+    m.budget_left = st->budget_left;
+    m.budget_unit = (char *)st->budget_unit;
+    m.last_snapshot_seq = st->last_snapshot_seq;
+    m.uptime_s = st->uptime_s;
+    m.d = (uint32_t)st->d;
+    m.k = (uint32_t)st->k;
+    size_t sz = dps__wire__status_reply__get_packed_size(&m);
+    *out = malloc(sz ? sz : 1);
+    if (!*out)
+        return DPS_ENOMEM;
+    *len = dps__wire__status_reply__pack(&m, *out);
+    return DPS_OK;
+}
+
+int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_status *out)
+{
+    memset(out, 0, sizeof *out);
+    Dps__Wire__StatusReply *m = dps__wire__status_reply__unpack(NULL, len, buf);
+    if (!m)
+        return DPS_EPROTO;
+    if (m->version != DPS_WIRE_VERSION) {
+        dps__wire__status_reply__free_unpacked(m, NULL);
+        return DPS_EPROTO;
+    }
+    out->epoch = m->epoch;
+    out->rows_accepted = m->rows_accepted;
+    out->buckets_completed = m->buckets_completed;
+    out->rows_in_epoch = m->rows_in_epoch;
+    out->epoch_rows = m->epoch_rows;
+    out->rho_spent = m->rho_spent;
+    out->delta_spent = m->delta_spent;
+    out->eps_spent = m->eps_spent;
+    out->delta_target = m->delta_target;
+    out->budget_left = m->budget_left;
+    snprintf(out->budget_unit, sizeof out->budget_unit, "%s", m->budget_unit ? m->budget_unit : "");
+    out->last_snapshot_seq = m->last_snapshot_seq;
+    out->uptime_s = m->uptime_s;
+    out->d = m->d;
+    out->k = m->k;
+    out->n_rejected = m->n_rejected < DPS_STATUS_MAX_COUNTERS ? m->n_rejected : DPS_STATUS_MAX_COUNTERS;
+    for (size_t i = 0; i < out->n_rejected; i++) {
+        snprintf(out->rejected[i].name, sizeof out->rejected[i].name, "%s",
+                 m->rejected[i]->name ? m->rejected[i]->name : "");
+        out->rejected[i].value = m->rejected[i]->value;
+    }
+    dps__wire__status_reply__free_unpacked(m, NULL);
+    return DPS_OK;
+}

@@ -1,0 +1,50 @@
+/* wire.h - encode/decode the protocol messages of proto/dpsubspace.proto and
+   validate every field on arrival.  Private: the generated protobuf-c types
+   never leave src/net. */
+#ifndef DPS_WIRE_H
+#define DPS_WIRE_H
+
+#include "dpsubspace_net.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAX_PRODUCER_ID 64
+
+/* Why a RowBatch message was refused as a whole (it carries no rows). */
+typedef enum {
+    WIRE_OK = 0,
+    WIRE_UNDECODABLE,  /* not a RowBatch (garbage, truncated)          */
+    WIRE_VERSION,      /* a protocol version we do not speak           */
+    WIRE_DIM,          /* dim differs from the collector's d            */
+    WIRE_COUNT,        /* rows * dim * 4 != bytes of data, or overflow  */
+    WIRE_EMPTY,        /* rows == 0                                    */
+    WIRE_PRODUCER_ID,  /* producer id too long or not printable         */
+    WIRE_REJECT_COUNT_
+} wire_reject;
+
+/* Stable names used in logs and status counters: "undecodable", ... */
+const char *wire_reject_name(wire_reject r);
+
+/* A decoded batch.  rows points into the decoded message or into owned
+   (an aligned, host-order copy); release with wire_rows_release. */
+typedef struct {
+    void *msg;
+    float *owned;
+    const float *rows;
+    size_t n, dim;
+    uint64_t seq;
+    char producer_id[WIRE_MAX_PRODUCER_ID + 1];
+} wire_rows;
+
+wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect_dim, wire_rows *out);
+void wire_rows_release(wire_rows *r);
+/* *out is malloc'd; the caller frees it. */
+int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, size_t n, size_t dim,
+                     unsigned char **out, size_t *len);
+
+int wire_status_request_encode(unsigned char **out, size_t *len);
+int wire_status_request_check(const unsigned char *buf, size_t len);
+int wire_status_encode(const dps_collector_status *st, unsigned char **out, size_t *len);
+int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_status *out);
+
+#endif

@@ -1,0 +1,199 @@
+/* test_wire - the protocol codec: every refusal class of a RowBatch, snapshot
+   and status round trips, and random/truncated bytes that must be refused
+   without crashing. */
+#include "check.h"
+#include "dpsubspace.h"
+#include "dpsubspace.pb-c.h"
+#include "dpsubspace_net.h"
+#include "wire.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A RowBatch with chosen (possibly inconsistent) fields. */
+static unsigned char *s_batch(uint32_t version, const char *id, uint32_t dim, uint32_t rows, size_t nbytes,
+                              size_t *len)
+{
+    Dps__Wire__RowBatch m = DPS__WIRE__ROW_BATCH__INIT;
+    m.version = version;
+    m.producer_id = (char *)id;
+    m.dim = dim;
+    m.rows = rows;
+    unsigned char *data = calloc(nbytes ? nbytes : 1, 1);
+    for (size_t i = 0; i + 4 <= nbytes; i += 4) {
+        float v = 0.5f;
+        memcpy(data + i, &v, 4);
+    }
+    m.data.data = data;
+    m.data.len = nbytes;
+    *len = dps__wire__row_batch__get_packed_size(&m);
+    unsigned char *buf = malloc(*len);
+    dps__wire__row_batch__pack(&m, buf);
+    free(data);
+    return buf;
+}
+
+int main(void)
+{
+    /* 1. Rows round trip. */
+    float rows[3 * 4] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    CHECK(wire_rows_encode("p1", 7, rows, 3, 4, &buf, &len) == DPS_OK, "encode");
+    wire_rows wr;
+    CHECK(wire_rows_decode(buf, len, 4, &wr) == WIRE_OK, "decode");
+    CHECK(wr.n == 3 && wr.dim == 4 && wr.seq == 7 && strcmp(wr.producer_id, "p1") == 0, "fields");
+    CHECK(memcmp(wr.rows, rows, sizeof rows) == 0, "rows bit-exact");
+    wire_rows_release(&wr);
+    /* wrong dimension for this collector */
+    CHECK(wire_rows_decode(buf, len, 5, &wr) == WIRE_DIM, "wrong dim refused");
+    /* truncated at every length: refused, never a crash */
+    int all_refused = 1;
+    for (size_t cut = 0; cut < len; cut++) {
+        wire_reject r = wire_rows_decode(buf, cut, 4, &wr);
+        if (r == WIRE_OK) {
+            all_refused = 0;
+            wire_rows_release(&wr);
+        }
+    }
+    CHECK(all_refused, "every truncation refused");
+    free(buf);
+
+    /* 2. Each refusal class. */
+    struct { uint32_t ver; const char *id; uint32_t dim, rows; size_t bytes; wire_reject want; } cases[] = {
+        {2, "p", 4, 1, 16, WIRE_VERSION},
+        {0, "p", 4, 1, 16, WIRE_VERSION},
+        {1, "p", 3, 1, 12, WIRE_DIM},
+        {1, "p", 4, 0, 0, WIRE_EMPTY},
+        {1, "p", 4, 2, 16, WIRE_COUNT},
+        {1, "p", 4, 1, 17, WIRE_COUNT},
+        {1, "p", 4, 0x40000000u, 16, WIRE_COUNT},
+        {1, "a-name-that-is-much-too-long-for-a-producer-id-of-sixty-four-bytes!", 4, 1, 16, WIRE_PRODUCER_ID},
+        {1, "bad\nid", 4, 1, 16, WIRE_PRODUCER_ID},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        buf = s_batch(cases[i].ver, cases[i].id, cases[i].dim, cases[i].rows, cases[i].bytes, &len);
+        wire_reject r = wire_rows_decode(buf, len, 4, &wr);
+        CHECK(r == cases[i].want, "case %zu: got %s want %s", i, wire_reject_name(r), wire_reject_name(cases[i].want));
+        if (r == WIRE_OK)
+            wire_rows_release(&wr);
+        free(buf);
+    }
+    unsigned char junk[64];
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 1);
+    int junk_ok = 0;
+    for (int i = 0; i < 2000; i++) {
+        size_t n = dps_rng_below(rng, sizeof junk) + 1;
+        for (size_t j = 0; j < n; j++)
+            junk[j] = (unsigned char)dps_rng_u64(rng);
+        wire_reject r = wire_rows_decode(junk, n, 4, &wr);
+        if (r == WIRE_OK) {
+            junk_ok++;
+            wire_rows_release(&wr);
+        }
+    }
+    CHECK(junk_ok == 0, "random bytes accepted %d times", junk_ok);
+
+    /* 3. Snapshot round trip: released, refused. */
+    size_t k = 2, d = 5;
+    float basis[10] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+    dps_snapshot_info in;
+    memset(&in, 0, sizeof in);
+    in.epoch = 4;
+    in.d = d;
+    in.k = k;
+    in.status = DPS_SNAP_RELEASED;
+    in.epoch_cost = (dps_zcdp){1, 1e-6};
+    in.total = (dps_zcdp){5, 5e-6};
+    in.eps_total = INFINITY;
+    in.delta_target = 1e-5;
+    in.radius = 0.25;
+    in.seq = 9;
+    in.time_unix_ms = 123;
+    in.reason = "";
+    dps_snapshot *s = NULL, *back = NULL;
+    dps_snapshot_new(&s, &in, basis);
+    CHECK(dps_snapshot_encode(s, &buf, &len) == DPS_OK, "snapshot encode");
+    CHECK(dps_snapshot_decode(buf, len, &back) == DPS_OK, "snapshot decode");
+    dps_snapshot_info out;
+    dps_snapshot_get_info(back, &out);
+    CHECK(out.epoch == 4 && out.seq == 9 && out.time_unix_ms == 123 && out.total.rho == 5 && isinf(out.eps_total),
+          "snapshot fields");
+    CHECK(memcmp(dps_snapshot_basis(back), basis, sizeof basis) == 0, "basis bit-exact");
+    dps_snapshot_destroy(&back);
+    for (size_t cut = 0; cut < len; cut += 3) {
+        if (dps_snapshot_decode(buf, cut, &back) == DPS_OK) {
+            /* a prefix may decode as a valid message only if every required field is intact */
+            dps_snapshot_get_info(back, &out);
+            CHECK(dps_snapshot_basis(back) != NULL, "prefix decoded without basis");
+            dps_snapshot_destroy(&back);
+        }
+    }
+    free(buf);
+    dps_snapshot_destroy(&s);
+    in.status = DPS_SNAP_REFUSED;
+    in.reason = "cap";
+    dps_snapshot_new(&s, &in, NULL);
+    dps_snapshot_encode(s, &buf, &len);
+    CHECK(dps_snapshot_decode(buf, len, &back) == DPS_OK, "refused decodes");
+    dps_snapshot_get_info(back, &out);
+    CHECK(out.status == DPS_SNAP_REFUSED && strcmp(out.reason, "cap") == 0 && !dps_snapshot_basis(back), "refused");
+    dps_snapshot_destroy(&back);
+    free(buf);
+    dps_snapshot_destroy(&s);
+    /* invalid snapshots: k >= d, wrong basis length, NaN in basis */
+    Dps__Wire__Snapshot m = DPS__WIRE__SNAPSHOT__INIT;
+    m.version = 1;
+    m.d = 3;
+    m.k = 3;
+    len = dps__wire__snapshot__get_packed_size(&m);
+    buf = malloc(len);
+    dps__wire__snapshot__pack(&m, buf);
+    CHECK(dps_snapshot_decode(buf, len, &back) == DPS_EPROTO, "k >= d refused");
+    free(buf);
+    float nanb[6] = {NAN, 0, 0, 0, 1, 0};
+    m.k = 2;
+    m.basis.data = (uint8_t *)nanb;
+    m.basis.len = 4 * 5;
+    len = dps__wire__snapshot__get_packed_size(&m);
+    buf = malloc(len);
+    dps__wire__snapshot__pack(&m, buf);
+    CHECK(dps_snapshot_decode(buf, len, &back) == DPS_EPROTO, "wrong basis length refused");
+    free(buf);
+    m.basis.len = 4 * 6;
+    len = dps__wire__snapshot__get_packed_size(&m);
+    buf = malloc(len);
+    dps__wire__snapshot__pack(&m, buf);
+    CHECK(dps_snapshot_decode(buf, len, &back) == DPS_EPROTO, "NaN basis refused");
+    free(buf);
+
+    /* 4. Status round trip. */
+    dps_collector_status st, st2;
+    memset(&st, 0, sizeof st);
+    st.epoch = 3;
+    st.rows_accepted = 1000;
+    st.budget_left = INFINITY;
+    snprintf(st.budget_unit, sizeof st.budget_unit, "none");
+    st.n_rejected = 2;
+    snprintf(st.rejected[0].name, 32, "wrong_dim");
+    st.rejected[0].value = 4;
+    snprintf(st.rejected[1].name, 32, "rows_nan");
+    st.rejected[1].value = 2;
+    CHECK(wire_status_encode(&st, &buf, &len) == DPS_OK, "status encode");
+    CHECK(wire_status_decode(buf, len, &st2) == DPS_OK, "status decode");
+    CHECK(st2.epoch == 3 && st2.rows_accepted == 1000 && st2.n_rejected == 2 && st2.rejected[1].value == 2 &&
+          strcmp(st2.rejected[0].name, "wrong_dim") == 0 && isinf(st2.budget_left), "status fields");
+    free(buf);
+    CHECK(wire_status_request_encode(&buf, &len) == DPS_OK && wire_status_request_check(buf, len) == DPS_OK, "request");
+    free(buf);
+
+    /* 5. Endpoint locality (the plaintext rule). */
+    CHECK(dps_endpoint_is_local("tcp://127.0.0.1:5555") && dps_endpoint_is_local("ipc:///tmp/x") &&
+          dps_endpoint_is_local("tcp://[::1]:5") && dps_endpoint_is_local("tcp://localhost:5"), "local endpoints");
+    CHECK(!dps_endpoint_is_local("tcp://10.0.0.1:5555") && !dps_endpoint_is_local("tcp://*:5555") &&
+          !dps_endpoint_is_local("tcp://localhost.evil.com:5") && !dps_endpoint_is_local(NULL), "non-local endpoints");
+    dps_rng_destroy(&rng);
+    return check_summary();
+}
