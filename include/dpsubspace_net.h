@@ -51,7 +51,11 @@ typedef struct {
     const char *endpoint;    /* the collector's ingest endpoint             */
     size_t dim;              /* row dimension, as the collector expects     */
     size_t batch_rows;       /* rows per message (default 256)              */
-    const char *producer_id; /* for the collector's logs (default "producer") */
+    const char *producer_id; /* unique per producer (default "producer-<pid>-<random>") */
+    const char *status_endpoint; /* the collector's status endpoint: destroy waits
+                                    there until every batch is confirmed taken
+                                    (NULL: linger only -- rows queued at the
+                                    collector when we disconnect can be lost) */
     dps_security sec;
     int sndhwm;              /* messages queued before send blocks (default 64) */
     int linger_ms;           /* how long destroy waits to deliver (default 30000) */
@@ -74,7 +78,14 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
 /* Send the partial batch, if any. */
 int dps_producer_flush(dps_producer *p);
 void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent);
-/* Flush, then wait up to linger_ms for delivery, then close. */
+/* Flush, then wait until the collector confirms it has taken every batch we
+   sent (asked on status_endpoint): DPS_OK, DPS_ETIMEOUT after timeout_ms, or
+   DPS_ESTATE without a status_endpoint.  libzmq discards messages still queued
+   toward a PULL socket when their sender disconnects; this is how a producer
+   knows it may disconnect. */
+int dps_producer_drain(dps_producer *p, int timeout_ms);
+/* Flush; drain (up to linger_ms) if there is a status endpoint, else linger up
+   to linger_ms for delivery; close. */
 void dps_producer_destroy(dps_producer **p);
 
 /* ------------------------------------------------------------- subscriber */
@@ -111,12 +122,17 @@ typedef struct {
     size_t d, k;
     size_t n_rejected;
     struct { char name[32]; uint64_t value; } rejected[DPS_STATUS_MAX_COUNTERS];
+    /* for the producer_id asked (dps_collector_status_query_producer) */
+    uint64_t producer_batches, producer_rows, producer_seq_gaps;
 } dps_collector_status;
 
 /* Ask a collector's status endpoint.  Operator information: the rejection
    counts are about the data and are not differentially private. */
 int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
                                dps_collector_status *out);
+/* The same, also asking how many batches of producer_id were taken. */
+int dps_collector_status_query_producer(const char *endpoint, const dps_security *sec, int timeout_ms,
+                                        const char *producer_id, dps_collector_status *out);
 
 /* ------------------------------------------------------- snapshot bytes */
 /* Serialise a snapshot (with its seq/time from its info) as a protocol

@@ -186,7 +186,9 @@ int main(void)
     CHECK(st2.epoch == 3 && st2.rows_accepted == 1000 && st2.n_rejected == 2 && st2.rejected[1].value == 2 &&
           strcmp(st2.rejected[0].name, "wrong_dim") == 0 && isinf(st2.budget_left), "status fields");
     free(buf);
-    CHECK(wire_status_request_encode(&buf, &len) == DPS_OK && wire_status_request_check(buf, len) == DPS_OK, "request");
+    char pid[WIRE_MAX_PRODUCER_ID + 1];
+    CHECK(wire_status_request_encode("p7", &buf, &len) == DPS_OK && wire_status_request_decode(buf, len, pid) == DPS_OK &&
+          strcmp(pid, "p7") == 0, "request with producer id");
     free(buf);
 
     /* 5. Endpoint locality (the plaintext rule). */

@@ -264,7 +264,9 @@ void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t 
             fprintf(f, "%*s", S_INDENT - col, "");
         }
         char text[1024];
-        if (o->deflt)
+        if (o->deflt && strcmp(o->deflt, "required") == 0)
+            snprintf(text, sizeof text, "%s (required)", o->help);
+        else if (o->deflt)
             snprintf(text, sizeof text, "%s (default: %s)", o->help, o->deflt);
         else
             snprintf(text, sizeof text, "%s", o->help);

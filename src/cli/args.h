@@ -63,7 +63,8 @@ typedef struct {
     cli_opt_kind kind;
     void *dest;          /* where the value goes (see the kinds)              */
     const char *metavar; /* value placeholder in --help, e.g. "N"             */
-    const char *deflt;   /* the default as shown in --help (NULL: none)       */
+    const char *deflt;   /* the default as shown in --help (NULL: none;
+                            "required" shows as "(required)")                 */
     const char *help;    /* what it means                                     */
     int given;           /* set to 1 by cli_parse_args when it was given      */
 } cli_opt;

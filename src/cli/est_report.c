@@ -28,10 +28,13 @@ static void s_truth_part(FILE *f, const est_release *rel)
         fprintf(f, "  sin %.3g  ||P-P*||_F %.3g", rel->sin_to_truth, rel->fro_to_truth);
 }
 
-/* "  total rho R  eps E at delta D" for a private release. */
-static void s_budget_part(FILE *f, double rho_total, double eps_total, double delta_target)
+/* "  total rho R  eps E at delta D" for a private release; says why when eps
+   is infinite because the mechanisms' deltas use up delta_target. */
+static void s_budget_part(FILE *f, double rho_total, double delta_total, double eps_total, double delta_target)
 {
     fprintf(f, "  total rho %.3f  eps %.3g at delta %g", rho_total, eps_total, delta_target);
+    if (isinf(eps_total) && delta_total >= delta_target)
+        fprintf(f, " [the spent delta %g is not below --delta-target]", delta_total);
 }
 
 void est_report_release(const est_settings *s, const est_release *rel, const est_result *r)
@@ -46,13 +49,13 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
         fprintf(f, "analyze-gauss  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
         fprintf(f, "  rho %.3f (called with rho %.3g: it spends 2 rho)", rel->rho_epoch, r->analyze_rho);
-        s_budget_part(f, rel->rho_total, rel->eps_total, rel->delta_target);
+        s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
     } else {
         fprintf(f, "epoch %llu  %s  rows %llu  buckets %.0f  radius %.3g", (unsigned long long)rel->epoch,
                 dps_status_name(rel->status), (unsigned long long)rel->rows_used, rel->buckets_used, rel->radius);
         s_truth_part(f, rel);
         fprintf(f, "  rho this epoch %.3f", rel->rho_epoch);
-        s_budget_part(f, rel->rho_total, rel->eps_total, rel->delta_target);
+        s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
     }
     if (rel->status != DPS_SNAP_RELEASED)
         fprintf(f, "  (%s)", rel->reason);
@@ -70,7 +73,7 @@ void est_report_mean(const est_settings *s, const est_result *r)
             (unsigned long long)m->rows);
     if (m->released)
         fprintf(f, "  rho %.3f  sigma %.3g  error %.3g  subspace bias %.3g", m->rho, m->sigma, m->error, m->bias);
-    s_budget_part(f, r->spent.rho, r->eps_total, s->cfg.cap.delta_target);
+    s_budget_part(f, r->spent.rho, r->spent.delta, r->eps_total, s->cfg.cap.delta_target);
     if (m->reason[0])
         fprintf(f, "  (%s)", m->reason);
     fputc('\n', f);

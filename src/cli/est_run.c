@@ -177,12 +177,18 @@ static int s_close_epoch(const est_settings *s, est_result *r, dps_estimator *e)
     return code;
 }
 
-/* Run the streaming estimator over src.  With the mean task only the first
-   epoch is used (its rho is half the total; DESIGN 3.8). */
-static int s_run_estimator(const est_settings *s, est_result *r, s_source *src)
+/* Run the streaming estimator over src, pushing batch rows at a time.  With
+   the mean task only the first epoch is used (its rho is half the total;
+   DESIGN 3.8). */
+static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, size_t batch)
 {
     dps_estimator *e = NULL;
     int rc = dps_estimator_new(&e, &s->cfg);
+    if (rc == DPS_ENOMEM) {
+        cli_error("cannot start the estimator: out of memory (it needs about %.3g GB); lower --window, --t or --q",
+                  (double)dps_estimator_memory_bound(&s->cfg) / 1e9);
+        return CLI_EXIT_RUNTIME;
+    }
     if (rc) {
         cli_error("cannot start the estimator: %s", dps_strerror(rc));
         return CLI_EXIT_RUNTIME;
@@ -192,7 +198,7 @@ static int s_run_estimator(const est_settings *s, est_result *r, s_source *src)
     while (!code && !stop) {
         const float *rows = NULL;
         size_t got = 0;
-        if ((code = s_source_next(src, s->batch, d, &rows, &got)) != 0) {
+        if ((code = s_source_next(src, batch, d, &rows, &got)) != 0) {
             r->input_error = code == CLI_EXIT_INPUT;
             snprintf(r->note, sizeof r->note,
                      "the input failed part way; epochs closed before that were released, the open epoch was not");
@@ -441,12 +447,16 @@ int est_run(const est_settings *s, est_result *r)
     r->analyze_rho = NAN;
     r->eps_total = NAN;
     if (s->method == EST_ESTIMATOR && s->task == EST_SUBSPACE) {
-        s_source src = {s->reader, malloc(s->batch * r->d * sizeof(float)), NULL, 0, 0};
+        uint64_t known = 0;
+        size_t rows = s->batch; /* no bigger buffer than the input needs */
+        if (cli_reader_rows(s->reader, &known) && known < rows)
+            rows = (size_t)known;
+        s_source src = {s->reader, malloc(rows * r->d * sizeof(float)), NULL, 0, 0};
         if (!src.buf) {
-            cli_error("out of memory for a batch of %zu rows; lower --batch", s->batch);
+            cli_error("out of memory for a batch of %zu rows; lower --batch", rows);
             return CLI_EXIT_RUNTIME;
         }
-        int code = s_run_estimator(s, r, &src);
+        int code = s_run_estimator(s, r, &src, rows);
         free(src.buf);
         return code;
     }
@@ -468,7 +478,7 @@ int est_run(const est_settings *s, est_result *r)
     if (!code) {
         if (s->method == EST_ESTIMATOR) {
             s_source src = {NULL, NULL, X, n, 0};
-            code = s_run_estimator(s, r, &src);
+            code = s_run_estimator(s, r, &src, s->batch);
             if (!code && r->rows_subspace < n)
                 snprintf(r->note, sizeof r->note,
                          "mean task: the subspace used the first epoch only (%llu rows, rho/2); the mean used all "

@@ -152,6 +152,7 @@ static int s_run(const gen_args *a, int seeded)
     return code;
 }
 
+/* Parse the flags, print --help, or generate; returns the exit code. */
 int main(int argc, char **argv)
 {
     cli_set_program("dps-gen");

@@ -603,7 +603,9 @@ int cli_reader_open(cli_reader **out, const char *path, cli_format fmt, size_t d
     *out = NULL;
     int is_stdin = strcmp(path, "-") == 0;
     if (fmt == CLI_FMT_AUTO) {
-        fmt = is_stdin ? CLI_FMT_AUTO : cli_format_from_path(path);
+        if (is_stdin)
+            return cli_msg_set(err, CLI_EXIT_USAGE, "reading standard input needs --format npy|csv|raw");
+        fmt = cli_format_from_path(path);
         if (fmt == CLI_FMT_AUTO)
             return cli_msg_set(err, CLI_EXIT_USAGE,
                                "cannot tell the format of '%s' from its name (.npy, .csv/.txt, .raw/.f32/.bin); pass "

@@ -15,6 +15,7 @@
 #include "ledger.h"
 #include "log.h"
 #include "options.h"
+#include "producers.h"
 #include "store.h"
 #include "transport.h"
 #include "wire.h"
@@ -63,6 +64,7 @@ typedef struct {
     uint64_t published, last_seq;
     uint64_t started_ms, epoch_started_ms;
     dps_snapshot *latest;
+    producer_table producers;
 } collector;
 
 /* ---------------------------------------------------------------- ledger */
@@ -214,6 +216,8 @@ static int s_ingest(collector *c)
     }
     if (dps_estimator_epoch_full(c->est) && !s_stop)
         s_close_epoch(c);
+    if (done == wr.n) /* taken: a producer draining may now disconnect */
+        ptable_record(&c->producers, wr.producer_id, wr.seq, wr.n, net_now_ms());
     wire_rows_release(&wr);
     return 1;
 }
@@ -227,7 +231,8 @@ static void s_status(collector *c)
         zmq_msg_close(&msg);
         return;
     }
-    int ok = wire_status_request_check(zmq_msg_data(&msg), zmq_msg_size(&msg)) == DPS_OK;
+    char asked[WIRE_MAX_PRODUCER_ID + 1];
+    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked) == DPS_OK;
     zmq_msg_close(&msg);
     if (!ok) {
         zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
@@ -261,13 +266,19 @@ static void s_status(collector *c)
     st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
     st.d = c->o.d;
     st.k = c->o.k;
+    const producer_entry *pe = asked[0] ? ptable_find(&c->producers, asked) : NULL;
+    if (pe) {
+        st.producer_batches = pe->batches;
+        st.producer_rows = pe->rows;
+        st.producer_seq_gaps = pe->gaps;
+    }
     uint64_t zap_ok = 0, zap_refused = 0;
     if (c->zap)
         zap_counts(c->zap, &zap_ok, &zap_refused);
     struct { const char *name; uint64_t v; } rows[] = {
         {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
         {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused},
-        {"connection_dropped", c->pull_mon.disconnects},
+        {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
     };
     for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
         snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", wire_reject_name(r));
@@ -495,6 +506,10 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (ptable_init(&c.producers, 4096) != 0) {
+        fprintf(stderr, "dps-collector: out of memory\n");
+        return 1;
+    }
     c.started_ms = c.epoch_started_ms = net_now_ms();
     log_info("listening: ingest %s, publish %s, status %s (%s); d=%" PRIu64 " k=%" PRIu64 ", epoch = %" PRIu64
              " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
@@ -549,6 +564,7 @@ int main(int argc, char **argv)
     zmq_ctx_term(c.ctx);
     dps_estimator_destroy(&c.est);
     dps_snapshot_destroy(&c.latest);
+    ptable_free(&c.producers);
     ledger_close(&c.led);
     log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run", es.rows_accepted,
              c.published);

@@ -5,19 +5,28 @@
    messages from queueing toward a peer that has not completed its handshake,
    and sends block (in slices of 200 ms, so that an authentication refusal is
    noticed) while the collector's queue and ours are full: rows are never
-   dropped. */
+   dropped by us.  Before it disconnects, a producer with a status endpoint
+   asks the collector until it confirms every batch was taken (drain): libzmq
+   discards messages still queued toward a PULL socket when their sender's
+   connection closes, so lingering alone does not guarantee delivery. */
 #include "dpsubspace_net.h"
 #include "transport.h"
 #include "wire.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 struct dps_producer {
     void *ctx, *sock;
     net_monitor mon;
+    char status_ep[256];
+    char keys[3][DPS_KEY_LEN + 1]; /* server, public, secret: copies for drain */
+    dps_security sec;
     size_t dim, batch_rows;
     char id[WIRE_MAX_PRODUCER_ID + 1];
     int send_timeout_ms, linger_ms;
@@ -32,7 +41,7 @@ void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t d
     o->endpoint = endpoint;
     o->dim = dim;
     o->batch_rows = 256;
-    o->producer_id = "producer";
+    o->producer_id = NULL;
     o->sndhwm = 64;
     o->linger_ms = 30000;
 }
@@ -53,7 +62,24 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
     p->batch_rows = o->batch_rows;
     p->send_timeout_ms = o->send_timeout_ms;
     p->linger_ms = o->linger_ms;
-    snprintf(p->id, sizeof p->id, "%s", o->producer_id ? o->producer_id : "producer");
+    if (o->producer_id) {
+        snprintf(p->id, sizeof p->id, "%s", o->producer_id);
+    } else { /* unique, so the collector's per-producer counts are ours alone */
+        dps_rng *r = NULL;
+        uint64_t tag = (dps_rng_new_secure(&r) == DPS_OK) ? dps_rng_u64(r) : net_now_ms();
+        dps_rng_destroy(&r);
+        snprintf(p->id, sizeof p->id, "producer-%ld-%08llx", (long)getpid(), (unsigned long long)(tag & 0xffffffffu));
+    }
+    if (o->status_endpoint)
+        snprintf(p->status_ep, sizeof p->status_ep, "%s", o->status_endpoint);
+    p->sec.plaintext = o->sec.plaintext;
+    const char *k3[3] = {o->sec.server_public_key, o->sec.public_key, o->sec.secret_key};
+    for (int i = 0; i < 3; i++)
+        if (k3[i])
+            snprintf(p->keys[i], sizeof p->keys[i], "%s", k3[i]);
+    p->sec.server_public_key = o->sec.server_public_key ? p->keys[0] : NULL;
+    p->sec.public_key = o->sec.public_key ? p->keys[1] : NULL;
+    p->sec.secret_key = o->sec.secret_key ? p->keys[2] : NULL;
     p->buf = malloc(o->batch_rows * o->dim * sizeof *p->buf);
     p->ctx = zmq_ctx_new();
     int rc = (p->buf && p->ctx) ? DPS_OK : DPS_ENOMEM;
@@ -171,6 +197,32 @@ int dps_producer_flush(dps_producer *p)
     return rc;
 }
 
+int dps_producer_drain(dps_producer *p, int timeout_ms)
+{
+    if (!p)
+        return DPS_EINVAL;
+    if (!p->status_ep[0])
+        return DPS_ESTATE;
+    int rc = dps_producer_flush(p);
+    if (rc)
+        return rc;
+    uint64_t end = net_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        dps_collector_status st;
+        uint64_t left = end > net_now_ms() ? end - net_now_ms() : 0;
+        rc = dps_collector_status_query_producer(p->status_ep, &p->sec, (int)(left < 1000 ? left : 1000) + 1,
+                                                 p->id, &st);
+        if (rc == DPS_OK && st.producer_batches >= p->batches_sent)
+            return DPS_OK;
+        if (rc != DPS_OK && rc != DPS_ETIMEOUT)
+            return rc;
+        if (net_now_ms() >= end)
+            return DPS_ETIMEOUT;
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent)
 {
     if (rows_sent)
@@ -187,6 +239,8 @@ void dps_producer_destroy(dps_producer **pp)
     if (p->sock) {
         if (p->nbuf && !p->mon.auth_failed)
             dps_producer_flush(p);
+        if (p->status_ep[0] && !p->mon.auth_failed && p->batches_sent)
+            dps_producer_drain(p, p->linger_ms);
         net_monitor_stop(p->sock, &p->mon);
         int linger = p->mon.auth_failed ? 0 : p->linger_ms;
         zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger);

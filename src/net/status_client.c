@@ -9,6 +9,12 @@
 int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
                                dps_collector_status *out)
 {
+    return dps_collector_status_query_producer(endpoint, sec, timeout_ms, NULL, out);
+}
+
+int dps_collector_status_query_producer(const char *endpoint, const dps_security *sec, int timeout_ms,
+                                        const char *producer_id, dps_collector_status *out)
+{
     if (!endpoint || !out)
         return DPS_EINVAL;
     void *ctx = zmq_ctx_new();
@@ -22,7 +28,7 @@ int dps_collector_status_query(const char *endpoint, const dps_security *sec, in
     if (!rc && (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) || zmq_connect(sock, endpoint)))
         rc = DPS_ENET;
     if (!rc)
-        rc = wire_status_request_encode(&req, &len);
+        rc = wire_status_request_encode(producer_id, &req, &len);
     if (!rc && zmq_send(sock, req, len, 0) < 0)
         rc = DPS_ENET;
     free(req);

@@ -252,10 +252,11 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
 }
 
 /* --------------------------------------------------------------- status */
-int wire_status_request_encode(unsigned char **out, size_t *len)
+int wire_status_request_encode(const char *producer_id, unsigned char **out, size_t *len)
 {
     Dps__Wire__StatusRequest m = DPS__WIRE__STATUS_REQUEST__INIT;
     m.version = DPS_WIRE_VERSION;
+    m.producer_id = (char *)(producer_id ? producer_id : "");
     size_t sz = dps__wire__status_request__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -264,12 +265,19 @@ int wire_status_request_encode(unsigned char **out, size_t *len)
     return DPS_OK;
 }
 
-int wire_status_request_check(const unsigned char *buf, size_t len)
+int wire_status_request_decode(const unsigned char *buf, size_t len, char producer_id[WIRE_MAX_PRODUCER_ID + 1])
 {
+    producer_id[0] = 0;
     Dps__Wire__StatusRequest *m = dps__wire__status_request__unpack(NULL, len, buf);
     if (!m)
         return DPS_EPROTO;
     int rc = m->version == DPS_WIRE_VERSION ? DPS_OK : DPS_EPROTO;
+    if (!rc && m->producer_id) {
+        if (strlen(m->producer_id) > WIRE_MAX_PRODUCER_ID)
+            rc = DPS_EPROTO;
+        else
+            snprintf(producer_id, WIRE_MAX_PRODUCER_ID + 1, "%s", m->producer_id);
+    }
     dps__wire__status_request__free_unpacked(m, NULL);
     return rc;
 }
@@ -304,6 +312,9 @@ int wire_status_encode(const dps_collector_status *st, unsigned char **out, size
     m.uptime_s = st->uptime_s;
     m.d = (uint32_t)st->d;
     m.k = (uint32_t)st->k;
+    m.producer_batches = st->producer_batches;
+    m.producer_rows = st->producer_rows;
+    m.producer_seq_gaps = st->producer_seq_gaps;
     size_t sz = dps__wire__status_reply__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -337,6 +348,9 @@ int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_statu
     out->uptime_s = m->uptime_s;
     out->d = m->d;
     out->k = m->k;
+    out->producer_batches = m->producer_batches;
+    out->producer_rows = m->producer_rows;
+    out->producer_seq_gaps = m->producer_seq_gaps;
     out->n_rejected = m->n_rejected < DPS_STATUS_MAX_COUNTERS ? m->n_rejected : DPS_STATUS_MAX_COUNTERS;
     for (size_t i = 0; i < out->n_rejected; i++) {
         snprintf(out->rejected[i].name, sizeof out->rejected[i].name, "%s",

@@ -1,0 +1,17 @@
+"""dpsubspace: Python clients of a dps-collector.
+
+    Producer   -- stream rows (numpy arrays or PyTorch tensors) to a collector
+    Subscriber -- receive its private subspace snapshots, project vectors
+    load_keypair, load_public_key -- CURVE keys made by dps-keygen
+
+Needs Debian's python3-zmq, python3-protobuf and python3-numpy.  The message
+classes come from dpsubspace.desc, the descriptor set protoc-c makes from
+proto/dpsubspace.proto at build time (one schema for C and Python).
+"""
+from .keys import load_keypair, load_public_key, endpoint_is_local
+from .producer import Producer
+from .subscriber import Snapshot, Subscriber
+from .wire import WIRE_VERSION
+
+__all__ = ["Producer", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
+           "endpoint_is_local", "WIRE_VERSION"]

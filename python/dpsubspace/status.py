@@ -1,0 +1,26 @@
+"""Ask a dps-collector's status endpoint (operator information, not private)."""
+import zmq
+
+from . import wire
+from .keys import apply_client_security
+
+
+def query_status(endpoint, timeout_ms=2000, server_public_key=None, public_key=None, secret_key=None,
+                 plaintext=False, producer_id=""):
+    """A dict of the collector's counters (with producer_batches etc. for producer_id), or TimeoutError."""
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.REQ)
+    try:
+        apply_client_security(s, endpoint, server_public_key, public_key, secret_key, plaintext)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(endpoint)
+        s.send(wire.StatusRequest(version=wire.WIRE_VERSION, producer_id=producer_id).SerializeToString())
+        if not s.poll(timeout_ms):
+            raise TimeoutError(f"no status answer from {endpoint} in {timeout_ms} ms")
+        m = wire.StatusReply.FromString(s.recv())
+        out = {f.name: getattr(m, f.name) for f in m.DESCRIPTOR.fields if f.name != "rejected"}
+        out["rejected"] = {c.name: c.value for c in m.rejected}
+        return out
+    finally:
+        s.close()
+        ctx.term()

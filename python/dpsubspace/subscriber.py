@@ -1,0 +1,131 @@
+"""Receive a dps-collector's snapshots (ZeroMQ SUB) and project onto the latest.
+
+    sub = Subscriber("tcp://127.0.0.1:7781", plaintext=True)
+    snap = sub.recv(timeout_ms=10000)          # the latest arrives at once
+    g_low = sub.project(g)                     # V^T V g with the latest released basis
+"""
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import zmq
+
+from . import wire
+from .keys import apply_client_security
+
+STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
+AGGREGATOR_NAMES = {0: "reference", 1: "projection"}
+
+
+@dataclass
+class Snapshot:
+    seq: int
+    epoch: int
+    d: int
+    k: int
+    status: str
+    aggregator: str
+    rows_used: int
+    buckets_used: int
+    radius: float
+    rho_epoch: float
+    delta_epoch: float
+    rho_total: float
+    delta_total: float
+    eps_total: float
+    delta_target: float
+    seeded: bool
+    public_seed: int
+    reason: str
+    time_unix_ms: int
+    basis: Optional[np.ndarray] = field(default=None, repr=False)  # (k, d) float32, orthonormal rows
+
+    @staticmethod
+    def from_bytes(data):
+        m = wire.Snapshot.FromString(data)
+        if m.version != wire.WIRE_VERSION:
+            raise ValueError(f"snapshot of protocol version {m.version}")
+        if not (m.d >= 2 and 1 <= m.k < m.d) or m.status not in STATUS_NAMES:
+            raise ValueError("malformed snapshot")
+        basis = None
+        if m.status == 0:
+            if len(m.basis) != 4 * m.k * m.d:
+                raise ValueError("snapshot basis has the wrong length")
+            basis = np.frombuffer(m.basis, dtype="<f4").reshape(m.k, m.d).astype(np.float32)
+            if not np.all(np.isfinite(basis)):
+                raise ValueError("snapshot basis is not finite")
+        return Snapshot(m.seq, m.epoch, m.d, m.k, STATUS_NAMES[m.status], AGGREGATOR_NAMES.get(m.aggregator, "?"),
+                        m.rows_used, m.buckets_used, m.radius, m.rho_epoch, m.delta_epoch, m.rho_total,
+                        m.delta_total, m.eps_total, m.delta_target, m.seeded, m.public_seed, m.reason,
+                        m.time_unix_ms, basis)
+
+    def describe(self):
+        eps = "inf" if math.isinf(self.eps_total) else f"{self.eps_total:.3f}"
+        return (f"epoch {self.epoch} {self.status}: rho this epoch {self.rho_epoch:g}, total rho "
+                f"{self.rho_total:g} (eps {eps} at delta {self.delta_target:g})"
+                + (" [SEEDED: not secure]" if self.seeded else "")
+                + (f"; {self.reason}" if self.reason else ""))
+
+
+class Subscriber:
+    def __init__(self, endpoint, server_public_key=None, public_key=None, secret_key=None, plaintext=False):
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.SUB)
+        apply_client_security(self._sock, endpoint, server_public_key, public_key, secret_key, plaintext)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.SUBSCRIBE, b"")
+        self._sock.connect(endpoint)
+        self.latest = None  # latest released Snapshot
+        self.last_seq = 0
+        self.received = self.missed = self.bad = 0
+
+    def recv(self, timeout_ms=None):
+        """The next snapshot not seen before, or None on timeout."""
+        while True:
+            if not self._sock.poll(timeout_ms):
+                return None
+            data = self._sock.recv()
+            try:
+                snap = Snapshot.from_bytes(data)
+            except Exception:
+                self.bad += 1
+                continue
+            if snap.seq and snap.seq <= self.last_seq:  # the welcome copy of one we had
+                continue
+            if self.last_seq and snap.seq > self.last_seq + 1:
+                self.missed += snap.seq - self.last_seq - 1
+            self.last_seq = snap.seq
+            self.received += 1
+            if snap.status == "released":
+                self.latest = snap
+            return snap
+
+    def update(self):
+        """Take every pending snapshot without blocking; True if the basis changed."""
+        changed = False
+        while True:
+            snap = self.recv(timeout_ms=0)
+            if snap is None:
+                return changed
+            changed |= snap.status == "released"
+
+    def project(self, x):
+        """V^T V x for a vector (d,) or rows (n, d), with the latest released basis."""
+        if self.latest is None:
+            raise RuntimeError("no released snapshot yet")
+        V = self.latest.basis
+        a = np.asarray(x, dtype=np.float64)
+        return (a @ V.T) @ V
+
+    def close(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._ctx.term()
+            self._sock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

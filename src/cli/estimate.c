@@ -1,0 +1,568 @@
+/* estimate.c - dps-estimate's main: the flags and their checks, the order of
+   the work (open the input, build the configuration, load --truth, run,
+   write the outputs), and the exit code.  Running is in est_run.c, the
+   progress lines and the JSON in est_report.c.
+
+   Who owns what: main owns the settings (strings point into argv), the open
+   input reader, the truth basis, the JSON file and the result, and frees them
+   all before returning.  Errors: one line on stderr (args.c) and the exit
+   codes of args.h; the JSON summary is written whenever the run started. */
+#include "args.h"
+#include "estimate.h"
+#include "io.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char s_synopsis[] =
+    "Usage: dps-estimate [options] --k K INPUT\n"
+    "\n"
+    "Estimates the k-dimensional subspace that the rows of INPUT lie near, under\n"
+    "differential privacy (zCDP), and optionally a private mean inside it.\n"
+    "INPUT is a .npy (float32 or float64, C order), a CSV (.csv/.txt: numbers\n"
+    "separated by commas, one row per line, an optional header line) or raw\n"
+    "little-endian float32 (.raw/.f32/.bin, needs --dim); - reads standard input\n"
+    "(give --format).  Every row is one unit of privacy.\n"
+    "\n"
+    "Methods:\n"
+    "  estimator      the library's streaming estimator: rows are pushed in\n"
+    "                 batches; each full epoch (t buckets of m rows) is closed and\n"
+    "                 released as a private snapshot; later rows go to the next\n"
+    "                 epoch.  --rho and --delta are per epoch.\n"
+    "  topk           NOT PRIVATE: the exact top-k subspace (a baseline).\n"
+    "  analyze-gauss  the central Analyze Gauss baseline on all rows.  The library\n"
+    "                 function spends (2 rho, delta) for the rho it is given, so it\n"
+    "                 is called with --rho/2 (the run spends --rho in all).\n"
+    "Task mean (--task mean, DESIGN 3.8): --rho is the total; the subspace gets\n"
+    "rho/2 (the estimator runs one epoch at rho/2, Analyze Gauss is called with\n"
+    "rho/4) and the Gaussian mean of all rows the other rho/2; the output is the\n"
+    "noisy mean projected on the released subspace.\n";
+
+static const char s_epilogue[] =
+    "Progress: one line per release on standard error (on standard output when\n"
+    "--json names a file; none with --quiet), for example\n"
+    "  epoch 3  released  rows 1000  buckets 125  radius 0.031  sin 0.052\n"
+    "  ||P-P*||_F 0.12  rho this epoch 1.000  total rho 4.000  eps 12.3 at delta 1e-05\n"
+    "  epoch N          the epoch's number, from 0, then its status: released;\n"
+    "                   failed (the mechanism said FAIL: budget spent, no basis);\n"
+    "                   refused (it would pass the budget cap: nothing spent); the\n"
+    "                   reason follows in parentheses when it is not released\n"
+    "  rows             rows in the completed buckets that were aggregated\n"
+    "  buckets          completed buckets aggregated (at most t)\n"
+    "  radius           the radius chosen by the private search (0: not run)\n"
+    "  sin              with --truth: sin of the largest principal angle between the\n"
+    "                   released and the true subspace (0 same, 1 orthogonal)\n"
+    "  ||P-P*||_F       with --truth: Frobenius distance between the two projection\n"
+    "                   matrices (at most sqrt(2k))\n"
+    "  rho this epoch   zCDP rho spent by this epoch (0 when refused)\n"
+    "  total rho        zCDP rho spent by this run so far\n"
+    "  eps E at delta D the total as (eps, delta)-DP at D = --delta-target (the\n"
+    "                   mechanisms' own deltas are taken out of D first)\n"
+    "topk and analyze-gauss print one such line; --task mean adds\n"
+    "  mean  released  rows N  rho R  sigma S  error E  subspace bias B ...\n"
+    "  sigma            noise sd per coordinate of the Gaussian mean (2/(n sqrt(rho)))\n"
+    "  error            ||Pi~ x~ - mean(X)||: released mean vs exact mean of the\n"
+    "                   rows (clipped to norm 1, as the mechanism sees them)\n"
+    "  subspace bias    ||Pi~ mean(X) - mean(X)||: the part due to the subspace\n"
+    "\n"
+    "JSON (to --json FILE, else standard output): method, task, private, seeded,\n"
+    "d, k, n_rows, config, epochs [ {epoch, status, reason, rows_used, buckets_used,\n"
+    "radius, w_hat, rho_epoch, delta_epoch, rho_total, delta_total, eps_total,\n"
+    "delta_target, sin_to_truth, fro_to_truth} ], rows_nan, rows_inf, rows_zero\n"
+    "(rows that entered as zero vectors), rows_discarded (in incomplete buckets),\n"
+    "rows_not_closed, batches_dim, batches_empty, mean (task mean), privacy\n"
+    "(totals of the run), exit_code, error.  Numbers that do not apply are null,\n"
+    "and so is an infinite eps (the spent delta is not below --delta-target).\n"
+    "\n"
+    "Exit codes: 0 every release succeeded; 1 runtime failure (memory, numerics,\n"
+    "writing a file); 2 usage (unknown flag, missing or bad value, impossible\n"
+    "settings); 3 unreadable or malformed input; 4 privacy: a release failed or\n"
+    "was refused, or nothing was released (no epoch closed).\n"
+    "\n"
+    "Example:\n"
+    "  dps-gen --d 1000 --k 4 --seed 1 --out rows.npy --basis basis.npy\n"
+    "  dps-estimate rows.npy --k 4 --rho 1 --truth basis.npy --out v.npy --json s.json\n";
+
+/* Raw values from the command line, before they become a configuration. */
+typedef struct {
+    const char *in, *format, *method, *task, *aggregator, *split;
+    size_t dim, k, t, m, window, q, batch, workers;
+    double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target;
+    uint64_t seed, public_seed;
+    int close_partial, quiet, help;
+    const char *truth, *out, *out_prefix, *json, *mean_out;
+} est_args;
+
+/* 1 if the option named name was given. */
+static int s_given(const cli_opt *opts, size_t n, const char *name)
+{
+    const cli_opt *o = cli_opt_find(opts, n, name);
+    return o && o->given;
+}
+
+/* Print a usage error and return CLI_EXIT_USAGE from the calling function. */
+#define USAGE(...)                  \
+    do {                            \
+        cli_error(__VA_ARGS__);     \
+        return CLI_EXIT_USAGE;      \
+    } while (0)
+
+/* Parse "S:C:M" into three positive numbers. */
+static int s_parse_split(const char *v, double out[3])
+{
+    char buf[128];
+    if (strlen(v) >= sizeof buf)
+        return -1;
+    strcpy(buf, v);
+    char *parts[3];
+    char *p = buf;
+    for (int i = 0; i < 3; i++) {
+        parts[i] = p;
+        char *c = strchr(p, ':');
+        if (i < 2) {
+            if (!c)
+                return -1;
+            *c = '\0';
+            p = c + 1;
+        } else if (c) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        if (cli_parse_double(parts[i], &out[i]) || !(out[i] > 0))
+            return -1;
+    return 0;
+}
+
+/* Checks that need no input: names, required flags, flags that only make
+   sense together.  Fills the parts of s that do not depend on d. */
+static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
+{
+    if (a->in && pos)
+        USAGE("give the input once: either --in FILE or a file argument, not both");
+    s->input = a->in ? a->in : pos;
+    if (!s->input)
+        USAGE("no input: give a .npy, .csv or raw float32 file (or - for standard input); see --help");
+    if (strcmp(a->method, "estimator") == 0)
+        s->method = EST_ESTIMATOR;
+    else if (strcmp(a->method, "topk") == 0)
+        s->method = EST_TOPK;
+    else if (strcmp(a->method, "analyze-gauss") == 0)
+        s->method = EST_ANALYZE_GAUSS;
+    else
+        USAGE("--method: '%s' is not a method; give estimator, topk or analyze-gauss", a->method);
+    if (strcmp(a->task, "subspace") == 0)
+        s->task = EST_SUBSPACE;
+    else if (strcmp(a->task, "mean") == 0)
+        s->task = EST_MEAN;
+    else
+        USAGE("--task: '%s' is not a task; give subspace or mean", a->task);
+    s->format = CLI_FMT_AUTO;
+    if (a->format && cli_format_parse(a->format, &s->format))
+        USAGE("--format: '%s' is not a format; give npy, csv or raw", a->format);
+    if (!s_given(opts, n_opts, "--k"))
+        USAGE("--k K is required (the subspace dimension, 1 <= k < d); see --help");
+    if (a->k < 1)
+        USAGE("--k must be at least 1 (got 0)");
+    if (a->batch < 1)
+        USAGE("--batch must be at least 1 (got 0)");
+    if (!(a->rho > 0))
+        USAGE("--rho must be positive (got %g)", a->rho);
+    if (!(a->delta > 0 && a->delta < 1))
+        USAGE("--delta must be in (0, 1) (got %g)", a->delta);
+    if (!(a->delta_target > 0 && a->delta_target < 1))
+        USAGE("--delta-target must be in (0, 1) (got %g)", a->delta_target);
+    if (a->cap_rho < 0 || a->cap_eps < 0)
+        USAGE("--cap-rho and --cap-eps must be >= 0 (0 means no cap)");
+    static const char *const estimator_only[] = {"--t", "--m", "--window", "--q", "--aggregator", "--alpha",
+                                                 "--tau", "--split", "--public-seed", "--batch",
+                                                 "--close-partial", "--out-prefix"};
+    for (size_t i = 0; i < sizeof estimator_only / sizeof estimator_only[0]; i++)
+        if (s->method != EST_ESTIMATOR && s_given(opts, n_opts, estimator_only[i]))
+            USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
+    if (a->mean_out && s->task != EST_MEAN)
+        USAGE("--mean-out needs --task mean");
+    if (s->method == EST_ESTIMATOR && s->task == EST_MEAN && s_given(opts, n_opts, "--out-prefix"))
+        USAGE("--out-prefix is for several epochs; --task mean uses one: use --out");
+    const char *outs[][2] = {{a->out, "--out"}, {a->json, "--json"}, {a->mean_out, "--mean-out"}};
+    for (size_t i = 0; i < 3; i++) {
+        cli_msg m;
+        if (outs[i][0] && cli_check_writable(outs[i][0], outs[i][1], &m)) {
+            cli_error("%s", m.msg);
+            return CLI_EXIT_USAGE;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (outs[i][0] && outs[j][0] && strcmp(outs[i][0], outs[j][0]) == 0)
+                USAGE("%s and %s name the same file '%s'; give different files", outs[j][1], outs[i][1], outs[i][0]);
+    }
+    if (a->out_prefix) {
+        cli_msg m;
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s0.npy", a->out_prefix);
+        if (cli_check_writable(probe, "--out-prefix", &m)) {
+            cli_error("%s", m.msg);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    s->dim = a->dim;
+    s->batch = a->batch;
+    s->close_partial = a->close_partial;
+    s->rho = a->rho;
+    s->delta = a->delta;
+    s->seeded = s_given(opts, n_opts, "--seed");
+    s->seed = a->seed;
+    s->truth = a->truth;
+    s->out = a->out;
+    s->out_prefix = a->out_prefix;
+    s->json = a->json;
+    s->mean_out = a->mean_out;
+    s->quiet = a->quiet;
+    return 0;
+}
+
+/* Build s->cfg for dimension d from the flags; checks it with the library. */
+static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s)
+{
+    if (a->k >= d)
+        USAGE("--k %zu must be less than the row dimension d = %zu of the input; lower --k", a->k, d);
+    if (s->method == EST_ANALYZE_GAUSS && d > DPS_ANALYZE_GAUSS_MAX_D)
+        USAGE("analyze-gauss forms a d x d matrix and refuses d = %zu (limit %d); use --method estimator", d,
+              DPS_ANALYZE_GAUSS_MAX_D);
+    if (s->batch > SIZE_MAX / sizeof(float) / d)
+        USAGE("--batch %zu is too large for rows of %zu values; lower it", s->batch, d);
+    dps_config *c = &s->cfg;
+    dps_config_init(c, d, a->k);
+    if (s_given(opts, n_opts, "--t")) {
+        c->t = a->t;
+        c->window = a->t; /* the window follows t unless given */
+    }
+    if (s_given(opts, n_opts, "--m"))
+        c->m = a->m;
+    if (s_given(opts, n_opts, "--window"))
+        c->window = a->window;
+    if (s_given(opts, n_opts, "--q"))
+        c->q = a->q;
+    if (s_given(opts, n_opts, "--workers")) {
+        if (a->workers < 1 || a->workers > 256)
+            USAGE("--workers must be in 1..256 (got %zu)", a->workers);
+        c->workers = (int)a->workers;
+    }
+    if (a->aggregator) {
+        if (strcmp(a->aggregator, "reference") == 0)
+            c->aggregator = DPS_AGG_REFERENCE;
+        else if (strcmp(a->aggregator, "projection") == 0)
+            c->aggregator = DPS_AGG_PROJECTION;
+        else
+            USAGE("--aggregator: '%s' is not an aggregator; give reference or projection", a->aggregator);
+    }
+    if (a->split) {
+        double sp[3];
+        if (s_parse_split(a->split, sp))
+            USAGE("--split: '%s' is not three positive numbers S:C:M, e.g. 0.2:0.1:0.7", a->split);
+        c->split_search = sp[0];
+        c->split_count = sp[1];
+        c->split_mean = sp[2];
+    }
+    c->rho_epoch = (s->method == EST_ESTIMATOR && s->task == EST_MEAN) ? a->rho / 2 : a->rho;
+    c->delta_epoch = a->delta;
+    c->alpha = a->alpha;
+    c->tau = a->tau;
+    c->cap.rho_cap = a->cap_rho;
+    c->cap.eps_cap = a->cap_eps;
+    c->cap.delta_target = a->delta_target;
+    c->public_seed = a->public_seed;
+    c->seeded = s->seeded;
+    c->seed = a->seed;
+    const char *why = NULL;
+    int rc = dps_config_check(c, &why);
+    if (rc == DPS_ELIMIT)
+        USAGE("%s; use --aggregator reference", why);
+    if (rc)
+        USAGE("impossible settings: %s (see --help)", why ? why : dps_strerror(rc));
+    return 0;
+}
+
+/* Make the k rows of V orthonormal (Gram-Schmidt, twice, in double).
+   Returns -1 if they are (numerically) linearly dependent. */
+static int s_orthonormalize(float *V, size_t k, size_t d)
+{
+    double *W = malloc(k * d * sizeof *W);
+    if (!W)
+        return -1;
+    for (size_t i = 0; i < k * d; i++)
+        W[i] = V[i];
+    int rc = 0;
+    for (size_t a = 0; a < k && !rc; a++) {
+        double *w = W + a * d;
+        double n0 = 0;
+        for (size_t j = 0; j < d; j++)
+            n0 += w[j] * w[j];
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t b = 0; b < a; b++) {
+                const double *v = W + b * d;
+                double dot = 0;
+                for (size_t j = 0; j < d; j++)
+                    dot += v[j] * w[j];
+                for (size_t j = 0; j < d; j++)
+                    w[j] -= dot * v[j];
+            }
+        double nn = 0;
+        for (size_t j = 0; j < d; j++)
+            nn += w[j] * w[j];
+        if (!(nn > 1e-10 * n0) || !(nn > 0) || !isfinite(nn)) {
+            rc = -1;
+            break;
+        }
+        double inv = 1 / sqrt(nn);
+        for (size_t j = 0; j < d; j++)
+            w[j] *= inv;
+    }
+    for (size_t i = 0; !rc && i < k * d; i++)
+        V[i] = (float)W[i];
+    free(W);
+    return rc;
+}
+
+/* Load --truth as a k x d orthonormal basis into *out (malloc'ed). */
+static int s_load_truth(const est_settings *s, float **out)
+{
+    cli_format f = cli_format_from_path(s->truth);
+    float *V = NULL;
+    size_t n = 0, d = 0;
+    cli_msg m;
+    int rc = cli_read_all(s->truth, f == CLI_FMT_AUTO ? CLI_FMT_NPY : f, 0, &V, &n, &d, &m);
+    if (rc) {
+        cli_error("--truth: %s", m.msg);
+        return rc;
+    }
+    if (n != s->cfg.k || d != s->cfg.d) {
+        free(V);
+        cli_error("--truth '%s' is %zu x %zu but the estimate is k x d = %zu x %zu; give the true k x d basis",
+                  s->truth, n, d, s->cfg.k, s->cfg.d);
+        return CLI_EXIT_INPUT;
+    }
+    if (s_orthonormalize(V, n, d)) {
+        free(V);
+        cli_error("--truth '%s': its %zu rows are linearly dependent (or not finite); give a basis of rank k",
+                  s->truth, n);
+        return CLI_EXIT_INPUT;
+    }
+    *out = V;
+    return 0;
+}
+
+/* Decide the privacy outcome: 0 if everything asked for was released, else
+   CLI_EXIT_PRIVACY with a sentence in msg. */
+static int s_outcome(const est_settings *s, const est_result *r, char *msg, size_t n)
+{
+    size_t bad = 0;
+    const est_release *first = NULL;
+    for (size_t i = 0; i < r->n_rel; i++)
+        if (r->rel[i].status != DPS_SNAP_RELEASED) {
+            bad++;
+            if (!first)
+                first = &r->rel[i];
+        }
+    if (first) {
+        char what[64];
+        if (s->method == EST_ESTIMATOR)
+            snprintf(what, sizeof what, "epoch %llu", (unsigned long long)first->epoch);
+        else
+            snprintf(what, sizeof what, "%s", est_method_name(s->method));
+        const char *todo = first->status == DPS_SNAP_REFUSED
+                               ? "raise --cap-rho/--cap-eps, or spend less per release"
+                               : "give more rows per epoch, a larger --rho, or check that the rows lie near a "
+                                 "k-dimensional subspace";
+        snprintf(msg, n, "%s %s: %s; %s (%zu of %zu releases not made)", what,
+                 first->status == DPS_SNAP_REFUSED ? "was refused" : "failed", first->reason, todo, bad, r->n_rel);
+        return CLI_EXIT_PRIVACY;
+    }
+    if (r->n_rel == 0) {
+        snprintf(msg, n,
+                 "nothing was released: no epoch was closed (%llu rows read; an epoch takes t*m = %zu rows); pass "
+                 "--close-partial to close a partial epoch, or lower --t/--m",
+                 (unsigned long long)r->n_rows, s->cfg.t * s->cfg.m);
+        return CLI_EXIT_PRIVACY;
+    }
+    if (s->task == EST_MEAN && (!r->mean.ran || strcmp(r->mean.status, "released") != 0)) {
+        snprintf(msg, n, "the mean was not released: %s", r->mean.reason);
+        return CLI_EXIT_PRIVACY;
+    }
+    return 0;
+}
+
+/* Write --out and --mean-out when there is something to write. */
+static int s_write_outputs(const est_settings *s, est_result *r)
+{
+    cli_msg m;
+    if (s->out && r->basis) {
+        if (cli_npy_write(s->out, r->basis, r->k, r->d, 0, &m)) {
+            cli_error("--out: %s", m.msg);
+            return CLI_EXIT_RUNTIME;
+        }
+        r->out_written = s->out;
+    }
+    if (s->mean_out && r->mean.released) {
+        float *v = malloc(r->d * sizeof *v);
+        if (!v) {
+            cli_error("out of memory writing --mean-out");
+            return CLI_EXIT_RUNTIME;
+        }
+        for (size_t j = 0; j < r->d; j++)
+            v[j] = (float)r->mean.released[j];
+        int rc = cli_npy_write(s->mean_out, v, 1, r->d, 1, &m);
+        free(v);
+        if (rc) {
+            cli_error("--mean-out: %s", m.msg);
+            return CLI_EXIT_RUNTIME;
+        }
+        r->mean_written = s->mean_out;
+    }
+    return 0;
+}
+
+/* Open the input, configure, run, write; returns the exit code.  a and opts
+   are the parsed command line. */
+static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos)
+{
+    est_settings s;
+    memset(&s, 0, sizeof s);
+    int code = s_check_args(a, opts, n_opts, pos, &s);
+    if (code)
+        return code;
+    cli_msg m;
+    code = cli_reader_open(&s.reader, s.input, s.format, s.dim, &m);
+    if (code) {
+        cli_error("%s", m.msg);
+        return code;
+    }
+    s.format = cli_reader_format(s.reader);
+    float *truth = NULL;
+    FILE *jf = NULL;
+    code = s_build_config(a, opts, n_opts, cli_reader_dim(s.reader), &s);
+    if (!code && s.truth && !(code = s_load_truth(&s, &truth)))
+        s.truth_basis = truth;
+    if (!code && s.json && !(jf = fopen(s.json, "w"))) {
+        cli_error("--json: cannot create '%s'; check the path and permissions", s.json);
+        code = CLI_EXIT_USAGE;
+    }
+    if (code) {
+        cli_reader_close(&s.reader);
+        free(truth);
+        return code;
+    }
+    s.progress = s.quiet ? NULL : (jf ? stdout : stderr);
+
+    est_result r;
+    memset(&r, 0, sizeof r);
+    code = est_run(&s, &r);
+    const char *error = code ? cli_last_error() : NULL;
+    char msg[1024];
+    int wcode = s_write_outputs(&s, &r);
+    if (!code && wcode) {
+        code = wcode;
+        error = cli_last_error();
+    }
+    if (!code && (code = s_outcome(&s, &r, msg, sizeof msg)) != 0)
+        error = msg;
+    char saved[1024];
+    if (error) { /* keep it: printing below may reuse cli_last_error's buffer */
+        snprintf(saved, sizeof saved, "%s", error);
+        error = saved;
+    }
+    if (est_report_json(jf ? jf : stdout, &s, &r, code, error) != 0) {
+        cli_error("cannot write the JSON summary%s%s", s.json ? " to " : "", s.json ? s.json : "");
+        if (!code)
+            code = CLI_EXIT_RUNTIME;
+    }
+    if (code == CLI_EXIT_PRIVACY)
+        cli_error("%s", msg);
+    if (jf && fclose(jf) != 0 && !code) {
+        cli_error("cannot write the JSON summary to '%s'", s.json);
+        code = CLI_EXIT_RUNTIME;
+    }
+    est_result_free(&r);
+    free(truth);
+    cli_reader_close(&s.reader);
+    return code;
+}
+
+/* Parse the flags, print --help, or run; returns the exit code. */
+int main(int argc, char **argv)
+{
+    cli_set_program("dps-estimate");
+    est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = 1.0, .delta = 1e-6,
+                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5};
+    cli_opt opts[] = {
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
+        {"--in", CLI_OPT_STRING, &a.in, "FILE", "the file argument", "the input (instead of the file argument)", 0},
+        {"--format", CLI_OPT_STRING, &a.format, "npy|csv|raw", "from the extension",
+         "input format (.npy; .csv .txt; .raw .f32 .bin)", 0},
+        {"--dim", CLI_OPT_SIZE, &a.dim, "D", "from the file",
+         "row length; required for raw, checked against the file otherwise", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Method:", 0},
+        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE) or analyze-gauss",
+         0},
+        {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
+         "subspace, or mean: also release the private mean projected on the subspace", 0},
+        {"--k", CLI_OPT_SIZE, &a.k, "K", "required", "subspace dimension, 1 <= k < d", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Privacy:", 0},
+        {"--rho", CLI_OPT_DOUBLE, &a.rho, "R", "1",
+         "zCDP rho: per epoch for the estimator; the whole run for analyze-gauss (it is called with R/2) and for "
+         "--task mean (R/2 subspace + R/2 mean)",
+         0},
+        {"--delta", CLI_OPT_DOUBLE, &a.delta, "D", "1e-6",
+         "the mechanism's delta (per epoch for the estimator; Analyze Gauss's delta)", 0},
+        {"--cap-rho", CLI_OPT_DOUBLE, &a.cap_rho, "R", "0 = no cap",
+         "refuse any release that would make the run's total rho exceed R (or its delta exceed --delta-target)", 0},
+        {"--cap-eps", CLI_OPT_DOUBLE, &a.cap_eps, "E", "0 = no cap",
+         "refuse any release that would make the total eps at --delta-target exceed E", 0},
+        {"--delta-target", CLI_OPT_DOUBLE, &a.delta_target, "D", "1e-5",
+         "the delta at which the total is shown as eps (and of the caps)", 0},
+        {"--seed", CLI_OPT_U64, &a.seed, "S", "none: secure generator",
+         "seeded mode: noise from a reproducible generator (NOT secure, for tests); marked in the output", 0},
+        {"--public-seed", CLI_OPT_U64, &a.public_seed, "P", "0",
+         "seed of the public randomness (reference points)", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Estimator (--method estimator only):", 0},
+        {"--t", CLI_OPT_SIZE, &a.t, "T", "125", "buckets per epoch", 0},
+        {"--m", CLI_OPT_SIZE, &a.m, "M", "2*k", "rows per bucket (an epoch holds t*m rows)", 0},
+        {"--window", CLI_OPT_SIZE, &a.window, "W", "t",
+         "buckets open at once (W < t bounds memory; use only for rows in random order)", 0},
+        {"--q", CLI_OPT_SIZE, &a.q, "Q", "10*k", "reference points (reference aggregator)", 0},
+        {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
+         "reference (projected reference points) or projection (d x d, d <= 10000)", 0},
+        {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", "0.5", "WFC slope of the friend weights, in (0, 1]", 0},
+        {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", "0.5",
+         "radius search target: the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
+        {"--split", CLI_OPT_STRING, &a.split, "S:C:M", "0.2:0.1:0.7",
+         "how an epoch's rho is split: radius search : friend count : noisy average", 0},
+        {"--batch", CLI_OPT_SIZE, &a.batch, "B", "256", "rows per push into the estimator", 0},
+        {"--close-partial", CLI_OPT_FLAG, &a.close_partial, NULL, NULL,
+         "at the end of the input, close a partial epoch too (default: its rows are dropped)", 0},
+        {"--workers", CLI_OPT_SIZE, &a.workers, "N", "online CPUs",
+         "worker threads (estimator) / BLAS threads (topk, analyze-gauss), 1..256", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Output:", 0},
+        {"--out", CLI_OPT_STRING, &a.out, "FILE", "not written", "the last released k x d basis as float32 .npy", 0},
+        {"--out-prefix", CLI_OPT_STRING, &a.out_prefix, "P", "not written",
+         "every released epoch's basis as P<epoch>.npy", 0},
+        {"--json", CLI_OPT_STRING, &a.json, "FILE", "standard output", "the JSON summary", 0},
+        {"--mean-out", CLI_OPT_STRING, &a.mean_out, "FILE", "not written",
+         "--task mean: the released mean (d values) as float32 .npy", 0},
+        {"--truth", CLI_OPT_STRING, &a.truth, "FILE", "none",
+         "the true k x d basis (.npy, e.g. from dps-gen --basis): report the error against it", 0},
+        {"--quiet", CLI_OPT_FLAG, &a.quiet, NULL, NULL, "no progress lines", 0},
+        {"--help", CLI_OPT_FLAG, &a.help, NULL, NULL, "print this help and exit", 0},
+    };
+    size_t n_opts = sizeof opts / sizeof opts[0];
+    const char *pos[1] = {NULL};
+    size_t n_pos = 0;
+    int rc = cli_parse_args(argc, argv, opts, n_opts, pos, 1, &n_pos);
+    if (rc)
+        return rc;
+    if (a.help) {
+        cli_print_usage(stdout, s_synopsis, opts, n_opts, s_epilogue);
+        return CLI_EXIT_OK;
+    }
+    return s_main(&a, opts, n_opts, n_pos ? pos[0] : NULL);
+}

@@ -1,0 +1,299 @@
+#!/bin/sh
+# test_cli.sh - end-to-end test of the command-line programs dps-gen and
+# dps-estimate: output shapes, accuracy on the paper's data, the mean task,
+# the central methods, every error class with its exit code and one-line
+# message, the budget cap, several epochs.  Pure POSIX shell plus the programs
+# themselves (no Python).  Registered with ctest as "cli" by CMakeLists.txt.
+#
+# Usage: test_cli.sh PATH/TO/dps-gen PATH/TO/dps-estimate
+# Prints one line per check and "N passed, N failed" last; exits non-zero on
+# any failure.  Works in a temporary directory that it removes.
+
+GEN=$1
+EST=$2
+if [ ! -x "$GEN" ] || [ ! -x "$EST" ]; then
+    echo "usage: test_cli.sh PATH/TO/dps-gen PATH/TO/dps-estimate"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/dps-cli-test.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM
+cd "$T" || exit 1
+
+pass=0
+fail=0
+
+# ok NAME / bad NAME [DETAIL]: count and print one result.
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL $1"
+    if [ -n "$2" ]; then echo "     $2"; fi
+}
+
+# check NAME COMMAND...: passes when COMMAND succeeds.
+check() {
+    _name=$1
+    shift
+    if "$@"; then ok "$_name"; else bad "$_name"; fi
+}
+
+# verdict NAME: passes when the previous command (or && list) succeeded.
+verdict() { if [ $? -eq 0 ]; then ok "$1"; else bad "$1"; fi; }
+
+# run COMMAND...: run it with stdout in out.txt, stderr in err.txt; sets rc.
+run() {
+    "$@" > out.txt 2> err.txt
+    rc=$?
+}
+
+# jget FILE KEY: the first value of "KEY": in a JSON file written by
+# dps-estimate (one member per line), quotes and trailing comma removed.
+jget() { sed -n "s/^ *\"$2\": \(.*\)\$/\1/p" "$1" | sed 's/,$//; s/^"//; s/"$//' | head -n 1; }
+# jall FILE KEY: every value of "KEY":, one per line.
+jall() { sed -n "s/^ *\"$2\": \(.*\)\$/\1/p" "$1" | sed 's/,$//; s/^"//; s/"$//'; }
+# jsub FILE OBJECT KEY: the value of KEY inside the top-level member OBJECT
+# ("mean", "privacy"; "epochs" gives every epoch's value, one per line).
+jsub() {
+    sed -n "/^  \"$2\": [{[]/,/^  []}]/p" "$1" > jsub.txt
+    jall jsub.txt "$3"
+}
+
+# lt A B: A is a number and A < B.
+lt() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (a !~ /^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/) exit 1
+        exit !(a + 0 < b + 0) }'
+}
+
+# near A B: A and B are numbers within 1e-9 of each other.
+near() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (a !~ /^-?[0-9]/ || b !~ /^-?[0-9]/) exit 1
+        d = a - b; if (d < 0) d = -d; exit !(d < 1e-9) }'
+}
+
+# size FILE: its size in bytes.
+size() { wc -c < "$1" | tr -d ' '; }
+
+# npy_dict FILE: the header dict of a version 1.0 .npy written by these
+# programs (64-byte aligned, so the dict sits in bytes 10..127 for 2-D shapes).
+npy_dict() { dd if="$1" bs=1 skip=10 count=118 2> /dev/null | tr -d '\n'; }
+
+# expect_error NAME CODE PATTERN COMMAND...: COMMAND exits with CODE and says
+# exactly one line on stderr, starting with its program name and matching
+# PATTERN (a grep -E regex).
+expect_error() {
+    _name=$1 _code=$2 _pat=$3
+    shift 3
+    _prog=$(basename "$1")
+    run "$@"
+    _lines=$(wc -l < err.txt | tr -d ' ')
+    if [ "$rc" -ne "$_code" ]; then
+        bad "$_name" "exit $rc, expected $_code; stderr: $(cat err.txt)"
+    elif [ "$_lines" -ne 1 ]; then
+        bad "$_name" "stderr has $_lines lines, expected 1: $(cat err.txt)"
+    elif ! grep -q "^$_prog: " err.txt; then
+        bad "$_name" "message does not start with '$_prog: ': $(cat err.txt)"
+    elif ! grep -Eq -- "$_pat" err.txt; then
+        bad "$_name" "message does not match /$_pat/: $(cat err.txt)"
+    else
+        ok "$_name"
+    fi
+}
+
+# make_npy FILE DICT DATA_BYTES: a hand-made version 1.0 .npy with the given
+# header dict, padded to 64 bytes, followed by DATA_BYTES zero bytes.
+make_npy() {
+    _dict=$2
+    _hlen=$(( ( (10 + ${#_dict} + 1 + 63) / 64 ) * 64 - 10 ))
+    _pad=$(( _hlen - ${#_dict} - 1 ))
+    {
+        printf '\223NUMPY\001\000'
+        printf "\\$(printf %o $((_hlen % 256)))\\$(printf %o $((_hlen / 256)))"
+        printf '%s' "$_dict"
+        _i=0
+        while [ $_i -lt $_pad ]; do printf ' '; _i=$((_i + 1)); done
+        printf '\n'
+        head -c "$3" /dev/zero
+    } > "$1"
+}
+
+# ------------------------------------------------------------------ help
+run "$GEN" --help
+check "dps-gen --help exits 0" [ "$rc" -eq 0 ]
+check "dps-gen --help explains n = 250*k" grep -q "250 \* k" out.txt
+for f in --n --d --k --tau --tau-over-d --seed --out --basis --help; do
+    grep -q -- "^  $f " out.txt || grep -q -- "^  $f\$" out.txt || missing="$missing $f"
+done
+check "dps-gen --help lists every flag${missing:+ (missing:$missing)}" [ -z "$missing" ]
+run "$EST" --help
+check "dps-estimate --help exits 0" [ "$rc" -eq 0 ]
+missing=""
+for f in --in --format --dim --method --task --k --rho --delta --cap-rho --cap-eps --delta-target --seed \
+    --public-seed --t --m --window --q --aggregator --alpha --tau --split --batch --close-partial --workers \
+    --out --out-prefix --json --mean-out --truth --quiet --help; do
+    grep -q -- "^  $f[ ]" out.txt || grep -q -- "^  $f\$" out.txt || missing="$missing $f"
+done
+check "dps-estimate --help lists every flag${missing:+ (missing:$missing)}" [ -z "$missing" ]
+check "dps-estimate --help explains the progress numbers" grep -q "total rho  *zCDP rho spent" out.txt
+
+# ------------------------------------------------------- dps-gen output
+run "$GEN" --n 1000 --d 200 --k 4 --seed 1 --out rows.npy --basis basis.npy
+check "dps-gen runs (d=200 k=4 n=1000)" [ "$rc" -eq 0 ]
+check "rows.npy has 128 + 1000*200*4 bytes" [ "$(size rows.npy)" = 800128 ]
+check "rows.npy magic" [ "$(dd if=rows.npy bs=1 skip=1 count=5 2> /dev/null)" = NUMPY ]
+d=$(npy_dict rows.npy)
+case "$d" in
+*"'descr': '<f4'"*"'fortran_order': False"*"'shape': (1000, 200)"*) ok "rows.npy header: <f4, C order, (1000, 200)" ;;
+*) bad "rows.npy header: <f4, C order, (1000, 200)" "$d" ;;
+esac
+check "basis.npy has 128 + 4*200*4 bytes" [ "$(size basis.npy)" = 3328 ]
+case "$(npy_dict basis.npy)" in
+*"'shape': (4, 200)"*) ok "basis.npy shape (4, 200)" ;;
+*) bad "basis.npy shape (4, 200)" "$(npy_dict basis.npy)" ;;
+esac
+"$GEN" --n 1000 --d 200 --k 4 --seed 1 --out again.npy > /dev/null 2>&1
+check "dps-gen --seed is reproducible" cmp -s rows.npy again.npy
+"$GEN" --n 1000 --d 200 --k 4 --seed 2 --out other.npy > /dev/null 2>&1
+check "dps-gen: another seed gives other data" test -n "$(cmp rows.npy other.npy 2>&1)"
+run "$GEN" --d 10 --out def.npy
+case "$(npy_dict def.npy)" in
+*"'shape': (1000, 10)"*) ok "dps-gen default n = 250*k = 1000" ;;
+*) bad "dps-gen default n = 250*k = 1000" "$(npy_dict def.npy)" ;;
+esac
+
+# ------------------------------------------------- estimator vs the truth
+# d=200, k=4, n=1000 (one epoch: t=125 buckets of m=8 rows), tau=10d, fixed
+# seeds.  The library's test_estimator measured sin ~0.06 at these settings
+# (and 0.057 here); 0.3 leaves room for other seeds and platforms while still
+# failing on a broken pipeline (a random 4-dim subspace of R^200 has sin ~1).
+run "$EST" rows.npy --k 4 --seed 7 --delta 1e-6 --truth basis.npy --json est.json --out v.npy
+check "estimator exits 0" [ "$rc" -eq 0 ]
+check "estimator status released" [ "$(jget est.json status)" = released ]
+sin=$(jget est.json sin_to_truth)
+check "estimator sin_to_truth $sin < 0.3" lt "$sin" 0.3
+check "estimator fro_to_truth is a number" lt "$(jget est.json fro_to_truth)" 2.9
+check "estimator JSON: private true, seeded true" \
+    [ "$(jget est.json private)/$(jget est.json seeded)" = true/true ]
+check "estimator JSON: n_rows 1000, d 200, k 4" \
+    [ "$(jget est.json n_rows)/$(jget est.json d)/$(jget est.json k)" = 1000/200/4 ]
+check "progress line on stdout when --json is a file" grep -q "^epoch 0  released  rows 1000  buckets 125 .* sin " out.txt
+check "--out wrote a 4 x 200 basis" [ "$(size v.npy)" = 3328 ]
+run "$EST" rows.npy --k 4 --seed 7 --delta 1e-6 --truth basis.npy --json est2.json
+check "seeded estimator is reproducible" [ "$(jget est2.json sin_to_truth)" = "$sin" ]
+run "$EST" rows.npy --k 4 --seed 7 --quiet
+check "JSON goes to stdout by default" [ "$(jget out.txt status)" = released ]
+check "--quiet: nothing on stderr" [ ! -s err.txt ]
+
+# ----------------------------------------------------------- mean task
+run "$EST" rows.npy --k 4 --seed 7 --task mean --rho 2 --truth basis.npy --mean-out mean.npy --json mean.json
+check "--task mean exits 0" [ "$rc" -eq 0 ]
+check "--task mean: epoch spent rho/2" near "$(jsub mean.json epochs rho_epoch)" 1
+check "--task mean: mean released" [ "$(jsub mean.json mean status)" = released ]
+err=$(jsub mean.json mean error)
+check "--task mean: error $err < 0.1" lt "$err" 0.1
+check "--task mean: total rho = --rho" near "$(jsub mean.json privacy rho_total)" 2
+check "--mean-out: 200 float32 values" [ "$(size mean.npy)" = 928 ]
+case "$(npy_dict mean.npy)" in
+*"'shape': (200,)"*) ok "--mean-out shape (200,)" ;;
+*) bad "--mean-out shape (200,)" "$(npy_dict mean.npy)" ;;
+esac
+
+# ------------------------------------------------------ central methods
+run "$EST" rows.npy --k 4 --method topk --truth basis.npy --json topk.json
+check "topk exits 0" [ "$rc" -eq 0 ]
+check "topk JSON: private false" [ "$(jget topk.json private)" = false ]
+check "topk labelled NOT PRIVATE" grep -q "NOT PRIVATE" out.txt
+check "topk sin_to_truth < 0.05" lt "$(jget topk.json sin_to_truth)" 0.05
+run "$EST" rows.npy --k 4 --method analyze-gauss --seed 7 --rho 1 --truth basis.npy --json ag.json
+check "analyze-gauss exits 0" [ "$rc" -eq 0 ]
+check "analyze-gauss called with rho/2" near "$(jget ag.json analyze_gauss_rho)" 0.5
+check "analyze-gauss spends --rho" near "$(jget ag.json rho_total)" 1
+[ "$(jget ag.json status)" = released ] && lt "$(jget ag.json sin_to_truth)" 0.3
+verdict "analyze-gauss released, sin < 0.3"
+
+# ------------------------------------------------------- other formats
+# Raw: the data part of rows.npy (after its 128-byte header).
+tail -c +129 rows.npy > rows.f32
+run "$EST" rows.f32 --dim 200 --k 4 --method topk --truth basis.npy --json raw.json
+[ "$rc" -eq 0 ] && [ "$(jget raw.json n_rows)" = 1000 ]
+verdict "raw float32 with --dim reads 1000 rows"
+check "raw gives the same topk as npy" [ "$(jget raw.json sin_to_truth)" = "$(jget topk.json sin_to_truth)" ]
+run sh -c "cat rows.f32 | '$EST' - --format raw --dim 200 --k 4 --method topk --quiet"
+[ "$rc" -eq 0 ] && [ "$(jget out.txt n_rows)" = 1000 ]
+verdict "raw from standard input"
+# CSV with a header line: 30 rows, 5 columns, near a line through (1,2,3,4,5).
+awk 'BEGIN { print "a,b,c,d,e"; for (i = 1; i <= 30; i++) {
+    s = (i % 7) - 3; printf "%g,%g,%g,%g,%g\n", s, 2*s + 0.01*(i%3), 3*s, 4*s - 0.01*(i%2), 5*s } }' > small.csv
+run "$EST" small.csv --k 1 --method topk --json csv.json
+[ "$rc" -eq 0 ] && [ "$(jget csv.json n_rows)/$(jget csv.json d)" = 30/5 ]
+verdict "CSV with a header: 30 rows of 5"
+
+# --------------------------------------------------------------- errors
+expect_error "missing file: exit 3" 3 "cannot open" "$EST" nosuch.npy --k 4
+head -c 4000 rows.npy > trunc.npy
+expect_error "truncated .npy: exit 3" 3 "truncated" "$EST" trunc.npy --k 4
+head -c 60 rows.npy > trunc2.npy
+expect_error "truncated .npy header: exit 3" 3 "truncated" "$EST" trunc2.npy --k 4
+printf 'this is not a numpy file at all' > garbage.npy
+expect_error "garbage .npy: exit 3" 3 "not a \.npy file" "$EST" garbage.npy --k 4
+make_npy badhdr.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3) ]" 24
+expect_error "malformed .npy header: exit 3" 3 "malformed" "$EST" badhdr.npy --k 1
+make_npy fortran.npy "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }" 24
+expect_error "fortran-order .npy: exit 3" 3 "Fortran" "$EST" fortran.npy --k 1
+make_npy int.npy "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }" 48
+expect_error "integer .npy: exit 3" 3 "dtype" "$EST" int.npy --k 1
+make_npy ok.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" 24
+run "$EST" ok.npy --k 1 --method topk --quiet
+check "a hand-made C-order .npy is accepted" [ "$rc" -eq 0 ]
+printf '1,2,3\n4,5,6\n7,8\n' > ragged.csv
+expect_error "CSV with ragged rows: exit 3" 3 "line 3 has 2 fields" "$EST" ragged.csv --k 1
+printf '1,2,3\n4,x,6\n' > nan.csv
+expect_error "CSV with a non-number: exit 3" 3 "not a number" "$EST" nan.csv --k 1
+expect_error "raw without --dim: exit 2" 2 "--dim" "$EST" rows.f32 --k 4
+expect_error "raw with a wrong --dim: exit 3" 3 "not a whole number of rows" "$EST" rows.f32 --dim 300 --k 4
+expect_error "--k >= d: exit 2" 2 "--k 200 must be less than" "$EST" rows.npy --k 200
+expect_error "--truth of the wrong shape: exit 3" 3 "--truth" "$EST" rows.npy --k 3 --truth basis.npy
+expect_error "dps-estimate unknown flag: exit 2" 2 "unknown flag '--frobnicate'" "$EST" rows.npy --k 4 --frobnicate
+expect_error "dps-gen unknown flag: exit 2" 2 "unknown flag '--frobnicate'" "$GEN" --d 10 --out x.npy --frobnicate
+expect_error "dps-estimate bad number: exit 2" 2 "--rho: 'abc'" "$EST" rows.npy --k 4 --rho abc
+expect_error "dps-estimate trailing junk: exit 2" 2 "--k: '4x'" "$EST" rows.npy --k 4x
+expect_error "dps-gen bad number: exit 2" 2 "--n: '12x'" "$GEN" --d 10 --n 12x --out x.npy
+expect_error "dps-gen negative number: exit 2" 2 "--d: '-5'" "$GEN" --d -5 --out x.npy
+expect_error "missing value: exit 2" 2 "--k needs a value" "$EST" rows.npy --k
+expect_error "unknown method: exit 2" 2 "--method" "$EST" rows.npy --k 4 --method magic
+expect_error "impossible settings: exit 2" 2 "m \(rows per bucket\)" "$EST" rows.npy --k 4 --m 2
+expect_error "dps-gen k >= d: exit 2" 2 "--k" "$GEN" --d 4 --k 4 --out x.npy
+
+# ------------------------------------------------------ budget and epochs
+# Three epochs' worth: t*m = 125*8 = 1000 rows per epoch, 3000 rows, d = 50.
+"$GEN" --n 3000 --d 50 --k 4 --seed 3 --out three.npy --basis three_b.npy > /dev/null 2>&1
+run "$EST" three.npy --k 4 --seed 5 --rho 0.5 --truth three_b.npy --json three.json --out-prefix ep
+check "3 epochs: exit 0" [ "$rc" -eq 0 ]
+check "3 epochs: 3 entries" [ "$(jsub three.json epochs epoch | wc -l | tr -d ' ')" = 3 ]
+check "3 epochs: all released" [ "$(jsub three.json epochs status | sort -u)" = released ]
+totals=$(jsub three.json epochs rho_total | tr '\n' ' ')
+sum=$(jsub three.json epochs rho_epoch | awk '{ s += $1; printf "%.17g ", s }')
+check "3 epochs: rho_total adds up ($totals)" near "$(echo "$totals" | awk '{print $3}')" 1.5
+check "3 epochs: rho_total = running sum of rho_epoch" [ "$totals" = "$sum" ]
+check "3 epochs: privacy total 1.5" near "$(jsub three.json privacy rho_total)" 1.5
+[ -s ep0.npy ] && [ -s ep1.npy ] && [ -s ep2.npy ]
+verdict "--out-prefix wrote ep0 ep1 ep2"
+run "$EST" three.npy --k 4 --seed 5 --rho 0.5 --cap-rho 1 --json cap.json
+check "cap after 2 epochs: exit 4" [ "$rc" -eq 4 ]
+check "cap after 2 epochs: released released refused" \
+    [ "$(jsub cap.json epochs status | tr '\n' ' ')" = "released released refused " ]
+check "cap: one-line message on stderr" grep -q "^dps-estimate: epoch 2 was refused" err.txt
+expect_error "budget cap refusal: exit 4" 4 "refused" "$EST" rows.npy --k 4 --seed 7 --cap-rho 0.5 --json refused.json
+check "refusal: status refused in JSON" [ "$(jget refused.json status)" = refused ]
+check "refusal: nothing spent" near "$(jget refused.json rho_total)" 0
+check "refusal: exit_code 4 in JSON" [ "$(jget refused.json exit_code)" = 4 ]
+run "$EST" rows.npy --k 4 --seed 7 --t 100 --json partial.json
+[ "$rc" -eq 0 ] && [ "$(jget partial.json rows_not_closed)" = 200 ]
+verdict "partial epoch not closed: 200 rows left"
+expect_error "no epoch closed: exit 4" 4 "no epoch was closed" "$EST" rows.npy --k 4 --t 200 --quiet
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

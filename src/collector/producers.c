@@ -1,0 +1,94 @@
+/* producers.c - per-producer counters in an open-addressing table. */
+#include "producers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t s_hash(const char *s)
+{
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+int ptable_init(producer_table *t, size_t cap)
+{
+    memset(t, 0, sizeof *t);
+    t->slots = calloc(cap, sizeof *t->slots);
+    t->cap = cap;
+    return t->slots ? 0 : -1;
+}
+
+void ptable_free(producer_table *t)
+{
+    free(t->slots);
+    t->slots = NULL;
+}
+
+static producer_entry *s_slot(const producer_table *t, const char *id, int *found)
+{
+    size_t i = s_hash(id) % t->cap;
+    for (size_t n = 0; n < t->cap; n++, i = (i + 1) % t->cap) {
+        producer_entry *e = &t->slots[i];
+        if (!e->used) {
+            *found = 0;
+            return e;
+        }
+        if (strcmp(e->id, id) == 0) {
+            *found = 1;
+            return e;
+        }
+    }
+    *found = 0;
+    return NULL;
+}
+
+const producer_entry *ptable_find(const producer_table *t, const char *id)
+{
+    int found = 0;
+    const producer_entry *e = s_slot(t, id, &found);
+    return found ? e : NULL;
+}
+
+void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t rows, uint64_t now_ms)
+{
+    int found = 0;
+    producer_entry *e = s_slot(t, id, &found);
+    if (!e) { /* full: forget the least recently heard producer, then rebuild */
+        size_t old = 0;
+        for (size_t i = 1; i < t->cap; i++)
+            if (t->slots[i].last_ms < t->slots[old].last_ms)
+                old = i;
+        producer_entry *keep = t->slots;
+        t->slots = calloc(t->cap, sizeof *t->slots);
+        if (!t->slots) {
+            t->slots = keep;
+            return;
+        }
+        for (size_t i = 0; i < t->cap; i++)
+            if (i != old && keep[i].used) {
+                int f = 0;
+                *s_slot(t, keep[i].id, &f) = keep[i];
+            }
+        free(keep);
+        e = s_slot(t, id, &found);
+    }
+    if (!found) {
+        memset(e, 0, sizeof *e);
+        snprintf(e->id, sizeof e->id, "%s", id);
+        e->used = 1;
+        e->next_seq = seq;
+    }
+    if (seq > e->next_seq) {
+        e->gaps += seq - e->next_seq;
+        t->total_gaps += seq - e->next_seq;
+    } else if (seq < e->next_seq) {
+        e->restarts++; /* a producer that reused its id from 0 */
+    }
+    e->next_seq = seq + 1;
+    e->batches++;
+    e->rows += rows;
+    e->last_ms = now_ms;
+}
