@@ -291,6 +291,11 @@ void dps_project(const float *V, size_t k, size_t d, const double *x, double *ou
 int dps_synth_paper(dps_rng *rng, size_t n, size_t d, size_t k, double tau,
                     float *rows, float *basis);
 
+/* The reference points of an epoch (q x d, N(0, 1) entries) as the reference
+   aggregator draws them from public_seed: public randomness anyone can
+   recompute to check a snapshot.  q < 2^24. */
+int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t q, size_t d, float *P);
+
 /* Distance between the spans of A (k x d) and B (k x d), both orthonormal rows:
    sin of the largest principal angle (= ||P_A - P_B||_2) and, if fro != NULL,
    ||P_A - P_B||_F. */

@@ -5,14 +5,15 @@
    matrix with rows Pi_j p_i = A_j^T V_j, A_j = V_j P^T (k x q).  Distances come
    from the Gram G = V V^T of the stacked bases (never from the q x d items):
        <y^j, y^l> = <A_j, G_jl A_l>,   ||y^j - y^l||^2 = a_jj + a_ll - 2 a_jl.
-   All of it is double precision on the float bases: the identity is exact for
-   the rounded bases actually averaged (G_jj is used, not I_k), so the distances
-   WFC tests are those of the items it averages; in float the cancellation in
-   a_jj + a_ll - 2 a_jl would be of the size of the distances themselves.
+   The items are defined by the stored float V_j and A_j; the identity is
+   evaluated in double with G_jj (not I_k, which the rounded V_j only
+   approximate), so the distances WFC tests are exactly those of the items it
+   averages; in float the cancellation in a_jj + a_ll - 2 a_jl would be of the
+   size of the distances themselves.
    The mean z = sum_j w_j y^j / W = B^T V with B = stacked (w_j/W) A_j, plus
    N(0, s_mu^2) on each of its q*d entries (that is WFC's Gaussian release in
    R^{qd}); the snapshot is the top-k right singular subspace of that noisy
-   q x d matrix (post-processing).  Memory: t*k*d floats of bases, q*d doubles
+   q x d matrix (post-processing).  Memory: t*k*d floats of bases, q*d floats
    of P, q*d floats of z.
 
    Projection (Naive_Agg): items vec(Pi_j) in R^{d^2},
@@ -27,12 +28,33 @@
 #include <math.h>
 #include <string.h>
 
+void agg_reference_point(uint64_t public_seed, uint64_t epoch, size_t i, size_t d, float *out)
+{
+    dps_rng *r = NULL;
+    if (dps_rng_new_labelled(&r, public_seed, "reference-points", (epoch << 24) | (uint64_t)i) != DPS_OK) {
+        memset(out, 0, d * sizeof *out); /* only if libsodium cannot start */
+        return;
+    }
+    dps_rng_gaussian_fill_f(r, 1.0, out, d);
+    dps_rng_destroy(&r);
+}
+
+int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t q, size_t d, float *P)
+{
+    if (!P || q == 0 || d == 0 || q >= ((size_t)1 << 24))
+        return DPS_EINVAL;
+    for (size_t i = 0; i < q; i++)
+        agg_reference_point(public_seed, epoch, i, d, P + i * d);
+    return DPS_OK;
+}
+
 /* ------------------------------------------------------------ parallel Gram */
+#define GRAM_CHUNK 512 /* columns converted to double per dsyrk (small scratch) */
 typedef struct {
     const float *A;
     size_t n, d;
     double *G;   /* AGG_LANES partial Grams, n x n each */
-    double *buf; /* AGG_LANES conversion buffers, n x LA_CHUNK each */
+    double *buf; /* AGG_LANES conversion buffers, n x GRAM_CHUNK each */
 } gram_job;
 
 static void s_gram_lane(void *arg, size_t lane, int worker)
@@ -40,16 +62,16 @@ static void s_gram_lane(void *arg, size_t lane, int worker)
     (void)worker;
     gram_job *j = arg;
     double *G = j->G + lane * j->n * j->n;
-    double *buf = j->buf + lane * j->n * LA_CHUNK;
-    for (size_t c0 = lane * LA_CHUNK; c0 < j->d; c0 += AGG_LANES * LA_CHUNK)
-        la_gram_add(j->A, j->n, j->d, c0, DPS_MIN(j->d, c0 + LA_CHUNK), G, buf);
+    double *buf = j->buf + lane * j->n * GRAM_CHUNK;
+    for (size_t c0 = lane * GRAM_CHUNK; c0 < j->d; c0 += AGG_LANES * GRAM_CHUNK)
+        la_gram_add(j->A, j->n, j->d, c0, DPS_MIN(j->d, c0 + GRAM_CHUNK), G, buf);
 }
 
 int agg_gram(dps_pool *pool, const float *A, size_t n, size_t d, double *G)
 {
     gram_job j = {A, n, d, NULL, NULL};
     j.G = dps_aligned_calloc(AGG_LANES * n * n, sizeof(double));
-    j.buf = dps_aligned_calloc(AGG_LANES * n * LA_CHUNK, sizeof(double));
+    j.buf = dps_aligned_calloc(AGG_LANES * n * GRAM_CHUNK, sizeof(double));
     if (!j.G || !j.buf) {
         free(j.G);
         free(j.buf);
@@ -69,7 +91,7 @@ int agg_gram(dps_pool *pool, const float *A, size_t n, size_t d, double *G)
 }
 
 /* <A_j, G_jl A_l> for k x q blocks, G_jl the (j, l) k x k block of G (ld n). */
-static double s_bilinear(const double *G, size_t n, size_t j, size_t l, const double *Aj, const double *Al,
+static double s_bilinear(const double *G, size_t n, size_t j, size_t l, const float *Aj, const float *Al,
                          size_t k, size_t q)
 {
     double s = 0;
@@ -78,8 +100,8 @@ static double s_bilinear(const double *G, size_t n, size_t j, size_t l, const do
         for (size_t c = 0; c < q; c++) {
             double v = 0;
             for (size_t b = 0; b < k; b++)
-                v += grow[b] * Al[b * q + c];
-            s += Aj[a * q + c] * v;
+                v += grow[b] * (double)Al[b * q + c];
+            s += (double)Aj[a * q + c] * v;
         }
     }
     return s;
@@ -208,7 +230,7 @@ int agg_reference(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_
         double W = res->W;
         for (size_t b = 0; b < t; b++)
             for (size_t i = 0; i < k * q; i++)
-                B[b * k * q + i] = W > 0 ? (w[b] / W) * in->A[b * k * q + i] : 0.0;
+                B[b * k * q + i] = W > 0 ? (w[b] / W) * (double)in->A[b * k * q + i] : 0.0;
         j.B = B;
         pool_for(pool, nchunks, s_mean_chunk, &j);
         size_t rank = 0;

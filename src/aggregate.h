@@ -16,7 +16,7 @@
 
 typedef struct {
     const float *V;  /* t*k x d: bucket j's basis in rows j*k .. j*k+k-1    */
-    const double *A; /* t x (k x q): A_j = V_j P^T (reference only)           */
+    const float *A;  /* t x (k x q): A_j = V_j P^T (reference only)           */
     size_t t, k, d, q;
     double xi_max;   /* data-independent: 2 ||P||_F or sqrt(2k)               */
 } agg_input;
@@ -36,5 +36,10 @@ int agg_reference(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_
                   float *basis, wfc_result *res);
 int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, float *basis,
                    wfc_result *res);
+
+/* Reference point i (of q) of an epoch: d floats N(0, 1) from the public
+   stream dps_rng_new_labelled(public_seed, "reference-points", epoch << 24 | i)
+   (q < 2^24).  Anyone can recompute them (see dps_reference_points). */
+void agg_reference_point(uint64_t public_seed, uint64_t epoch, size_t i, size_t d, float *out);
 
 #endif

@@ -49,8 +49,8 @@ struct dps_estimator {
     uint64_t epoch;
     int epoch_started;
     float *V;       /* t*k x d */
-    double *A;      /* t x k x q (reference) */
-    double *P;      /* q x d (reference) */
+    float *A;       /* t x k x q (reference) */
+    float *P;       /* q x d reference points (public) */
     double xi_max;
     unsigned char *done;
 
@@ -166,7 +166,7 @@ size_t dps_estimator_memory_bound(const dps_config *c)
     size_t n = c->t * c->k;
     b += AGG_LANES * (n * n + n * LA_CHUNK) * sizeof(double) + n * n * sizeof(double);
     if (c->aggregator == DPS_AGG_REFERENCE)
-        b += c->t * c->k * c->q * sizeof(double) + c->q * c->d * (sizeof(double) + sizeof(float)) +
+        b += c->t * c->k * c->q * sizeof(float) + 2 * c->q * c->d * sizeof(float) +
              n * c->q * sizeof(double) + workers * (n + c->q) * LA_CHUNK * sizeof(double);
     else
         b += n * c->d * sizeof(double) + c->d * c->d * (sizeof(double) + sizeof(float));
@@ -186,7 +186,7 @@ static float *s_take_buffer(dps_estimator *e)
         if (e->n_bufs < e->max_bufs) {
             e->n_bufs++;
             pthread_mutex_unlock(&e->mu);
-            float *b = dps_aligned_calloc(e->cfg.m * e->cfg.d, sizeof(float));
+            float *b = dps_aligned_alloc(e->cfg.m * e->cfg.d, sizeof(float)); /* rows overwrite it */
             if (!b) {
                 pthread_mutex_lock(&e->mu);
                 e->n_bufs--;
@@ -227,7 +227,7 @@ static void s_bucket_job(void *arg, int worker)
         }
     }
     if (c->aggregator == DPS_AGG_REFERENCE)
-        la_project_reference(e->ws[worker], V, c->k, c->d, e->P, c->q, e->A + j->id * c->k * c->q);
+        la_project_reference(V, c->k, c->d, e->P, c->q, e->A + j->id * c->k * c->q);
     pthread_mutex_lock(&e->mu);
     s_give_buffer_locked(e, j->rows);
     e->done[j->id] = 1;
@@ -252,6 +252,13 @@ static int s_open_bucket(dps_estimator *e, size_t slot_index)
     return DPS_OK;
 }
 
+static void s_reference_job(void *arg, size_t i, int worker)
+{
+    (void)worker;
+    dps_estimator *e = arg;
+    agg_reference_point(e->cfg.public_seed, e->epoch, i, e->cfg.d, e->P + i * e->cfg.d);
+}
+
 /* Start the open epoch lazily, at its first row: public reference points and
    the first window of buckets. */
 static int s_epoch_begin(dps_estimator *e)
@@ -263,15 +270,12 @@ static int s_epoch_begin(dps_estimator *e)
     e->nfree = 0;
     e->n_open = 0;
     if (c->aggregator == DPS_AGG_REFERENCE) {
-        dps_rng *pub = NULL;
-        int rc = dps_rng_new_labelled(&pub, c->public_seed, "reference-points", e->epoch);
-        if (rc)
-            return rc;
-        dps_rng_gaussian_fill(pub, 1.0, e->P, c->q * c->d);
-        dps_rng_destroy(&pub);
+        /* Public reference points, one labelled stream per point, drawn in
+           parallel (the same values whatever the worker count). */
+        pool_for(e->pool, c->q, s_reference_job, e);
         double f2 = 0;
         for (size_t i = 0; i < c->q * c->d; i++)
-            f2 += e->P[i] * e->P[i];
+            f2 += (double)e->P[i] * e->P[i];
         e->xi_max = 2.0 * sqrt(f2); /* ||y^j - y^l|| <= 2 ||P||_F for any bases */
     } else {
         e->xi_max = sqrt(2.0 * (double)c->k); /* ||Pi_j - Pi_l||_F <= sqrt(2k) */
@@ -342,8 +346,8 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
     e->ws = calloc((size_t)c->workers, sizeof *e->ws);
     int ok = e->V && e->done && e->open && e->slots && e->free_bufs && e->ws;
     if (ok && c->aggregator == DPS_AGG_REFERENCE) {
-        e->A = dps_aligned_calloc(c->t * c->k * c->q, sizeof(double));
-        e->P = dps_aligned_calloc(c->q * c->d, sizeof(double));
+        e->A = dps_aligned_calloc(c->t * c->k * c->q, sizeof(float));
+        e->P = dps_aligned_calloc(c->q * c->d, sizeof(float));
         ok = e->A && e->P;
     }
     for (int i = 0; ok && i < c->workers; i++)
@@ -398,30 +402,23 @@ void dps_estimator_destroy(dps_estimator **pe)
 static void s_admit_row(dps_estimator *e, const float *src, float *dst)
 {
     size_t d = e->cfg.d;
-    double ss = 0;
-    int nan = 0, inf = 0;
-    for (size_t i = 0; i < d; i++) {
-        float v = src[i];
-        if (isnan(v))
-            nan = 1;
-        else if (isinf(v))
-            inf = 1;
-        else
-            ss += (double)v * v;
-    }
-    if (nan || inf || ss == 0) {
-        memset(dst, 0, d * sizeof *dst);
-        if (nan)
-            e->stats.rows_nan++;
-        else if (inf)
-            e->stats.rows_inf++;
-        else
-            e->stats.rows_zero++;
+    double ss = la_dot_self(src, d); /* double accumulation: no overflow for floats */
+    if (isfinite(ss) && ss > 0) {
+        float inv = (float)(1.0 / sqrt(ss));
+        for (size_t i = 0; i < d; i++)
+            dst[i] = src[i] * inv;
         return;
     }
-    double inv = 1.0 / sqrt(ss);
-    for (size_t i = 0; i < d; i++)
-        dst[i] = (float)(src[i] * inv);
+    int nan = 0;
+    for (size_t i = 0; i < d && !nan; i++)
+        nan = isnan(src[i]);
+    memset(dst, 0, d * sizeof *dst);
+    if (nan)
+        e->stats.rows_nan++;
+    else if (!isfinite(ss))
+        e->stats.rows_inf++;
+    else
+        e->stats.rows_zero++;
 }
 
 int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_t dim, size_t *n_taken)
@@ -568,7 +565,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
         if (j2 != j) {
             memmove(e->V + j2 * k * d, e->V + j * k * d, k * d * sizeof(float));
             if (e->A)
-                memmove(e->A + j2 * k * q, e->A + j * k * q, k * q * sizeof(double));
+                memmove(e->A + j2 * k * q, e->A + j * k * q, k * q * sizeof(float));
         }
         j2++;
     }

@@ -25,5 +25,7 @@ static inline void *dps_calloc(size_t n, size_t size)
 
 /* 64-byte aligned allocation of n*size bytes (zeroed); free with free(). */
 void *dps_aligned_calloc(size_t n, size_t size);
+/* The same without zeroing, for buffers that are written before read. */
+void *dps_aligned_alloc(size_t n, size_t size);
 
 #endif

@@ -22,6 +22,17 @@ void *dps_aligned_calloc(size_t n, size_t size)
     return p;
 }
 
+void *dps_aligned_alloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    size_t bytes = ((n * size) + 63) & ~(size_t)63;
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 64) == 0 ? p : NULL;
+}
+
+double la_dot_self(const float *x, size_t n) { return cblas_dsdot((int)n, x, 1, x, 1); }
+
 struct la_ws {
     size_t m_max, k_max;
     float *G;      /* m x m float Gram                  */
@@ -132,19 +143,61 @@ void la_combine_rows(const double *B, size_t r, size_t n, const float *A, size_t
                 (int)cw, 0.0, C, (int)ldc);
 }
 
+/* Householder QR of the column-major d x k view, then Q in place; the _work
+   entry points skip LAPACKE's NaN scan and allocation. */
+static int s_householder(float *V, size_t k, size_t d)
+{
+    size_t lwork = 64 * k + 64;
+    float *work = malloc((lwork + k) * sizeof *work);
+    if (!work)
+        return DPS_ENOMEM;
+    float *tau = work + lwork;
+    int rc = DPS_OK;
+    if (LAPACKE_sgeqrf_work(LAPACK_COL_MAJOR, (lapack_int)d, (lapack_int)k, V, (lapack_int)d, tau, work,
+                            (lapack_int)lwork) != 0 ||
+        LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, (lapack_int)d, (lapack_int)k, (lapack_int)k, V, (lapack_int)d, tau,
+                            work, (lapack_int)lwork) != 0)
+        rc = DPS_ENUMERIC;
+    free(work);
+    return rc;
+}
+
+/* One Cholesky-QR step: G = V V^T (in double), G = L L^T, V <- L^{-1} V.
+   Returns -1 if G is not numerically positive definite. */
+static int s_cholqr_step(float *V, size_t k, size_t d)
+{
+    double G[k * k];
+    float Lf[k * k];
+    memset(G, 0, sizeof G);
+    double buf[k * 256];
+    for (size_t c0 = 0; c0 < d; c0 += 256)
+        la_gram_add(V, k, d, c0, DPS_MIN(d, c0 + 256), G, buf);
+    if (LAPACKE_dpotrf_work(LAPACK_ROW_MAJOR, 'U', (lapack_int)k, G, (lapack_int)k) != 0)
+        return -1;
+    for (size_t i = 0; i < k; i++) { /* G = U^T U, U upper: V <- U^{-T} V */
+        if (!(G[i * k + i] > 1e-6))
+            return -1;
+        for (size_t j = 0; j < k; j++)
+            Lf[i * k + j] = j >= i ? (float)G[i * k + j] : 0.0f;
+    }
+    cblas_strsm(CblasRowMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)k, (int)d, 1.0f, Lf, (int)k,
+                V, (int)d);
+    return 0;
+}
+
 int la_orthonormalize_rows(float *V, size_t k, size_t d)
 {
     if (k == 0)
         return DPS_OK;
     if (k > d)
         return DPS_EINVAL;
-    float tau[k];
-    /* Row-major k x d is column-major d x k: QR of that, then Q in place. */
-    if (LAPACKE_sgeqrf(LAPACK_COL_MAJOR, (lapack_int)d, (lapack_int)k, V, (lapack_int)d, tau) != 0)
-        return DPS_ENUMERIC;
-    if (LAPACKE_sorgqr(LAPACK_COL_MAJOR, (lapack_int)d, (lapack_int)k, (lapack_int)k, V, (lapack_int)d, tau) != 0)
-        return DPS_ENUMERIC;
-    return DPS_OK;
+    dps_blas_init_once();
+    /* CholQR2 (two Cholesky-QR passes): BLAS3 and exact to rounding for the
+       nearly orthonormal rows it is given here; Householder when the rows are
+       too far from independent for Cholesky. */
+    if (k <= 256 && s_cholqr_step(V, k, d) == 0 && s_cholqr_step(V, k, d) == 0)
+        return DPS_OK;
+    return s_householder(V, k, d);
 }
 
 void la_complete_basis(float *V, size_t r, size_t k, size_t d, dps_rng *rng)
@@ -209,7 +262,7 @@ int la_topk_rows(la_ws *ws, const float *X, size_t m, size_t d, size_t k, float 
     if (sv)
         for (size_t i = 0; i < kk; i++)
             sv[i] = sqrt(DPS_MAX(0.0, ws->w[i]));
-    memset(V, 0, k * d * sizeof *V);
+    memset(V + r * d, 0, (k - r) * d * sizeof *V); /* rows 0..r-1 are written below */
     if (r > 0) {
         if (which == LA_PATH_FLOAT_GRAM) {
             for (size_t j = 0; j < m; j++)
@@ -371,18 +424,10 @@ int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, doub
     return rc;
 }
 
-void la_project_reference(la_ws *ws, const float *V, size_t k, size_t d, const double *P, size_t q,
-                          double *A)
+void la_project_reference(const float *V, size_t k, size_t d, const float *P, size_t q, float *A)
 {
-    memset(A, 0, k * q * sizeof *A);
-    for (size_t c0 = 0; c0 < d; c0 += LA_CHUNK) {
-        size_t cw = DPS_MIN(d, c0 + LA_CHUNK) - c0;
-        for (size_t a = 0; a < k; a++)
-            for (size_t c = 0; c < cw; c++)
-                ws->buf[a * cw + c] = V[a * d + c0 + c];
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)k, (int)q, (int)cw, 1.0, ws->buf, (int)cw,
-                    P + c0, (int)d, 1.0, A, (int)q);
-    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)k, (int)q, (int)d, 1.0f, V, (int)d, P, (int)d, 0.0f,
+                A, (int)q);
 }
 
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M)

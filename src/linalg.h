@@ -59,11 +59,14 @@ int la_syevr_top(double *A, size_t n, size_t kk, double *w, double *Z);
 int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w);
 
 
-/* A (k x q, double, row-major) = V P^T for V (k x d, float) and reference
-   points P (q x d, double, row-major), products exact in double.  Uses ws's
-   buffers (ws must have m_max >= k). */
-void la_project_reference(la_ws *ws, const float *V, size_t k, size_t d, const double *P, size_t q,
-                          double *A);
+/* A (k x q, float, row-major) = V P^T for V (k x d) and reference points P
+   (q x d).  Rounding in A is harmless: the aggregator's items are defined as
+   A_j^T V_j with the stored A_j, and their distances are evaluated exactly
+   for those values (aggregate.c). */
+void la_project_reference(const float *V, size_t k, size_t d, const float *P, size_t q, float *A);
+
+/* sum x_i^2 accumulated in double (NaN/Inf propagate). */
+double la_dot_self(const float *x, size_t n);
 
 /* M (d x d, row-major, upper triangle) = B^T B for B (n x d, double). */
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M);

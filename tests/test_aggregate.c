@@ -22,11 +22,11 @@ static void s_bases(dps_rng *rng, float *V, size_t t, size_t k, size_t d, double
     }
 }
 
-static double f2_of(const double *x, size_t n)
+static double f2_of(const float *x, size_t n)
 {
     double s = 0;
     for (size_t i = 0; i < n; i++)
-        s += x[i] * x[i];
+        s += (double)x[i] * x[i];
     return s;
 }
 
@@ -38,12 +38,10 @@ int main(void)
     size_t t = 12, k = 3, d = 400, q = 30, n = t * k;
     float *V = malloc(t * k * d * sizeof *V), *V0 = malloc(k * d * sizeof *V0);
     s_bases(rng, V, t, k, d, 1e-3, V0);
-    double *P = malloc(q * d * sizeof *P), *A = malloc(t * k * q * sizeof *A);
-    dps_rng_gaussian_fill(rng, 1.0, P, q * d);
-    la_ws *ws = la_ws_new(k, k);
+    float *P = malloc(q * d * sizeof *P), *A = malloc(t * k * q * sizeof *A);
+    dps_rng_gaussian_fill_f(rng, 1.0, P, q * d);
     for (size_t j = 0; j < t; j++)
-        la_project_reference(ws, V + j * k * d, k, d, P, q, A + j * k * q);
-    la_ws_free(&ws);
+        la_project_reference(V + j * k * d, k, d, P, q, A + j * k * q);
 
     /* 1. Gram: parallel lanes equal a direct double computation; same bits on
        a pool of another size. */
@@ -73,7 +71,7 @@ int main(void)
             for (size_t c = 0; c < d; c++) {
                 double s = 0;
                 for (size_t a = 0; a < k; a++)
-                    s += A[j * k * q + a * q + i] * V[j * k * d + a * d + c];
+                    s += (double)A[j * k * q + a * q + i] * V[j * k * d + a * d + c];
                 Y[j * q * d + i * d + c] = s;
             }
     double rel = 0, mind = INFINITY;
@@ -123,12 +121,10 @@ int main(void)
     {
         size_t t2 = 60, n2 = t2 * k;
         float *W = malloc(n2 * d * sizeof *W);
-        double *A2 = malloc(t2 * k * q * sizeof *A2);
+        float *A2 = malloc(t2 * k * q * sizeof *A2);
         s_bases(rng, W, t2, k, d, 1e-4, V0);
-        la_ws *w2 = la_ws_new(k, k);
         for (size_t j = 0; j < t2; j++)
-            la_project_reference(w2, W + j * k * d, k, d, P, q, A2 + j * k * q);
-        la_ws_free(&w2);
+            la_project_reference(W + j * k * d, k, d, P, q, A2 + j * k * q);
         /* s_k(y*) = s_k(V0 P^T); bias bounds from explicit items */
         double C[3 * 30], M[9], ev[3], Z[9];
         for (size_t a = 0; a < k; a++)

@@ -263,10 +263,11 @@ int main(void)
         dps_estimator *e = NULL;
         CHECK(dps_estimator_new(&e, &c) == DPS_OK, "new d=%zu", d);
         bucket_err be = {PTHREAD_MUTEX_INITIALIZER, truth, k, malloc(q * d * sizeof(double)), q, 0, 0};
-        dps_rng *pub = NULL;
-        dps_rng_new_labelled(&pub, 77, "reference-points", 0);
-        dps_rng_gaussian_fill(pub, 1.0, be.P, q * d);
-        dps_rng_destroy(&pub);
+        float *Pf = malloc(q * d * sizeof *Pf); /* public: recomputed from the public seed */
+        dps_reference_points(77, 0, q, d, Pf);
+        for (size_t i = 0; i < q * d; i++)
+            be.P[i] = Pf[i];
+        free(Pf);
         dps_estimator_set_bucket_hook(e, s_bucket_err, &be);
         dps_snapshot *s = s_run_epoch(e, rows, n, d);
         dps_snapshot_info in;

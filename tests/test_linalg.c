@@ -196,6 +196,18 @@ int main(void)
         free(S); free(V); free(R); free(B); free(Ad); free(Z);
     }
 
+    /* 7b. Nearly dependent rows: Cholesky QR cannot factor their Gram, the
+       Householder fallback must still return orthonormal rows of the same span. */
+    {
+        size_t k = 3, d = 64;
+        float A[192];
+        dps_rng_gaussian_fill_f(rng, 1.0, A, k * d);
+        for (size_t c = 0; c < d; c++)
+            A[2 * d + c] = A[0 * d + c] + 1e-7f * (float)dps_rng_gaussian(rng, 1.0);
+        CHECK(la_orthonormalize_rows(A, k, d) == DPS_OK, "dependent rows");
+        CHECK(s_orth_err(A, k, d) < 1e-5, "fallback orthonormal: %g", s_orth_err(A, k, d));
+    }
+
     /* 7. Orthonormalisation keeps the span. */
     {
         size_t k = 3, d = 50;

@@ -1,4 +1,4 @@
-/* args.h - command-line helpers shared by dps-gen and dps-estimate: the exit
+/* args.h - command-line helpers shared by the dps-* programs: the exit
    codes, one-line error messages that start with the program's name, strict
    number parsing, and a table-driven flag parser that also prints --help.
 
@@ -18,7 +18,10 @@ enum {
     CLI_EXIT_RUNTIME = 1, /* runtime failure: memory, numerics, write errors  */
     CLI_EXIT_USAGE = 2,   /* usage: unknown flag, missing or bad value        */
     CLI_EXIT_INPUT = 3,   /* an input file is unreadable or malformed         */
-    CLI_EXIT_PRIVACY = 4  /* a private release failed or was refused          */
+    CLI_EXIT_PRIVACY = 4, /* a private release failed or was refused          */
+    /* the network programs (dps-produce, dps-watch, dps-status) add: */
+    CLI_EXIT_AUTH = 5,    /* the collector refused our CURVE key              */
+    CLI_EXIT_TIMEOUT = 6  /* the collector did not answer or confirm in time  */
 };
 
 /* A one-line message buffer filled by functions that can fail; the text says

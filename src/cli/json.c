@@ -1,6 +1,6 @@
 /* json.c - the streaming JSON writer of json.h.  Each value goes on its own
    line, so the output is readable and line-oriented tools (grep, awk) can
-   pick fields out of it. */
+   pick fields out of it; compact mode writes a document on one line. */
 #include "json.h"
 
 #include <assert.h>
@@ -13,6 +13,13 @@ void cli_json_init(cli_json *j, FILE *f)
     j->depth = 0;
     j->count[0] = 0;
     j->is_obj[0] = 0;
+    j->compact = 0;
+}
+
+void cli_json_init_compact(cli_json *j, FILE *f)
+{
+    cli_json_init(j, f);
+    j->compact = 1;
 }
 
 /* Write the string s with JSON escapes, quoted. */
@@ -44,8 +51,9 @@ static void s_before(cli_json *j, const char *key)
     assert(lvl == 0 ? key == NULL : (j->is_obj[lvl] ? key != NULL : key == NULL));
     if (lvl > 0) {
         if (j->count[lvl] > 0)
-            fputc(',', j->f);
-        fprintf(j->f, "\n%*s", 2 * lvl, "");
+            fputs(j->compact ? ", " : ",", j->f);
+        if (!j->compact)
+            fprintf(j->f, "\n%*s", 2 * lvl, "");
     }
     j->count[lvl]++;
     if (key) {
@@ -71,7 +79,7 @@ static void s_close(cli_json *j, int obj)
     assert(j->depth > 0 && j->is_obj[j->depth] == obj);
     int had = j->count[j->depth];
     j->depth--;
-    if (had)
+    if (had && !j->compact)
         fprintf(j->f, "\n%*s", 2 * j->depth, "");
     fputc(obj ? '}' : ']', j->f);
 }

@@ -18,10 +18,14 @@ typedef struct {
     int depth;
     int count[CLI_JSON_MAX_DEPTH]; /* items written at each level          */
     int is_obj[CLI_JSON_MAX_DEPTH];
+    int compact;                   /* 1: the whole document on one line    */
 } cli_json;
 
-/* Start a document on f. */
+/* Start a document on f (one value per line, indented). */
 void cli_json_init(cli_json *j, FILE *f);
+/* Start a document on f written on one line (JSON Lines: one document per
+   line, e.g. one per snapshot in dps-watch --json). */
+void cli_json_init_compact(cli_json *j, FILE *f);
 
 /* In every call below, key names the member inside an object and must be NULL
    inside an array or at the top level. */

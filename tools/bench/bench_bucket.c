@@ -177,7 +177,7 @@ typedef struct {
 
 /* Per-call seconds of each step of the float path, cold (rotating) buckets. */
 static parts s_breakdown(la_ws *ws, const float *pool, size_t nb, size_t m, size_t d, size_t k, float *V,
-                         double seconds, const double *P, size_t q, double *A)
+                         double seconds, const float *P, size_t q, float *A)
 {
     parts p;
     memset(&p, 0, sizeof p);
@@ -229,7 +229,7 @@ static parts s_breakdown(la_ws *ws, const float *pool, size_t nb, size_t m, size
     if (P) {
         double save = budget;
         budget = seconds / 2;
-        LOOP(proj, la_project_reference(ws, V, k, d, P, q, A));
+        LOOP(proj, la_project_reference(V, k, d, P, q, A));
         budget = save;
     }
 #undef LOOP
@@ -453,12 +453,12 @@ int main(int argc, char **argv)
                 s_print_row("double/cold", k, d, m, nf, &rf, &ref, o.threads);
                 free(fpool);
             }
-            double *P = NULL, *A = NULL;
+            float *P = NULL, *A = NULL;
             size_t q = 10 * k;
             if (o.project) {
                 P = b_alloc(q * d * sizeof *P);
                 A = b_alloc(k * q * sizeof *A);
-                b_fill_uniform_d(&r, P, q * d);
+                b_fill_uniform_f(&r, P, q * d);
             }
             if (o.breakdown || o.project) {
                 parts p = s_breakdown(ws, pool, nb, m, d, k, V, o.seconds, o.project ? P : NULL, q, A);
