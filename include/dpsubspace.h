@@ -136,7 +136,9 @@ double dps_accountant_left(const dps_accountant *acc);
 /* --------------------------------------------------------------- snapshot */
 typedef enum {
     DPS_SNAP_RELEASED = 0, /* a private basis                                  */
-    DPS_SNAP_FAILED   = 1, /* the mechanism said FAIL (a DP output; budget spent) */
+    DPS_SNAP_FAILED   = 1, /* the mechanism said FAIL (a DP output; budget spent),
+                              or fewer than 2 buckets completed so it did not run
+                              (nothing spent): epoch_cost tells which          */
     DPS_SNAP_REFUSED  = 2  /* not run: it would pass the budget cap (nothing spent) */
 } dps_status;
 
@@ -196,7 +198,8 @@ typedef struct {
     size_t q;            /* reference points (default 10k)                  */
     dps_aggregator aggregator;
     double rho_epoch;    /* per-epoch zCDP rho (default 1)                  */
-    double delta_epoch;  /* per-epoch delta (default 1e-6)                  */
+    double delta_epoch;  /* per-epoch delta (default 1e-8: deltas add up, and
+                            1000 epochs then fit under delta_target 1e-5)    */
     double alpha;        /* WFC slope (default 1/2)                         */
     double tau;          /* radius search target fraction of t (default 1/2) */
     double split_search, split_count, split_mean; /* rho split (0.2, 0.1, 0.7) */
@@ -243,8 +246,9 @@ void dps_estimator_destroy(dps_estimator **est);
 /* Push n_rows rows of dimension dim (row-major).  Rows are validated (NaN, Inf,
    zero norm enter their slot as the zero vector and are counted) and normalised.
    Takes rows until the epoch is full; *n_taken (may be NULL) says how many.
-   Returns DPS_OK when all were taken, DPS_EFULL when the epoch filled first
-   (close it, then push the rest), DPS_EDIM / DPS_EEMPTY for a refused batch
+   Returns DPS_OK when all were taken (the epoch may be exactly full now:
+   check dps_estimator_epoch_full), DPS_EFULL when the epoch filled before all
+   were taken (close it, then push the rest), DPS_EDIM / DPS_EEMPTY for a refused batch
    (counted, nothing taken).  May block while workers catch up (memory bound).
    Not thread-safe: push and close from one thread. */
 int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
@@ -264,7 +268,8 @@ dps_zcdp dps_estimator_spent(const dps_estimator *est);
 size_t dps_estimator_memory_bound(const dps_config *cfg);
 
 /* ------------------------------------------------- central (whole-data) tools */
-/* Non-private top-k right singular basis of an n x d matrix; V is k x d.
+/* Non-private top-k right singular basis of an n x d matrix (finite rows);
+   V is k x d.
    sv (may be NULL) receives min(n, k+1) singular values, largest first. */
 int dps_topk_basis(const float *X, size_t n, size_t d, size_t k, float *V, double *sv);
 

@@ -694,6 +694,43 @@ int cli_reader_next(cli_reader *r, float *buf, size_t max_rows, size_t *got, cli
     return rc;
 }
 
+int cli_reader_skip(cli_reader *r, uint64_t n, uint64_t *skipped, cli_msg *err)
+{
+    if (skipped)
+        *skipped = 0;
+    uint64_t done = 0;
+    if (r->rows_known && (r->fmt == CLI_FMT_NPY || r->fmt == CLI_FMT_RAW) && s_regular_size(r->f) >= 0) {
+        uint64_t left = r->n_rows - r->rows_read;
+        uint64_t k = n < left ? n : left;
+        /* k * d * 8 fits: the whole file's size was checked against the header at open */
+        uint64_t bytes = k * (uint64_t)r->d * (r->f8 ? 8u : 4u);
+        if (bytes > (uint64_t)LLONG_MAX || fseeko(r->f, (off_t)bytes, SEEK_CUR) != 0)
+            return cli_msg_set(err, CLI_EXIT_INPUT, "cannot seek in %s: %s", r->name, strerror(errno));
+        r->rows_read += k;
+        done = k;
+    } else {
+        size_t chunk = r->d < 65536 ? 65536 / r->d : 1;
+        float *buf = malloc(chunk * r->d * sizeof *buf);
+        if (!buf)
+            return cli_msg_set(err, CLI_EXIT_RUNTIME, "out of memory skipping rows of %s", r->name);
+        while (done < n) {
+            size_t got = 0, want = n - done < chunk ? (size_t)(n - done) : chunk;
+            int rc = cli_reader_next(r, buf, want, &got, err);
+            if (rc) {
+                free(buf);
+                return rc;
+            }
+            if (got == 0)
+                break;
+            done += got;
+        }
+        free(buf);
+    }
+    if (skipped)
+        *skipped = done;
+    return 0;
+}
+
 void cli_reader_close(cli_reader **pr)
 {
     if (!pr || !*pr)

@@ -51,6 +51,12 @@ int cli_reader_rows(const cli_reader *r, uint64_t *n);
 /* Read up to max_rows rows into buf (max_rows * d floats); *got = 0 at the end
    of the input.  An input error mid-file returns CLI_EXIT_INPUT. */
 int cli_reader_next(cli_reader *r, float *buf, size_t max_rows, size_t *got, cli_msg *err);
+/* Skip up to n rows without returning them: a seek for .npy and raw regular
+   files (so a producer can start in the middle of a 10 GB file at once),
+   reading and discarding otherwise (pipes, CSV).  *skipped (may be NULL) says
+   how many were skipped: fewer than n only at the end of the input.  Errors
+   as cli_reader_next. */
+int cli_reader_skip(cli_reader *r, uint64_t n, uint64_t *skipped, cli_msg *err);
 /* Close and free; sets *r = NULL.  NULL is fine. */
 void cli_reader_close(cli_reader **r);
 

@@ -65,6 +65,7 @@ typedef struct {
     uint64_t started_ms, epoch_started_ms;
     dps_snapshot *latest;
     producer_table producers;
+    int warned_delta;
 } collector;
 
 /* ---------------------------------------------------------------- ledger */
@@ -136,6 +137,12 @@ static int s_release(collector *c, dps_snapshot *snap)
     s_log_snapshot(&in);
     dps_snapshot_destroy(&c->latest);
     c->latest = numbered;
+    if (in.total.delta >= 0.5 * in.delta_target && !c->warned_delta) {
+        log_warn("the mechanisms' deltas add up to %.3g, over half of --delta-target %.3g: eps becomes infinite "
+                 "when they reach it (lower --delta-epoch, or state eps at a larger delta)",
+                 in.total.delta, in.delta_target);
+        c->warned_delta = 1;
+    }
     return DPS_OK;
 }
 

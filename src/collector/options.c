@@ -27,7 +27,7 @@ static const opt_def s_opts[] = {
     {"q", OPT_U64, F(q), "N", "reference points (default 10k)"},
     {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default) or projection (d <= 10000)"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch (default 1)"},
-    {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-6)"},
+    {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-8; deltas add up across epochs)"},
     {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused)"},
     {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target"},
     {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped (default 1e-5)"},
@@ -64,7 +64,7 @@ void options_defaults(collector_options *o)
     o->t = 125;
     snprintf(o->aggregator, sizeof o->aggregator, "reference");
     o->rho_epoch = 1.0;
-    o->delta_epoch = 1e-6;
+    o->delta_epoch = 1e-8;
     o->delta_target = 1e-5;
     o->alpha = 0.5;
     o->tau = 0.5;

@@ -33,7 +33,7 @@ def find_binary(path=None, build_dir=DEFAULT_BUILD, build=True):
 
 
 def run_point(exe, args, log=None, progress=None, reps=None):
-    """Run dps-fig2 with args (list of str); return its CSV rows as dicts.
+    """Run dps-fig2 with args (list of str); return (CSV rows as dicts, stderr text).
 
     stderr ('#' notes: failures, diagnostics) goes to log (a file object) if
     given.  progress(rep_done, elapsed) is called as repetitions finish."""
@@ -58,7 +58,7 @@ def run_point(exe, args, log=None, progress=None, reps=None):
         sys.stderr.write(err)
         raise RuntimeError(f"{' '.join(cmd)} exited with {rc}")
     rows = list(csv.DictReader(io.StringIO("".join(out_lines))))
-    return rows
+    return rows, err
 
 
 def trimmed_mean(values, lo=0.1, hi=0.9):

@@ -44,7 +44,8 @@ STYLE = {"est": dict(color="C0", marker="o"), "ag": dict(color="C3", marker="s")
 def settings(mode):
     if mode == "quick":
         reps = 10
-        p1 = [(d, 4, 10.0) for d in (100, 400, 1600, 6400, 25600)]
+        # sqrt(d) = 10, 20, 40, 60, 100, 160 (Analyze Gauss skipped at 25600 > --ag-max-d)
+        p1 = [(d, 4, 10.0) for d in (100, 400, 1600, 3600, 10000, 25600)]
         p2 = [(1000, k, 10.0) for k in (1, 2, 4, 8)]
         p3 = [(1000, 4, x) for x in (0.01, 0.1, 1.0, 10.0, 100.0)]
     else:
@@ -131,10 +132,11 @@ def plot(summary, panels, path, reps, mode):
         ax.set_ylabel("l2 error of the private mean")
         ax.set_title("(%d) %s" % (panel, title), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8, loc="upper left")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=9, frameon=False)
     fig.suptitle("Figure 2 reproduction (%s): n = 250k, rho = 2, delta = 1e-5, t = 125, q = 10k; "
                  "trimmed mean (0.1-0.9) of %d reps, band = 0.1-0.9 quantiles" % (mode, reps), fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -191,7 +193,7 @@ def main():
                         if el > 20:
                             print(f"    {tag}: rep {int(rep) + 1}/{reps} done, {el:.0f} s", flush=True)
 
-                    rows = common.run_point(
+                    rows, _ = common.run_point(
                         exe, ["--d", d, "--k", k, "--tau-over-d", tod, "--reps", reps, "--seed", a.seed + panel - 1,
                               "--workers", a.workers, "--ag-max-d", a.ag_max_d, "--verbose"],
                         log=log, progress=progress if mode == "full" else None)
