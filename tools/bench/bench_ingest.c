@@ -1,0 +1,675 @@
+/* bench_ingest - dps-collector ingest throughput against raw libzmq PUSH/PULL
+   with the same message bytes, measured in the same run, plain and CURVE.
+
+   For each d and each security setting (plaintext, CURVE), in this order:
+
+     raw        the reference.  A PUSH socket in this process sends one RowBatch
+                message (B rows x d float32, encoded once, by hand, in the wire
+                format of proto/dpsubspace.proto) over and over to a bare PULL
+                socket (its own ZeroMQ context and thread) that receives each
+                message and discards it.  Same socket options as the
+                producer/collector pair (SNDHWM 64, IMMEDIATE, RCVHWM 100), same
+                transport, same mechanism (CURVE: server keys on the PULL side,
+                no ZAP handler).
+     api->sink  the C producer API (dps_producer_send_rows) to the same bare
+                PULL sink: the producer's own cost (encode per batch) apart.
+     collector  the real dps-collector binary fed by dps_producer_send_rows,
+                the producer having a status endpoint: the clock stops when
+                dps_producer_drain returns, i.e. when the collector confirms
+                it has taken every batch.  rows/s = rows confirmed / time.
+                (a) ingest only: --t so large that no epoch closes during the
+                    run, m = 2k, --window W (default 32: the bucket buffers of
+                    a huge t would otherwise all be allocated and zeroed at
+                    the first row), --workers 2: rows go into buckets, and the
+                    workers compute each full bucket's basis (and, for the
+                    reference aggregator, its projection of the q public
+                    reference points).
+                (b) default epochs: t = 125, m = 2k, window = t, q = 10k: an
+                    epoch closes every t*m rows and the loop stops ingesting
+                    while it aggregates, writes (fsync) the ledger, stores
+                    (fsync) and publishes the snapshot.
+   Every measurement sends for about --seconds (time-limited loop), then waits
+   for the receiver; a collector run is also capped by --max-mb of data (its
+   memory at (a) grows with t).  Data: a pool of distinct rows near a k-dim
+   span (bench-aggregate's generator), cycled.
+
+   The headline is collector rows/s / raw rows/s (same message size, same run).
+   Also printed: the collector's CPU per thread from /proc/<pid>/task/ over the
+   measurement (what limits it), this process's CPU, the collector's peak RSS.
+   A second reference that decodes+validates each message with the library's
+   decode path is not measured: that path (wire_rows_decode) is not public API. */
+#include "bench_ingest_net.h"
+
+#include <zmq.h>
+
+typedef struct {
+    size_t ds[8], nd, k, batch;
+    double batch_mb, seconds, max_mb;
+    size_t window;
+    int workers;
+    const char *collector, *transport;
+    int do_plain, do_curve, do_raw, do_api, do_a, do_b;
+} opts;
+
+static void s_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bench-ingest --collector PATH [options]\n"
+            "  --collector PATH   the dps-collector binary (required)\n"
+            "  --d LIST           dimensions (default 100,1000,10000)\n"
+            "  --k K              subspace dimension (default 4; m = 2k)\n"
+            "  --batch B          rows per message (default: 256, or fewer for ~--batch-mb messages)\n"
+            "  --batch-mb X       target message size for large d (default 1.048576 = 1 MiB)\n"
+            "  --seconds S        sending time per measurement (default 1.5)\n"
+            "  --max-mb X         cap on the data sent to a collector per measurement (default 512)\n"
+            "  --window W         collector (a): open buckets (default 32)\n"
+            "  --workers N        collector --workers (default 2)\n"
+            "  --transport T      ipc (default) or tcp (127.0.0.1)\n"
+            "  --security LIST    plain,curve (default both)\n"
+            "  --only LIST        raw,api,a,b (default all; raw is always run when a, b or api are: it is the reference)\n"
+            "  --quick            --seconds 0.6 --max-mb 256\n");
+}
+
+/* ------------------------------------------------- RowBatch, by hand */
+static size_t s_varint(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+/* proto3 RowBatch {version=1, producer_id, seq (omitted when 0), dim, rows,
+   data}: the same field order and encoding protobuf-c produces.  *out is
+   malloc'd.  Little-endian host assumed (x86/arm64). */
+static unsigned char *s_encode_rowbatch(const char *id, uint64_t seq, const float *rows, size_t n, size_t d,
+                                        size_t *len)
+{
+    size_t idl = strlen(id), data = n * d * 4;
+    unsigned char *p = b_alloc(64 + idl + data), *q = p;
+    *q++ = 0x08; q += s_varint(q, DPS_WIRE_VERSION);
+    *q++ = 0x12; q += s_varint(q, idl); memcpy(q, id, idl); q += idl;
+    if (seq) { *q++ = 0x18; q += s_varint(q, seq); }
+    *q++ = 0x20; q += s_varint(q, d);
+    *q++ = 0x28; q += s_varint(q, n);
+    *q++ = 0x32; q += s_varint(q, data); memcpy(q, rows, data); q += data;
+    *len = (size_t)(q - p);
+    return p;
+}
+
+/* ---------------------------------------------------- the bare PULL sink */
+typedef struct {
+    void *ctx, *sock;
+    pthread_t th;
+    uint64_t target; /* stop after this many messages (atomic) */
+    uint64_t count;  /* atomic */
+    double t_last;
+    double bytes;
+    double cpu;      /* thread CPU seconds */
+    int stop;        /* atomic */
+} sink;
+
+static void *s_sink_thread(void *arg)
+{
+    sink *s = arg;
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        int r = zmq_msg_recv(&m, s->sock, 0);
+        if (r >= 0) {
+            s->bytes += r;
+            s->t_last = b_now();
+            __atomic_add_fetch(&s->count, 1, __ATOMIC_RELEASE);
+        }
+        zmq_msg_close(&m);
+        if (__atomic_load_n(&s->count, __ATOMIC_ACQUIRE) >= __atomic_load_n(&s->target, __ATOMIC_ACQUIRE) ||
+            __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+            break;
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    s->cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    return NULL;
+}
+
+static int s_sink_start(sink *s, const char *endpoint, const n_keys *keys, int curve, size_t max_msg)
+{
+    memset(s, 0, sizeof *s);
+    s->target = UINT64_MAX;
+    s->ctx = zmq_ctx_new();
+    s->sock = zmq_socket(s->ctx, ZMQ_PULL);
+    int hwm = 100, tmo = 20, zero = 0, one = 1;
+    int64_t maxmsg = (int64_t)max_msg;
+    zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (curve && (zmq_setsockopt(s->sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+                  zmq_setsockopt(s->sock, ZMQ_CURVE_SECRETKEY, keys->server.secret_key, DPS_KEY_LEN + 1))) {
+        fprintf(stderr, "sink: CURVE setup failed: %s\n", zmq_strerror(errno));
+        return -1;
+    }
+    if (zmq_bind(s->sock, endpoint) != 0) {
+        fprintf(stderr, "sink: cannot bind %s: %s\n", endpoint, zmq_strerror(errno));
+        return -1;
+    }
+    return pthread_create(&s->th, NULL, s_sink_thread, s) == 0 ? 0 : -1;
+}
+
+static int s_sink_wait_count(sink *s, uint64_t n, double timeout)
+{
+    double end = b_now() + timeout;
+    while (__atomic_load_n(&s->count, __ATOMIC_ACQUIRE) < n) {
+        if (b_now() > end)
+            return -1;
+        usleep(200);
+    }
+    return 0;
+}
+
+/* Tell the sink how many messages in all, wait for it (timeout: stop it). */
+static int s_sink_finish(sink *s, uint64_t total, double timeout)
+{
+    __atomic_store_n(&s->target, total, __ATOMIC_RELEASE);
+    int rc = s_sink_wait_count(s, total, timeout);
+    if (rc)
+        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(s->th, NULL);
+    zmq_close(s->sock);
+    zmq_ctx_term(s->ctx);
+    return rc;
+}
+
+/* A raw PUSH socket configured like the producer's. */
+static void *s_push(void *ctx, const char *endpoint, const n_keys *keys, int curve)
+{
+    void *p = zmq_socket(ctx, ZMQ_PUSH);
+    int one = 1, hwm = 64, linger = 5000;
+    zmq_setsockopt(p, ZMQ_IMMEDIATE, &one, sizeof one);
+    zmq_setsockopt(p, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(p, ZMQ_LINGER, &linger, sizeof linger);
+    if (curve) {
+        zmq_setsockopt(p, ZMQ_CURVE_SERVERKEY, keys->server.public_key, DPS_KEY_LEN + 1);
+        zmq_setsockopt(p, ZMQ_CURVE_PUBLICKEY, keys->client.public_key, DPS_KEY_LEN + 1);
+        zmq_setsockopt(p, ZMQ_CURVE_SECRETKEY, keys->client.secret_key, DPS_KEY_LEN + 1);
+    }
+    if (zmq_connect(p, endpoint) != 0) {
+        fprintf(stderr, "push: cannot connect %s: %s\n", endpoint, zmq_strerror(errno));
+        zmq_close(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------ results */
+typedef struct {
+    int ok;
+    double rows, msgs, bytes, secs; /* measured */
+    double send_secs;               /* until the last send returned */
+    double our_cpu;                 /* this process, % of a core */
+    double coll_cpu, coll_main;     /* collector, % of a core */
+    uint64_t epochs, buckets;
+    double coll_rss;
+} result;
+
+static double s_rows_s(const result *r) { return r->ok && r->secs > 0 ? r->rows / r->secs : 0; }
+
+static void s_print(const char *label, const result *r, const result *ref, size_t d, const char *secname,
+                    const char *what)
+{
+    if (!r->ok) {
+        printf("  %-30s  FAILED\n", label);
+        printf("RESULT ingest d=%zu sec=%s what=%s status=failed\n", d, secname, what);
+        return;
+    }
+    double rs = s_rows_s(r), ratio = ref && s_rows_s(ref) > 0 ? rs / s_rows_s(ref) : 1.0;
+    printf("  %-30s  %9.0f rows in %6.3f s (sends done at %6.3f s): %10.0f rows/s %8.0f msg/s %8.1f MB/s  "
+           "x raw %.3f  | this process cpu %3.0f%%\n",
+           label, r->rows, r->secs, r->send_secs, rs, r->msgs / r->secs, r->bytes / r->secs / 1e6, ratio,
+           r->our_cpu);
+    printf("RESULT ingest d=%zu sec=%s what=%s rows=%.0f secs=%.4f rows_s=%.0f mb_s=%.1f ratio_raw=%.4f "
+           "our_cpu=%.0f coll_cpu=%.0f coll_main=%.0f epochs=%llu\n",
+           d, secname, what, r->rows, r->secs, rs, r->bytes / r->secs / 1e6, ratio, r->our_cpu, r->coll_cpu,
+           r->coll_main, (unsigned long long)r->epochs);
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------ the measurements */
+static int s_run_id = 0;
+
+static result s_raw(const opts *o, const n_keys *keys, int curve, const unsigned char *msg, size_t len,
+                    size_t batch)
+{
+    result res;
+    memset(&res, 0, sizeof res);
+    char ep[300], name[64];
+    snprintf(name, sizeof name, "raw%d", ++s_run_id);
+    n_endpoint(ep, sizeof ep, o->transport, name);
+    sink s;
+    if (s_sink_start(&s, ep, keys, curve, len + 1024))
+        return res;
+    void *ctx = zmq_ctx_new();
+    void *p = s_push(ctx, ep, keys, curve);
+    if (!p)
+        return res;
+    const uint64_t warm = 4;
+    for (uint64_t i = 0; i < warm; i++)
+        zmq_send(p, msg, len, 0);
+    if (s_sink_wait_count(&s, warm, 10)) {
+        fprintf(stderr, "raw: the sink did not receive the warm-up messages\n");
+        s_sink_finish(&s, 0, 0);
+        return res;
+    }
+    double bytes0 = s.bytes, c0 = b_cpu(), t0 = b_now();
+    uint64_t n = 0;
+    for (;;) {
+        if (zmq_send(p, msg, len, 0) < 0) {
+            fprintf(stderr, "raw: send failed: %s\n", zmq_strerror(errno));
+            break;
+        }
+        n++;
+        if ((n & 7) == 0 && b_now() - t0 >= o->seconds)
+            break;
+    }
+    double ts = b_now();
+    int rc = s_sink_finish(&s, warm + n, 120);
+    double c1 = b_cpu();
+    zmq_close(p);
+    zmq_ctx_term(ctx);
+    if (rc) {
+        fprintf(stderr, "raw: the sink got %llu of %llu messages\n", (unsigned long long)s.count,
+                (unsigned long long)(warm + n));
+        return res;
+    }
+    res.ok = 1;
+    res.msgs = (double)n;
+    res.rows = (double)n * (double)batch;
+    res.bytes = s.bytes - bytes0;
+    res.secs = s.t_last - t0;
+    res.send_secs = ts - t0;
+    res.our_cpu = 100.0 * (c1 - c0) / res.secs;
+    return res;
+}
+
+static void s_producer_opts(dps_producer_opts *po, const char *ep, size_t d, size_t batch, const dps_security *sec,
+                            const char *status_ep, const char *id)
+{
+    dps_producer_opts_init(po, ep, d);
+    po->batch_rows = batch;
+    po->sec = *sec;
+    po->status_endpoint = status_ep;
+    po->producer_id = id;
+}
+
+static result s_api_sink(const opts *o, const n_keys *keys, int curve, const float *pool, size_t npool_batches,
+                         size_t batch, size_t d)
+{
+    result res;
+    memset(&res, 0, sizeof res);
+    char ep[300], name[64], id[64];
+    snprintf(name, sizeof name, "api%d", ++s_run_id);
+    snprintf(id, sizeof id, "bench-ingest-%d-%d", (int)getpid(), s_run_id);
+    n_endpoint(ep, sizeof ep, o->transport, name);
+    sink s;
+    if (s_sink_start(&s, ep, keys, curve, batch * d * 4 + 1024))
+        return res;
+    dps_security sec = n_sec(keys, curve);
+    dps_producer_opts po;
+    s_producer_opts(&po, ep, d, batch, &sec, NULL, id);
+    dps_producer *p = NULL;
+    int rc = dps_producer_new(&p, &po);
+    if (!rc)
+        rc = dps_producer_wait_ready(p, 10000);
+    if (!rc)
+        rc = dps_producer_send_rows(p, pool, batch, d); /* warm-up: one batch */
+    if (rc || s_sink_wait_count(&s, 1, 10)) {
+        fprintf(stderr, "api->sink: %s\n", rc ? dps_strerror(rc) : "the warm-up batch did not arrive");
+        dps_producer_destroy(&p);
+        s_sink_finish(&s, 0, 0);
+        return res;
+    }
+    double bytes0 = s.bytes, c0 = b_cpu(), t0 = b_now();
+    uint64_t n = 0;
+    for (;;) {
+        rc = dps_producer_send_rows(p, pool + (n % npool_batches) * batch * d, batch, d);
+        if (rc) {
+            fprintf(stderr, "api->sink: send failed: %s\n", dps_strerror(rc));
+            break;
+        }
+        n++;
+        if (b_now() - t0 >= o->seconds)
+            break;
+    }
+    double ts = b_now();
+    int rc2 = s_sink_finish(&s, 1 + n, 120);
+    double c1 = b_cpu();
+    dps_producer_destroy(&p);
+    if (rc || rc2)
+        return res;
+    res.ok = 1;
+    res.msgs = (double)n;
+    res.rows = (double)n * (double)batch;
+    res.bytes = s.bytes - bytes0;
+    res.secs = s.t_last - t0;
+    res.send_secs = ts - t0;
+    res.our_cpu = 100.0 * (c1 - c0) / res.secs;
+    return res;
+}
+
+static int s_pred_rows(const dps_collector_status *st, const void *arg)
+{
+    return st->rows_accepted >= *(const uint64_t *)arg;
+}
+
+/* mode 'a' (ingest only) or 'b' (default epochs). */
+static result s_collector(const opts *o, const n_keys *keys, int curve, char mode, const float *pool,
+                          size_t npool_batches, size_t batch, size_t d, const unsigned char *msg, size_t len,
+                          double raw_rows_s)
+{
+    result res;
+    memset(&res, 0, sizeof res);
+    size_t k = o->k, m = 2 * k;
+    /* Rows we may send: enough for --seconds at the raw rate (with margin), within --max-mb. */
+    double want = raw_rows_s * o->seconds * 1.5 + 4.0 * batch, cap = o->max_mb * 1e6 / (4.0 * (double)d);
+    uint64_t max_rows = (uint64_t)(want < cap ? want : cap);
+    uint64_t max_batches = max_rows / batch < 8 ? 8 : max_rows / batch;
+    max_rows = max_batches * batch;
+    uint64_t pre = 2 * batch; /* the hand-encoded message + the producer's warm-up batch */
+    char ts[32], ms[32], ws[32], wk[32];
+    snprintf(ms, sizeof ms, "%zu", m);
+    snprintf(wk, sizeof wk, "%d", o->workers);
+    const char *extra[16];
+    int a = 0;
+    if (mode == 'a') {
+        size_t t = (size_t)((max_rows + pre) / m + 2);
+        snprintf(ts, sizeof ts, "%zu", t);
+        snprintf(ws, sizeof ws, "%zu", o->window < t ? o->window : t);
+        extra[a++] = "--t"; extra[a++] = ts;
+        extra[a++] = "--window"; extra[a++] = ws;
+        printf("  collector (a): --t %s --m %s --window %s --workers %s (t*k*d*4 = %.0f MB of bases zeroed at start)\n",
+               ts, ms, ws, wk, (double)t * k * d * 4 / 1e6);
+    }
+    extra[a++] = "--m"; extra[a++] = ms;
+    extra[a++] = "--workers"; extra[a++] = wk;
+    extra[a] = NULL;
+    char name[64], id[64];
+    snprintf(name, sizeof name, "coll%d", ++s_run_id);
+    snprintf(id, sizeof id, "bench-ingest-%d-%d", (int)getpid(), s_run_id);
+    n_collector c;
+    if (n_collector_start(&c, o->collector, o->transport, name, keys, curve, d, k, extra, 60000))
+        return res;
+
+    /* The reference's message, as is, must be accepted: same bytes. */
+    void *ctx = zmq_ctx_new();
+    void *push = s_push(ctx, c.ingest, keys, curve);
+    uint64_t want_rows = batch;
+    dps_collector_status st;
+    int ok = push && zmq_send(push, msg, len, 0) == (int)len &&
+             n_wait_status(&c, s_pred_rows, &want_rows, 10000, 5, &st) == DPS_OK;
+    if (push)
+        zmq_close(push);
+    zmq_ctx_term(ctx);
+    if (!ok) {
+        fprintf(stderr, "collector: the reference's hand-encoded RowBatch was not accepted\n");
+        n_collector_tail(&c, 10);
+        n_collector_stop(&c);
+        return res;
+    }
+
+    dps_producer_opts po;
+    s_producer_opts(&po, c.ingest, d, batch, &c.sec, c.status, id);
+    dps_producer *p = NULL;
+    int rc = dps_producer_new(&p, &po);
+    if (!rc)
+        rc = dps_producer_wait_ready(p, 10000);
+    if (!rc)
+        rc = dps_producer_send_rows(p, pool, batch, d);
+    if (!rc)
+        rc = dps_producer_drain(p, 30000);
+    if (rc) {
+        fprintf(stderr, "collector: producer setup/warm-up failed: %s\n", dps_strerror(rc));
+        n_collector_tail(&c, 10);
+        dps_producer_destroy(&p);
+        n_collector_stop(&c);
+        return res;
+    }
+    dps_collector_status st0;
+    dps_collector_status_query(c.status, &c.sec, 2000, &st0);
+    n_cpu_snap ca, cb;
+    n_cpu_take(c.pid, &ca);
+    double c0 = b_cpu(), t0 = b_now();
+    uint64_t n = 0;
+    for (;;) {
+        rc = dps_producer_send_rows(p, pool + ((n + 1) % npool_batches) * batch * d, batch, d);
+        if (rc) {
+            fprintf(stderr, "collector: send failed: %s\n", dps_strerror(rc));
+            break;
+        }
+        n++;
+        if (n >= max_batches || b_now() - t0 >= o->seconds)
+            break;
+    }
+    double tsend = b_now();
+    if (!rc)
+        rc = dps_producer_drain(p, 600000);
+    double t1 = b_now(), c1 = b_cpu();
+    n_cpu_take(c.pid, &cb);
+    char cpu[512];
+    n_cpu_report(c.pid, &ca, &cb, cpu, sizeof cpu, &res.coll_cpu, &res.coll_main);
+    res.coll_rss = n_peak_rss(c.pid);
+    dps_collector_status st1;
+    memset(&st1, 0, sizeof st1);
+    int qrc = dps_collector_status_query_producer(c.status, &c.sec, 5000, id, &st1);
+    dps_producer_destroy(&p);
+    int ex = n_collector_stop(&c);
+    if (rc || qrc) {
+        fprintf(stderr, "collector: %s\n", dps_strerror(rc ? rc : qrc));
+        n_collector_tail(&c, 10);
+        return res;
+    }
+    uint64_t sent = (n + 1) * batch;
+    if (st1.producer_rows != sent)
+        fprintf(stderr, "collector: WARNING: it confirms %llu rows of ours, we sent %llu\n",
+                (unsigned long long)st1.producer_rows, (unsigned long long)sent);
+    res.ok = 1;
+    res.msgs = (double)n;
+    res.rows = (double)n * (double)batch;
+    res.bytes = (double)n * (double)len; /* the producer's messages are len +- a few bytes (id, seq) */
+    res.secs = t1 - t0;
+    res.send_secs = tsend - t0;
+    res.our_cpu = 100.0 * (c1 - c0) / res.secs;
+    res.epochs = st1.epoch - st0.epoch;
+    res.buckets = st1.buckets_completed - st0.buckets_completed;
+    char lbl[64];
+    snprintf(lbl, sizeof lbl, "collector (%c)", mode);
+    printf("  %s: cpu over the run %s; peak RSS %.0f MB; epochs closed %llu, buckets completed %llu "
+           "(%.0f%% of the rows' buckets); exit %d\n",
+           lbl, cpu, res.coll_rss / 1e6, (unsigned long long)res.epochs, (unsigned long long)res.buckets,
+           100.0 * (double)res.buckets * (double)m / res.rows, ex);
+    size_t nrej = 0;
+    for (size_t i = 0; i < st1.n_rejected; i++)
+        if (st1.rejected[i].value)
+            printf("  %s: counter %s = %llu\n", lbl, st1.rejected[i].name,
+                   (unsigned long long)st1.rejected[i].value), nrej++;
+    return res;
+}
+
+/* --------------------------------------------------------------- main */
+int main(int argc, char **argv)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.ds[0] = 100; o.ds[1] = 1000; o.ds[2] = 10000; o.nd = 3;
+    o.k = 4;
+    o.batch_mb = 1.048576;
+    o.seconds = 1.5;
+    o.max_mb = 512;
+    o.window = 32;
+    o.workers = 2;
+    o.transport = "ipc";
+    o.do_plain = o.do_curve = 1;
+    o.do_raw = o.do_api = o.do_a = o.do_b = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        size_t one;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            s_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quick")) {
+            o.seconds = 0.6;
+            o.max_mb = 256;
+        } else if (!v) {
+            fprintf(stderr, "bench-ingest: %s needs a value\n", a);
+            return 2;
+        } else if (!strcmp(a, "--collector")) {
+            o.collector = v, i++;
+        } else if (!strcmp(a, "--d")) {
+            if (!(o.nd = b_parse_list(v, o.ds, 8))) {
+                fprintf(stderr, "bench-ingest: bad --d %s\n", v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--k") || !strcmp(a, "--batch") || !strcmp(a, "--window")) {
+            if (b_parse_list(v, &one, 1) != 1) {
+                fprintf(stderr, "bench-ingest: bad %s %s\n", a, v);
+                return 2;
+            }
+            *(!strcmp(a, "--k") ? &o.k : !strcmp(a, "--batch") ? &o.batch : &o.window) = one;
+            i++;
+        } else if (!strcmp(a, "--batch-mb")) {
+            o.batch_mb = atof(v), i++;
+        } else if (!strcmp(a, "--seconds")) {
+            o.seconds = atof(v), i++;
+        } else if (!strcmp(a, "--max-mb")) {
+            o.max_mb = atof(v), i++;
+        } else if (!strcmp(a, "--workers")) {
+            o.workers = atoi(v), i++;
+        } else if (!strcmp(a, "--transport")) {
+            o.transport = v, i++;
+        } else if (!strcmp(a, "--security")) {
+            o.do_plain = strstr(v, "plain") != NULL;
+            o.do_curve = strstr(v, "curve") != NULL;
+            i++;
+        } else if (!strcmp(a, "--only")) {
+            char buf[64];
+            snprintf(buf, sizeof buf, ",%s,", v);
+            o.do_api = strstr(buf, ",api,") != NULL;
+            o.do_a = strstr(buf, ",a,") != NULL;
+            o.do_b = strstr(buf, ",b,") != NULL;
+            o.do_raw = 1;
+            i++;
+        } else {
+            fprintf(stderr, "bench-ingest: unknown option %s\n", a);
+            s_usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.collector || access(o.collector, X_OK) != 0 || o.k < 1 || !(o.seconds > 0) || o.workers < 1 ||
+        (strcmp(o.transport, "ipc") && strcmp(o.transport, "tcp")) || (!o.do_plain && !o.do_curve)) {
+        if (o.collector && access(o.collector, X_OK) != 0)
+            fprintf(stderr, "bench-ingest: %s is not an executable\n", o.collector);
+        s_usage(stderr);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    dps_blas_set_threads(1);
+    b_header("bench-ingest: dps-collector ingest vs raw ZeroMQ PUSH/PULL (same run, same message bytes)", 1);
+    int zmaj, zmin, zpat;
+    zmq_version(&zmaj, &zmin, &zpat);
+    printf("# libzmq %d.%d.%d (CURVE %s)  transport %s  collector %s\n", zmaj, zmin, zpat,
+           zmq_has("curve") ? "yes" : "NO", o.transport, o.collector);
+    printf("# k=%zu m=%zu workers=%d  sending %.2f s per measurement, collector data capped at %.0f MB; "
+           "(a): --window %zu, t sized so that no epoch closes; (b): t=125 window=t\n",
+           o.k, 2 * o.k, o.workers, o.seconds, o.max_mb, o.window);
+    printf("# headline: x raw = rows/s / rows/s of raw PUSH->PULL with the same message bytes, same security, same run\n");
+    fflush(stdout);
+    n_tmp_init("dps-bi");
+    n_keys keys;
+    if (o.do_curve && n_keys_make(&keys) != DPS_OK) {
+        fprintf(stderr, "bench-ingest: cannot make CURVE keys\n");
+        return 1;
+    }
+    if (!o.do_curve)
+        memset(&keys, 0, sizeof keys);
+
+    typedef struct { size_t d, batch; double len; const char *sec; result raw, api, a, b; } row;
+    row rows[16];
+    size_t nrows = 0;
+    b_rng r;
+    b_seed(&r, 2024);
+    for (size_t di = 0; di < o.nd; di++) {
+        size_t d = o.ds[di], k = o.k;
+        if (k >= d) {
+            fprintf(stderr, "bench-ingest: k >= d (%zu)\n", d);
+            continue;
+        }
+        size_t batch = o.batch ? o.batch : n_batch_rows(d, o.batch_mb * 1e6);
+        size_t bbytes = batch * d * 4;
+        size_t npool = (size_t)(32e6 / (double)bbytes);
+        npool = npool < 8 ? 8 : npool > 256 ? 256 : npool;
+        float *pool = b_alloc(npool * bbytes);
+        n_rows_lowrank(&r, npool * batch, d, k, 1e-3, pool);
+        size_t len = 0;
+        char id[64];
+        snprintf(id, sizeof id, "bench-ingest-%d-raw", (int)getpid());
+        unsigned char *msg = s_encode_rowbatch(id, 0, pool, batch, d, &len);
+        for (int sec = 0; sec < 2; sec++) {
+            if ((sec == 0 && !o.do_plain) || (sec == 1 && !o.do_curve))
+                continue;
+            const char *sname = sec ? "curve" : "plain";
+            printf("\n# d=%zu k=%zu  batch %zu rows = %zu-byte RowBatch (%.2f MB)  %s over %s\n", d, k, batch, len,
+                   (double)len / 1e6, sname, o.transport);
+            fflush(stdout);
+            row *rw = &rows[nrows++];
+            memset(rw, 0, sizeof *rw);
+            rw->d = d;
+            rw->batch = batch;
+            rw->len = (double)len;
+            rw->sec = sname;
+            rw->raw = s_raw(&o, &keys, sec, msg, len, batch);
+            s_print("raw PUSH->PULL (reference)", &rw->raw, NULL, d, sname, "raw");
+            if (!rw->raw.ok)
+                continue;
+            if (o.do_api) {
+                rw->api = s_api_sink(&o, &keys, sec, pool, npool, batch, d);
+                s_print("producer API -> bare PULL", &rw->api, &rw->raw, d, sname, "api_sink");
+            }
+            if (o.do_a) {
+                rw->a = s_collector(&o, &keys, sec, 'a', pool, npool, batch, d, msg, len, s_rows_s(&rw->raw));
+                s_print("collector (a) ingest only", &rw->a, &rw->raw, d, sname, "collector_a");
+            }
+            if (o.do_b) {
+                rw->b = s_collector(&o, &keys, sec, 'b', pool, npool, batch, d, msg, len, s_rows_s(&rw->raw));
+                s_print("collector (b) default epochs", &rw->b, &rw->raw, d, sname, "collector_b");
+            }
+        }
+        free(msg);
+        free(pool);
+    }
+
+    printf("\n## summary: rows/s as a multiple of raw PUSH->PULL (same message bytes, same security, same run)\n");
+    printf("%-7s %-6s %5s %8s | %12s %9s | %9s | %9s %6s %6s | %9s %6s %7s\n", "d", "sec", "batch", "msg MB",
+           "raw rows/s", "raw MB/s", "api/raw", "(a)/raw", "cpu", "main", "(b)/raw", "cpu", "epochs");
+    for (size_t i = 0; i < nrows; i++) {
+        row *w = &rows[i];
+        double rr = s_rows_s(&w->raw);
+        char api[16] = "-", ra[16] = "-", rb[16] = "-";
+        if (w->api.ok && rr > 0)
+            snprintf(api, sizeof api, "%.3f", s_rows_s(&w->api) / rr);
+        if (w->a.ok && rr > 0)
+            snprintf(ra, sizeof ra, "%.3f", s_rows_s(&w->a) / rr);
+        if (w->b.ok && rr > 0)
+            snprintf(rb, sizeof rb, "%.3f", s_rows_s(&w->b) / rr);
+        printf("%-7zu %-6s %5zu %8.2f | %12.0f %9.0f | %9s | %9s %5.0f%% %5.0f%% | %9s %5.0f%% %7llu\n", w->d, w->sec,
+               w->batch, w->len / 1e6, rr, w->raw.ok ? w->raw.bytes / w->raw.secs / 1e6 : 0, api, ra, w->a.coll_cpu,
+               w->a.coll_main, rb, w->b.coll_cpu, (unsigned long long)w->b.epochs);
+    }
+    printf("# cpu = the collector's CPU over its run, %% of one core (main = its single ingest/aggregation loop "
+           "thread); 2 cores in all here\n");
+    b_footer();
+    return 0;
+}
