@@ -216,6 +216,12 @@ typedef struct {
     void *commit_arg;
 } dps_config;
 
+/* The fewest completed buckets with which WFC's noisy count can succeed even
+   if every bucket agrees: 1 + s_W (sqrt(2 ln(1/delta_epoch)) + 2), s_W =
+   (1/alpha + 1)/sqrt(2 rho_count).  Below it an epoch is not run (nothing is
+   spent: the bucket count is public); dps_config_check refuses t below it. */
+size_t dps_config_min_buckets(const dps_config *cfg);
+
 /* Fill cfg with the defaults above for dimension d and rank k. */
 void dps_config_init(dps_config *cfg, size_t d, size_t k);
 /* DPS_OK or DPS_EINVAL / DPS_ELIMIT with a sentence in why (may be NULL). */

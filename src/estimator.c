@@ -22,6 +22,7 @@
 #include "wfc.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -101,6 +102,16 @@ void dps_config_init(dps_config *c, size_t d, size_t k)
     c->workers = s_online_cpus();
 }
 
+size_t dps_config_min_buckets(const dps_config *c)
+{
+    double split = c->split_search + c->split_count + c->split_mean;
+    if (!(split > 0) || !(c->rho_epoch > 0) || !(c->alpha > 0) || !(c->delta_epoch > 0 && c->delta_epoch < 1))
+        return 2;
+    double s_W = (1.0 / c->alpha + 1.0) / sqrt(2.0 * c->rho_epoch * c->split_count / split);
+    double need = 1.0 + s_W * (sqrt(2.0 * log(1.0 / c->delta_epoch)) + 2.0);
+    return need < 2 ? 2 : (size_t)ceil(need);
+}
+
 #define WHY(msg)          \
     do {                  \
         if (why)          \
@@ -150,6 +161,15 @@ int dps_config_check(const dps_config *c, const char **why)
         WHY("a budget cap needs delta_target > 0");
     if (c->t > SIZE_MAX / c->m || c->t * c->k > SIZE_MAX / c->d / sizeof(float))
         WHY("t * m or t * k * d overflows");
+    if (c->t < dps_config_min_buckets(c)) {
+        static __thread char msg[200];
+        snprintf(msg, sizeof msg,
+                 "t = %zu buckets is too few: with this rho_epoch, alpha, split and delta the noisy count needs "
+                 "at least %zu buckets to ever succeed (raise t or rho_epoch)", c->t, dps_config_min_buckets(c));
+        if (why)
+            *why = msg;
+        return DPS_EINVAL;
+    }
     if (c->aggregator == DPS_AGG_PROJECTION && c->d > DPS_PROJECTION_MAX_D) {
         if (why)
             *why = "the projection aggregator keeps d x d matrices: d above 10000 is refused";
@@ -522,14 +542,19 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     info.reason = "";
     dps_zcdp cost = {c->rho_epoch, c->delta_epoch};
 
-    if (t_eff < 2) {
+    size_t need = dps_config_min_buckets(c);
+    char why[200];
+    if (t_eff < need) {
         info.status = DPS_SNAP_FAILED;
-        info.reason = "fewer than 2 completed buckets: the aggregator did not run and nothing was spent";
+        snprintf(why, sizeof why,
+                 "only %zu buckets completed and the mechanism needs %zu to succeed: it did not run, nothing was spent",
+                 t_eff, need);
+        info.reason = why;
     } else if (!dps_accountant_fits(e->acc, cost)) {
         info.status = DPS_SNAP_REFUSED;
         info.reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
     }
-    if (t_eff < 2 || info.status == DPS_SNAP_REFUSED) {
+    if (t_eff < need || info.status == DPS_SNAP_REFUSED) {
         info.total = dps_accountant_spent(e->acc);
         info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
         return s_finish(e, &info, NULL, out);

@@ -144,6 +144,7 @@ int main(void)
     {
         size_t t = 10, m = 5, d = 50, epochs = 2000;
         dps_config c = s_cfg(d, 2, t, m, 21);
+        c.rho_epoch = 100; /* so that t = 10 buckets may run (min buckets); privacy is not tested here */
         dps_estimator *e = NULL;
         CHECK(dps_estimator_new(&e, &c) == DPS_OK, "new");
         capture cap = {t, m, d, malloc(d * sizeof(int)), 0};
@@ -198,8 +199,9 @@ int main(void)
     {
         size_t d = 20;
         dps_config c = s_cfg(d, 2, 4, 4, 5);
+        c.rho_epoch = 1000; /* t = 4 buckets may run only with a huge rho; bad input is the point here */
         dps_estimator *e = NULL;
-        dps_estimator_new(&e, &c);
+        CHECK(dps_estimator_new(&e, &c) == DPS_OK, "new t=4");
         float rows[6 * 20];
         dps_rng_gaussian_fill_f(rng, 1.0, rows, 6 * d);
         rows[0 * d + 3] = NAN;
@@ -229,14 +231,15 @@ int main(void)
         CHECK(in.buckets_used == 4 && in.rows_used == 16, "all buckets used");
         CHECK(in.seeded == 1, "seeded snapshot says so");
         dps_snapshot_destroy(&s);
-        /* A partial epoch: 6 rows, 1 bucket of 4 completes: fewer than 2 buckets,
-           nothing spent, rows of the open bucket discarded. */
+        /* A partial epoch: 6 rows, at most 1 bucket of 4 completes: fewer than
+           the minimum, not run, nothing spent, rows of open buckets discarded. */
         dps_zcdp before = dps_estimator_spent(e);
         dps_estimator_push(e, more, 6, d, &taken);
         CHECK(dps_estimator_close_epoch(e, &s) == DPS_OK, "close partial");
         dps_snapshot_get_info(s, &in);
         dps_estimator_get_stats(e, &st);
         CHECK(in.status == DPS_SNAP_FAILED && in.epoch_cost.rho == 0, "too few buckets: failed, nothing spent");
+        NOTE("partial epoch: %s", in.reason);
         CHECK(dps_estimator_spent(e).rho == before.rho, "spent unchanged");
         CHECK(st.rows_discarded == 6 - 4 * in.buckets_used, "discarded %llu", (unsigned long long)st.rows_discarded);
         dps_snapshot_destroy(&s);
@@ -292,26 +295,41 @@ int main(void)
         free(rows); free(truth); free(be.P);
     }
 
-    /* 4. FAIL: t = 20 buckets and rho = 0.1: s_W = 3/sqrt(0.02) = 21, so
-       L <= 20 - 21 * 4.8 + noise < 1 unless the noise exceeds 4 sd. */
+    /* 4. FAIL.  t = 60 buckets (the minimum at rho 1 is 56) of m = 2 isotropic
+       rows in d = 3, k = 1: bucket directions are unrelated, their distances
+       spread, and the noisy count W^ (sd 6.7) often lands below the
+       threshold L >= 1, i.e. W^ < 41.7 (a probe measured 7 FAILs in 20
+       epochs).  Seeded: run up to 20 epochs and check the first FAIL. */
     {
-        size_t d = 50, k = 2;
-        dps_config c = s_cfg(d, k, 20, 4, 9);
-        c.rho_epoch = 0.1;
+        size_t d = 3, k = 1, t = 60, m = 2;
+        dps_config c = s_cfg(d, k, t, m, 9);
+        c.q = 10;
         dps_estimator *e = NULL;
-        dps_estimator_new(&e, &c);
-        float *rows = malloc(80 * d * sizeof *rows);
-        dps_synth_paper(rng, 80, d, k, 500, rows, NULL);
-        dps_snapshot *s = s_run_epoch(e, rows, 80, d);
-        dps_snapshot_info in;
-        dps_snapshot_get_info(s, &in);
-        CHECK(in.status == DPS_SNAP_FAILED, "FAIL status: %s", dps_status_name(in.status));
-        CHECK(dps_snapshot_basis(s) == NULL, "no basis on FAIL");
-        CHECK(fabs(in.epoch_cost.rho - 0.1) < 1e-12 && fabs(in.total.rho - 0.1) < 1e-12, "FAIL still spends");
-        NOTE("FAIL path: %s", in.reason);
-        dps_snapshot_destroy(&s);
+        CHECK(dps_estimator_new(&e, &c) == DPS_OK, "new");
+        float *rows = malloc(t * m * d * sizeof *rows);
+        int found = 0;
+        for (int ep = 0; ep < 20 && !found; ep++) {
+            dps_rng_gaussian_fill_f(rng, 1.0, rows, t * m * d);
+            dps_snapshot *s = s_run_epoch(e, rows, t * m, d);
+            dps_snapshot_info in;
+            dps_snapshot_get_info(s, &in);
+            if (in.status == DPS_SNAP_FAILED) {
+                found = 1;
+                CHECK(dps_snapshot_basis(s) == NULL, "no basis on FAIL");
+                CHECK(fabs(in.epoch_cost.rho - 1.0) < 1e-12 && fabs(in.total.rho - (ep + 1.0)) < 1e-12,
+                      "FAIL still spends its epoch");
+                NOTE("FAIL path at epoch %d (W^ = %.1f, radius %.3g): %s", ep, in.w_hat, in.radius, in.reason);
+            }
+            dps_snapshot_destroy(&s);
+        }
+        CHECK(found, "a FAIL within 20 seeded epochs");
         dps_estimator_destroy(&e);
         free(rows);
+        /* t below the minimum is refused at configuration */
+        c.t = c.window = 20;
+        const char *why = "";
+        CHECK(dps_config_check(&c, &why) == DPS_EINVAL && strstr(why, "too few"), "t = 20 refused: %s", why);
+        NOTE("%s", why);
     }
 
     /* 5. Budget cap: rho_cap 2.5 with rho 1 per epoch: epochs 0 and 1 are

@@ -72,7 +72,7 @@ def sin_angle(A, B):
 class Collector:
     """A dps-collector process with its own state dir and endpoints."""
 
-    def __init__(self, name, d=60, k=2, t=10, m=None, transport="ipc", curve=None, extra=(), env=None,
+    def __init__(self, name, d=60, k=2, t=60, m=None, transport="ipc", curve=None, extra=(), env=None,
                  state=None):
         self.name, self.d, self.k, self.t, self.m = name, d, k, t, m or 2 * k
         self.state = state or os.path.join(TMP, name + "-state")
@@ -286,7 +286,7 @@ def test_end_to_end_tcp_curve():
 def test_bad_input_ipc():
     """Every refusal class counted exactly; the collector stays up."""
     d = 60
-    c = Collector("bad", d=d, k=2, t=10).start()
+    c = Collector("bad", d=d, k=2, t=60).start()
     ctx = zmq.Context()
     s = ctx.socket(zmq.PUSH)
     s.connect(c.ingest)
@@ -378,7 +378,7 @@ def test_budget_cap():
 def test_backpressure():
     """A stopped collector blocks producers; nothing is dropped when it resumes."""
     d = 200
-    c = Collector("bp", d=d, k=2, t=50, extra=["--rcvhwm", "2"]).start()
+    c = Collector("bp", d=d, k=2, t=60, extra=["--rcvhwm", "2"]).start()
     c.proc.send_signal(signal.SIGSTOP)
     rows = np.random.default_rng(3).standard_normal((400, d)).astype(np.float32)
     done = threading.Event()
@@ -405,6 +405,39 @@ def test_backpressure():
     c.stop()
 
 
+def test_period_and_config_file():
+    """--epoch-seconds closes a partial epoch; settings can come from a config file."""
+    conf = os.path.join(TMP, "period.conf")
+    base = os.path.join(TMP, "period")
+    with open(conf, "w") as f:
+        f.write(f"# a config file: name = value\nd = 40\nk = 2\nt = 60\nepoch-seconds = 1.0\n"
+                f"insecure-plaintext = true\nstate-dir = {base}-state\ningest = ipc://{base}.in\n"
+                f"publish = ipc://{base}.pub\nstatus = ipc://{base}.st\nseed = 3\n")
+    c = Collector("period", d=40, k=2, t=60)
+    c.args = [COLLECTOR, "--config", conf]
+    c.ingest, c.publish, c.status = f"ipc://{base}.in", f"ipc://{base}.pub", f"ipc://{base}.st"
+    c.start()
+    st = c.query()
+    check(st["d"] == 40 and st["k"] == 2 and st["epoch_rows"] == 240, "settings read from the config file")
+    sub = c.subscriber()
+    rows, _ = synth(200, 40, 2, 400.0, np.random.default_rng(9))
+    send_rows(c, rows)
+    s = sub.recv(5000)
+    check(s is not None, "a partial epoch closed by --epoch-seconds")
+    if s is not None:
+        st = c.query()
+        check(s.rows_used == 4 * s.buckets_used and st["rejected"]["rows_discarded"] == 200 - s.rows_used,
+              f"{s.buckets_used} complete buckets used, the other {200 - s.rows_used} rows discarded")
+        note(f"period close: {s.buckets_used} buckets of 4 complete out of 200 rows; {s.describe()}")
+    sub.close()
+    c.stop()
+    bad = os.path.join(TMP, "bad.conf")
+    with open(bad, "w") as f:
+        f.write("d = 40\nbogus = 1\n")
+    p = subprocess.run([COLLECTOR, "--config", bad], capture_output=True, text=True)
+    check(p.returncode == 2 and "bad.conf:2: unknown setting 'bogus'" in p.stderr, f"config errors name the line: {p.stderr.strip()}")
+
+
 def fill_epochs(c, n_epochs, rng, seed_rows=None):
     rows, _ = synth(c.t * c.m * n_epochs, c.d, c.k, 10.0 * c.d, rng)
     send_rows(c, rows)
@@ -413,16 +446,16 @@ def fill_epochs(c, n_epochs, rng, seed_rows=None):
 def test_crashes():
     rng = np.random.default_rng(4)
     # (a) kill -9 in the middle of an epoch: nothing was spent on it; the epoch number is reused
-    c = Collector("crash-mid", d=40, k=2, t=10).start()
+    c = Collector("crash-mid", d=40, k=2, t=60).start()
     fill_epochs(c, 1, rng)
     wait_for(lambda: c.query()["epoch"] == 1)
-    rows, _ = synth(30, 40, 2, 400.0, rng)
+    rows, _ = synth(100, 40, 2, 400.0, rng)
     send_rows(c, rows)
-    wait_for(lambda: c.query()["rows_in_epoch"] == 30)
+    wait_for(lambda: c.query()["rows_in_epoch"] == 100)
     c.stop(signal.SIGKILL)
     total, epochs = ledger_invariants(c, "mid-epoch kill")
     check(epochs == [0] and abs(total - 1.0) < 1e-12, f"mid-epoch kill: only epoch 0 spent ({epochs})")
-    c2 = Collector("crash-mid", d=40, k=2, t=10, state=c.state).start()
+    c2 = Collector("crash-mid", d=40, k=2, t=60, state=c.state).start()
     st = c2.query()
     check(st["epoch"] == 1 and abs(st["rho_spent"] - 1.0) < 1e-12, "restart: epoch 1 next, rho 1 spent")
     fill_epochs(c2, 1, rng)
@@ -433,7 +466,7 @@ def test_crashes():
 
     # (b) injected deaths at the moments around a release
     for point in ("before-commit", "after-commit", "after-store"):
-        c = Collector("crash-" + point, d=40, k=2, t=10, env={"DPS_FAULT": point}).start()
+        c = Collector("crash-" + point, d=40, k=2, t=60, env={"DPS_FAULT": point}).start()
         sub = c.subscriber()
         fill_epochs(c, 1, rng)
         c.proc.wait(20)
@@ -450,7 +483,7 @@ def test_crashes():
             check(epochs == [0] and not snaps, "after-commit: spent, but no snapshot exists")
         else:
             check(epochs == [0] and len(snaps) == 1, "after-store: spent and stored, not yet published")
-        c2 = Collector("crash-" + point, d=40, k=2, t=10, state=c.state).start()
+        c2 = Collector("crash-" + point, d=40, k=2, t=60, state=c.state).start()
         st = c2.query()
         want_epoch = 0 if point == "before-commit" else 1
         check(st["epoch"] == want_epoch, f"{point}: resumes at epoch {want_epoch} (got {st['epoch']})")
@@ -473,7 +506,7 @@ def test_crashes():
     # (c) kill -9 at random moments while three epochs stream, five times
     state = os.path.join(TMP, "crash-random-state")
     for trial in range(5):
-        c = Collector("crash-random", d=40, k=2, t=10, state=state).start()
+        c = Collector("crash-random", d=40, k=2, t=60, state=state).start()
         before = sum(float(e["rho"]) for e in c.ledger() if e["kind"] == "commit")
         th = threading.Thread(target=lambda: fill_epochs(c, 3, rng))
         th.start()
@@ -482,14 +515,14 @@ def test_crashes():
         th.join(30)
         total, epochs = ledger_invariants(c, f"random kill {trial}")
         check(total >= before, "spent never decreases")
-    c = Collector("crash-random", d=40, k=2, t=10, state=state).start()
+    c = Collector("crash-random", d=40, k=2, t=60, state=state).start()
     st = c.query()
     total, epochs = ledger_invariants(c, "random kills final")
     check(abs(st["rho_spent"] - total) < 1e-12 and st["epoch"] == (max(epochs) + 1 if epochs else 0),
           f"restart after random kills agrees with the ledger ({st['rho_spent']} vs {total})")
     note(f"random kills: {len(epochs)} epochs committed over 5 kills, total rho {total}")
     # two collectors on one state dir would double spend: refused
-    p = subprocess.run(Collector("crash-random-2", d=40, k=2, t=10, state=state).args, capture_output=True,
+    p = subprocess.run(Collector("crash-random-2", d=40, k=2, t=60, state=state).args, capture_output=True,
                        text=True, timeout=20)
     check(p.returncode == 3 and "in use" in p.stderr, "a second collector on the same state dir is refused")
     c.stop()
@@ -497,7 +530,7 @@ def test_crashes():
 
 def main():
     tests = [test_end_to_end_tcp_curve, test_bad_input_ipc, test_plaintext_rules, test_budget_cap,
-             test_backpressure, test_crashes]
+             test_backpressure, test_period_and_config_file, test_crashes]
     for t in tests:
         t0 = time.time()
         print(f"{t.__name__}:", flush=True)

@@ -1,0 +1,202 @@
+/* status.c - dps-status: ask a dps-collector's status endpoint
+   (dps_collector_status_query) and print its counters readably, or as JSON.
+
+   Who owns what: everything is on main's stack; strings point into argv.
+   Errors: one line on stderr naming the program, exit codes of args.h
+   (documented in --help). */
+#include "args.h"
+#include "json.h"
+#include "netopts.h"
+
+#include "dpsubspace_net.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char s_synopsis[] =
+    "Usage: dps-status [--connect EP] [security] [--producer ID] [--json] [--timeout MS]\n"
+    "\n"
+    "Asks a dps-collector's status endpoint (its --status) for its counters: the\n"
+    "epoch, the rows it took, the privacy budget spent and left, and why it\n"
+    "refused what it refused.  The refusal counts describe the data and are\n"
+    "operator information: they are NOT differentially private.\n";
+
+static const char s_epilogue[] =
+    "JSON (--json): endpoint, d, k, epoch, rows_accepted, rows_in_epoch, epoch_rows,\n"
+    "buckets_completed, rho_spent, delta_spent, eps_spent, delta_target,\n"
+    "budget_unit (rho, eps or none), budget_left (null: no cap), last_snapshot_seq,\n"
+    "uptime_s, rejected {name: count} and, with --producer, producer {id, batches,\n"
+    "rows, seq_gaps}.\n"
+    "\n"
+    "Example:\n"
+    "  dps-status --insecure-plaintext --connect ipc:///tmp/c.st\n"
+    "  dps-status --server-key keys/collector.key --key keys/ops.key_secret --connect tcp://collector.example:7782\n"
+    "\n"
+    "Exit codes: 0 answered; 1 runtime failure (network); 2 usage (unknown flag,\n"
+    "missing or bad value, plaintext to a non-local endpoint); 3 a key file that\n"
+    "does not load; 6 no answer within --timeout (collector down, another\n"
+    "endpoint, or with CURVE: our key is not in its --authorized-keys, which the\n"
+    "collector does not tell a client that is not let in).\n";
+
+/* A short explanation of each counter the collector reports. */
+static const struct {
+    const char *name, *what;
+} s_explain[] = {
+    {"undecodable", "messages that are not a RowBatch (garbage, truncated, multipart): refused whole"},
+    {"bad_version", "batches of another protocol version: refused whole"},
+    {"wrong_dim", "batches whose row length is not the collector's d: refused whole"},
+    {"count_mismatch", "batches whose row count does not match their data: refused whole"},
+    {"empty_batch", "batches with no rows: refused"},
+    {"bad_producer_id", "batches whose producer id is too long or not printable: refused whole"},
+    {"rows_nan", "rows with a NaN: took their slot as the zero vector"},
+    {"rows_inf", "rows with +-Inf (no NaN): took their slot as the zero vector"},
+    {"rows_zero", "rows of zero norm: took their slot as the zero vector"},
+    {"rows_discarded", "rows in buckets still incomplete when an epoch closed (each row is used once)"},
+    {"auth_refused", "CURVE clients refused: their key is not in the authorized keys"},
+    {"disconnects", "ingest connections that ended: every producer's exit, and a message above "
+                    "--max-batch-rows (dropped with its connection)"},
+    {"seq_gaps", "batches missing from a producer's sequence (lost in transit or a producer restarted)"},
+};
+
+static const char *s_what(const char *name)
+{
+    for (size_t i = 0; i < sizeof s_explain / sizeof s_explain[0]; i++)
+        if (strcmp(s_explain[i].name, name) == 0)
+            return s_explain[i].what;
+    return "";
+}
+
+static void s_print_text(const char *ep, const dps_collector_status *st, const char *producer)
+{
+    printf("collector %s  (d %zu, k %zu, up %" PRIu64 " s)\n", ep, st->d, st->k, st->uptime_s);
+    printf("  epoch               %" PRIu64 " (the open one; numbered from 0)\n", st->epoch);
+    printf("  rows accepted       %" PRIu64 " (all epochs)\n", st->rows_accepted);
+    printf("  open epoch          %" PRIu64 " of %" PRIu64 " rows (%.1f%%)\n", st->rows_in_epoch, st->epoch_rows,
+           st->epoch_rows ? 100.0 * (double)st->rows_in_epoch / (double)st->epoch_rows : 0.0);
+    printf("  buckets completed   %" PRIu64 " (all epochs)\n", st->buckets_completed);
+    char eps[32];
+    if (isfinite(st->eps_spent))
+        snprintf(eps, sizeof eps, "%.4g", st->eps_spent);
+    else
+        snprintf(eps, sizeof eps, "inf");
+    printf("  privacy spent       rho %.4g  delta %.3g  (eps %s at delta %.3g)\n", st->rho_spent, st->delta_spent,
+           eps, st->delta_target);
+    if (strcmp(st->budget_unit, "none") == 0 || !isfinite(st->budget_left))
+        printf("  budget left         no cap\n");
+    else
+        printf("  budget left         %.4g %s\n", st->budget_left, st->budget_unit);
+    if (st->last_snapshot_seq)
+        printf("  last snapshot seq   %" PRIu64 "\n", st->last_snapshot_seq);
+    else
+        printf("  last snapshot seq   none published yet\n");
+    printf("  refusals and counted rows (operator information, not differentially private):\n");
+    for (size_t i = 0; i < st->n_rejected; i++)
+        printf("    %-16s %10" PRIu64 "  %s\n", st->rejected[i].name, st->rejected[i].value,
+               s_what(st->rejected[i].name));
+    if (producer)
+        printf("  producer '%s'  batches taken %" PRIu64 "  rows %" PRIu64 "  sequence gaps %" PRIu64 "%s\n",
+               producer, st->producer_batches, st->producer_rows, st->producer_seq_gaps,
+               st->producer_batches ? "" : "  (unknown id, or nothing taken yet)");
+}
+
+static void s_print_json(const char *ep, const dps_collector_status *st, const char *producer)
+{
+    cli_json j;
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j, NULL);
+    cli_json_str(&j, "endpoint", ep);
+    cli_json_u64(&j, "d", st->d);
+    cli_json_u64(&j, "k", st->k);
+    cli_json_u64(&j, "epoch", st->epoch);
+    cli_json_u64(&j, "rows_accepted", st->rows_accepted);
+    cli_json_u64(&j, "rows_in_epoch", st->rows_in_epoch);
+    cli_json_u64(&j, "epoch_rows", st->epoch_rows);
+    cli_json_u64(&j, "buckets_completed", st->buckets_completed);
+    cli_json_num(&j, "rho_spent", st->rho_spent);
+    cli_json_num(&j, "delta_spent", st->delta_spent);
+    cli_json_num(&j, "eps_spent", st->eps_spent);
+    cli_json_num(&j, "delta_target", st->delta_target);
+    cli_json_str(&j, "budget_unit", st->budget_unit);
+    cli_json_num(&j, "budget_left", st->budget_left);
+    cli_json_u64(&j, "last_snapshot_seq", st->last_snapshot_seq);
+    cli_json_u64(&j, "uptime_s", st->uptime_s);
+    cli_json_object_begin(&j, "rejected");
+    for (size_t i = 0; i < st->n_rejected; i++)
+        cli_json_u64(&j, st->rejected[i].name, st->rejected[i].value);
+    cli_json_object_end(&j);
+    if (producer) {
+        cli_json_object_begin(&j, "producer");
+        cli_json_str(&j, "id", producer);
+        cli_json_u64(&j, "batches", st->producer_batches);
+        cli_json_u64(&j, "rows", st->producer_rows);
+        cli_json_u64(&j, "seq_gaps", st->producer_seq_gaps);
+        cli_json_object_end(&j);
+    }
+    cli_json_object_end(&j);
+    cli_json_finish(&j);
+}
+
+/* Parse the flags, print --help, or ask; returns the exit code. */
+int main(int argc, char **argv)
+{
+    cli_set_program("dps-status");
+    const char *ep = "tcp://127.0.0.1:7782", *producer = NULL;
+    uint64_t timeout_ms = 5000;
+    int json = 0, help = 0;
+    cli_net_flags net = {0};
+    cli_opt opts[] = {
+        {"--connect", CLI_OPT_STRING, &ep, "EP", "tcp://127.0.0.1:7782",
+         "the collector's status endpoint (its --status)", 0},
+        {"--producer", CLI_OPT_STRING, &producer, "ID", "none",
+         "also show what the collector took from this producer id (dps-produce --id)", 0},
+        {"--timeout", CLI_OPT_U64, &timeout_ms, "MS", "5000", "give up (exit 6) after MS milliseconds", 0},
+        {"--json", CLI_OPT_FLAG, &json, NULL, NULL, "print JSON instead of text", 0},
+        CLI_NET_OPTS(net, "our own NAME.key_secret (dps-keygen NAME); NAME.key must be in the collector's "
+                          "--authorized-keys directory"),
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    size_t n_opts = sizeof opts / sizeof opts[0];
+    int rc = cli_parse_args(argc, argv, opts, n_opts, NULL, 0, NULL);
+    if (rc)
+        return rc;
+    if (help) {
+        cli_print_usage(stdout, s_synopsis, opts, n_opts, s_epilogue);
+        return CLI_EXIT_OK;
+    }
+    if (timeout_ms < 1 || timeout_ms > 3600000) {
+        cli_error("--timeout must be 1 to 3600000 ms (got %" PRIu64 ")", timeout_ms);
+        return CLI_EXIT_USAGE;
+    }
+    if (producer && strlen(producer) > 64) {
+        cli_error("--producer: a producer id is at most 64 bytes");
+        return CLI_EXIT_USAGE;
+    }
+    cli_net_sec ns;
+    cli_msg m;
+    const char *eps[1] = {ep};
+    if ((rc = cli_net_security(&net, eps, 1, &ns, &m)) != 0) {
+        cli_error("%s", m.msg);
+        return rc;
+    }
+    dps_collector_status st;
+    rc = dps_collector_status_query_producer(ep, &ns.sec, (int)timeout_ms, producer, &st);
+    memset(&ns, 0, sizeof ns);
+    if (rc == DPS_ETIMEOUT) {
+        cli_error("no answer from %s within %" PRIu64 " ms: is the collector running there (its --status), with "
+                  "the same security (CURVE vs --insecure-plaintext)?%s",
+                  ep, timeout_ms,
+                  net.key ? " With CURVE a key missing from its --authorized-keys also goes unanswered" : "");
+        return CLI_EXIT_TIMEOUT;
+    }
+    if (rc) {
+        cli_error("status query to %s failed: %s", ep, dps_strerror(rc));
+        return cli_net_exit_code(rc);
+    }
+    if (json)
+        s_print_json(ep, &st, producer);
+    else
+        s_print_text(ep, &st, producer);
+    return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_RUNTIME;
+}
