@@ -283,7 +283,7 @@ int dps_topk_basis(const float *X, size_t n, size_t d, size_t k, float *V, doubl
    clipped to unit norm; spends (2 rho, delta) - call it with half the budget you
    mean to spend.  *released = 0 means FAIL (V untouched).  Forms a d x d matrix:
    refuses d > DPS_ANALYZE_GAUSS_MAX_D with DPS_ELIMIT. */
-#define DPS_ANALYZE_GAUSS_MAX_D 40000
+#define DPS_ANALYZE_GAUSS_MAX_D 20000 /* 1.6 GB float d x d; minutes of Krylov */
 int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho,
                       double delta, dps_rng *rng, float *V, int *released);
 

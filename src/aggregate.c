@@ -287,7 +287,7 @@ int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps
         }
         free(M);
         M = NULL;
-        rc = la_sym_topk(S, d, k, noise, basis, NULL);
+        rc = la_sym_topk(S, d, k, noise, basis, NULL, NULL);
     }
     free(Bs); free(M); free(S); free(w);
     return rc;

@@ -8,27 +8,34 @@
 #include <math.h>
 #include <string.h>
 
-/* Copy of X with rows clipped to norm <= 1; NaN/Inf rows become zero. */
-static float *s_clipped(const float *X, size_t n, size_t d)
+/* Row i's clipping factor 1/max(1, ||x||), or 0 for a row with NaN/Inf. */
+static double s_clip_factor(const float *x, size_t d)
 {
-    float *Y = dps_aligned_calloc(n * d, sizeof(float));
+    double ss = la_dot_self(x, d);
+    if (!isfinite(ss))
+        return 0.0;
+    return ss > 1 ? 1 / sqrt(ss) : 1.0;
+}
+
+/* X itself if every row is finite with norm <= 1, else a clipped copy (NaN/Inf
+   rows zero); *owned says whether to free it. */
+static const float *s_clipped(const float *X, size_t n, size_t d, float **owned)
+{
+    *owned = NULL;
+    size_t i = 0;
+    while (i < n && s_clip_factor(X + i * d, d) == 1.0)
+        i++;
+    if (i == n)
+        return X;
+    float *Y = dps_aligned_alloc(n * d, sizeof(float));
     if (!Y)
         return NULL;
-    for (size_t i = 0; i < n; i++) {
-        const float *x = X + i * d;
-        double ss = 0;
-        int bad = 0;
-        for (size_t j = 0; j < d; j++) {
-            if (!isfinite(x[j]))
-                bad = 1;
-            ss += (double)x[j] * x[j];
-        }
-        if (bad)
-            continue;
-        double s = ss > 1 ? 1 / sqrt(ss) : 1;
+    for (i = 0; i < n; i++) {
+        float f = (float)s_clip_factor(X + i * d, d);
         for (size_t j = 0; j < d; j++)
-            Y[i * d + j] = (float)(x[j] * s);
+            Y[i * d + j] = f == 0 ? 0.0f : X[i * d + j] * f;
     }
+    *owned = Y;
     return Y;
 }
 
@@ -87,7 +94,8 @@ int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho, 
     if (d > DPS_ANALYZE_GAUSS_MAX_D)
         return DPS_ELIMIT;
     dps_blas_init_once();
-    float *Y = s_clipped(X, n, d);
+    float *owned = NULL;
+    const float *Y = s_clipped(X, n, d, &owned);
     float *Vt = dps_aligned_calloc(k * d, sizeof(float));
     double sv[k + 1];
     memset(sv, 0, sizeof sv);
@@ -97,7 +105,7 @@ int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho, 
     if (!rc)
         rc = la_topk_rows(ws, Y, n, d, k, Vt, sv, &rank, NULL);
     la_ws_free(&ws);
-    free(Y);
+    free(owned);
     if (!rc && rank < k) { /* Pi must be a rank-k projection: complete publicly */
         dps_rng *pub = NULL;
         rc = dps_rng_new_labelled(&pub, 0, "analyze-gauss-completion", 0);
@@ -132,7 +140,7 @@ int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho, 
             W[j * d + i] = W[i * d + j];
         }
     }
-    rc = la_sym_topk(W, d, k, rng, V, NULL);
+    rc = la_sym_topk(W, d, k, rng, V, NULL, NULL);
     free(W);
     free(Vt);
     if (!rc)
@@ -146,14 +154,14 @@ int dps_gaussian_mean(const float *X, size_t n, size_t d, double rho, dps_rng *r
 {
     if (!X || !rng || !out || n == 0 || d == 0 || !(rho > 0))
         return DPS_EINVAL;
-    float *Y = s_clipped(X, n, d);
-    if (!Y)
-        return DPS_ENOMEM;
     memset(out, 0, d * sizeof *out);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) { /* the mean of the clipped rows, without a copy */
+        double f = s_clip_factor(X + i * d, d);
+        if (f == 0)
+            continue;
         for (size_t j = 0; j < d; j++)
-            out[j] += Y[i * d + j];
-    free(Y);
+            out[j] += f * X[i * d + j];
+    }
     double sigma = (2.0 / (double)n) / sqrt(2.0 * rho);
     for (size_t j = 0; j < d; j++)
         out[j] = out[j] / (double)n + dps_rng_gaussian(rng, sigma);

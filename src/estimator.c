@@ -147,6 +147,9 @@ int dps_config_check(const dps_config *c, const char **why)
         WHY("alpha must be in (0, 1]");
     if (!(c->tau > 0 && c->tau <= 1))
         WHY("tau must be in (0, 1]");
+    if (c->tau >= (c->alpha > 0.5 ? 0.5 / c->alpha : 1.0))
+        WHY("tau must be below the largest possible weight fraction min(1, 1/(2 alpha)): the radius search "
+            "could never reach tau * t and would climb to the largest radius");
     if (!(c->split_search > 0 && c->split_count > 0 && c->split_mean > 0))
         WHY("the rho split parts must all be positive");
     if (!(c->xi_min > 0))

@@ -54,9 +54,12 @@ int la_syevr_top(double *A, size_t n, size_t kk, double *w, double *Z);
 
 /* Top-k eigenvectors (largest algebraic eigenvalues) of a symmetric n x n float
    matrix S (full storage): V (k x n) orthonormal rows.  Dense dsyevr for
-   n <= 512, else restarted block Krylov with Rayleigh-Ritz (residual tolerance
-   1e-5 of the largest Ritz value magnitude).  w (may be NULL): the k values. */
-int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w);
+   n <= 512, else restarted block Krylov with Rayleigh-Ritz until every
+   residual ||S u - theta u|| <= max(1e-4, 20 sqrt(n) eps_f) |theta|_max (then
+   the angle error is at most that over the eigengap), at most 40 restarts.
+   w (may be NULL): the k values; converged (may be NULL): 0 if the restarts ran
+   out (the best Ritz vectors are returned). */
+int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged);
 
 
 /* A (k x q, float, row-major) = V P^T for V (k x d) and reference points P

@@ -179,7 +179,8 @@ int main(void)
                 S[i * n + j] = S[j * n + i] = (float)v;
             }
         double w[4], wr[4];
-        CHECK(la_sym_topk(S, n, k, rng, V, w) == DPS_OK, "sym_topk %zu", n);
+        int conv = 0;
+        CHECK(la_sym_topk(S, n, k, rng, V, w, &conv) == DPS_OK && conv, "sym_topk %zu converged", n);
         double *Ad = malloc(n * n * sizeof *Ad), *Z = malloc(n * k * sizeof *Z);
         for (size_t i = 0; i < n * n; i++)
             Ad[i] = S[i];

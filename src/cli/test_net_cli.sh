@@ -150,7 +150,7 @@ else
     bad "collector (ipc, plaintext) is up" "$(tail -n 3 coll.log)"
 fi
 mkdir bases
-timeout 60 "$WATCH" $PT --connect "$PUB" --count 2 --truth basis.npy --save-dir bases > watch.txt 2> watch.err &
+timeout 30 "$WATCH" $PT --connect "$PUB" --count 2 --timeout 15 --truth basis.npy --save-dir bases > watch.txt 2> watch.err &
 WPID=$!
 sleep 0.3 # let the subscription reach the collector before the first epoch closes
 timeout 30 "$PROD" rows.npy $PT --connect "$IN" --status "$ST" --rows-from 0 --rows-to 750 --id half-1 \
@@ -206,7 +206,7 @@ verdict "dps-status text: rows, the wrong_dim line, the producer"
 # one snapshot (the latest, sent on subscribing) and then silence: --timeout
 expect_error "dps-watch --timeout: exit 6" 6 "no snapshot .* for 1 s" "$WATCH" $PT --connect "$PUB" --count 5 --timeout 1
 check "... after printing the latest snapshot" grep -q "^snapshot seq 2  epoch 1" out.txt
-run "$WATCH" $PT --connect "$PUB" --count 1 --json
+run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --json
 [ "$rc" -eq 0 ] && [ "$(wc -l < out.txt | tr -d ' ')" -eq 1 ] &&
     grep -q '^{"seq": 2, "epoch": 1, "status": "released".*"sin_prev": null' out.txt
 verdict "dps-watch --json: one line, an object"
@@ -238,7 +238,7 @@ check "... and took none of their rows" [ "$(jget st.json rows_accepted)" = 2000
 expect_error "dps-status of a collector that is not there: exit 6" 6 "no answer from ipc://.*/none.st" \
     "$STATUS" $PT --connect "ipc://$T/none.st" --timeout 300
 expect_error "dps-watch --truth of another shape: exit 3" 3 "--truth is 3 x 200 but .* 4 x 200" \
-    "$WATCH" $PT --connect "$PUB" --count 1 --truth basis3.npy
+    "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --truth basis3.npy
 stop_collector
 
 # ------------------------------------------------------ 2. CURVE over tcp
@@ -266,7 +266,7 @@ for attempt in 1 2 3; do # ports picked at random: retry if one is taken
     stop_collector
 done
 if [ $up -eq 0 ]; then ok "collector (tcp, CURVE) is up"; else bad "collector (tcp, CURVE) is up" "$(tail -n 3 coll.log)"; fi
-timeout 60 "$WATCH" $SK --key keys/stranger.key_secret --connect "$PUB" --count 1 --truth basis.npy > watch2.txt 2>&1 &
+timeout 30 "$WATCH" $SK --key keys/stranger.key_secret --connect "$PUB" --count 1 --timeout 15 --truth basis.npy > watch2.txt 2>&1 &
 WPID=$!
 sleep 0.3
 run "$PROD" rows.npy --rows-to 1000 $SK $TK --connect "$IN" --status "$ST" --id trainer --wait-ready 5000

@@ -14,7 +14,7 @@ quantiles (the paper's statistic).
 
   --quick  a few minutes on 2 cores (default).
   --full   the paper's settings, 30 repetitions, panel 1 up to d = 1e5:
-           A LONG EXPERIMENT (about 1-2 hours on 2 cores; Analyze Gauss at
+           A LONG EXPERIMENT (about 1.5-2 hours on 2 cores; Analyze Gauss at
            d = 1e4 alone is ~5 s per repetition and is run 30 times for each
            point of panels 2 and 3).
 
@@ -147,7 +147,7 @@ def main():
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="a few minutes on 2 cores (default)")
     g.add_argument("--full", action="store_true",
-                   help="the paper's settings, 30 reps, d up to 1e5: LONG (about 1-2 hours on 2 cores)")
+                   help="the paper's settings, 30 reps, d up to 1e5: LONG (about 1.5-2 hours on 2 cores)")
     ap.add_argument("--out", help="output directory (default out/fig2-quick or out/fig2-full under the repo)")
     ap.add_argument("--reps", type=int, help="override the number of repetitions")
     ap.add_argument("--seed", type=int, default=1, help="seed base; panel p uses seed + p - 1 (default 1)")
