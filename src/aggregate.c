@@ -48,45 +48,108 @@ int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t q, size_t 
     return DPS_OK;
 }
 
-/* ------------------------------------------------------------ parallel Gram */
+/* -------------------------------------------------------------- workspace */
 #define GRAM_CHUNK 512 /* columns converted to double per dsyrk (small scratch) */
+
+struct agg_ws {
+    size_t t, k, q, d, n, nchunks;
+    int workers, reference;
+    double *lanes;    /* AGG_LANES partial Grams, n x n each           */
+    double *lane_buf; /* AGG_LANES conversion buffers, n x GRAM_CHUNK   */
+    double *G;        /* n x n Gram of the stacked bases                 */
+    double *D2;       /* t x t squared distances                         */
+    double *w;        /* t weights                                       */
+    double *B;        /* n x q stacked (w_j/W) A_j (reference)           */
+    float *Z;         /* q x d noisy mean (reference)                    */
+    double **wbuf, **wout; /* per worker: n x LA_CHUNK, q x LA_CHUNK     */
+    dps_rng **chunk_rng;   /* one per LA_CHUNK columns                   */
+    la_ws *top;       /* top-k of Z                                      */
+};
+
+size_t agg_ws_bytes(size_t t, size_t k, size_t q, size_t d, int workers, int reference)
+{
+    size_t n = t * k, b = AGG_LANES * (n * n + n * GRAM_CHUNK) * sizeof(double);
+    b += (n * n + t * t + t) * sizeof(double);
+    if (reference)
+        b += n * q * sizeof(double) + q * d * sizeof(float) +
+             (size_t)workers * (n + q) * LA_CHUNK * sizeof(double);
+    return b;
+}
+
+void agg_ws_free(agg_ws **pws)
+{
+    if (!pws || !*pws)
+        return;
+    agg_ws *ws = *pws;
+    for (int i = 0; ws->wbuf && i < ws->workers; i++)
+        free(ws->wbuf[i]);
+    for (int i = 0; ws->wout && i < ws->workers; i++)
+        free(ws->wout[i]);
+    free(ws->wbuf); free(ws->wout); free(ws->chunk_rng);
+    free(ws->lanes); free(ws->lane_buf); free(ws->G); free(ws->D2); free(ws->w); free(ws->B); free(ws->Z);
+    la_ws_free(&ws->top);
+    free(ws);
+    *pws = NULL;
+}
+
+agg_ws *agg_ws_new(size_t t, size_t k, size_t q, size_t d, int workers, int reference)
+{
+    agg_ws *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return NULL;
+    size_t n = t * k;
+    *ws = (agg_ws){.t = t, .k = k, .q = q, .d = d, .n = n, .nchunks = (d + LA_CHUNK - 1) / LA_CHUNK,
+                   .workers = workers < 1 ? 1 : workers, .reference = reference};
+    int ok = (ws->lanes = dps_aligned_alloc(AGG_LANES * n * n, sizeof(double))) &&
+             (ws->lane_buf = dps_aligned_alloc(AGG_LANES * n * GRAM_CHUNK, sizeof(double))) &&
+             (ws->G = dps_aligned_alloc(n * n, sizeof(double))) && (ws->D2 = dps_aligned_alloc(t * t, sizeof(double))) &&
+             (ws->w = dps_aligned_alloc(t, sizeof(double)));
+    if (ok && reference) {
+        ok = (ws->B = dps_aligned_alloc(n * q, sizeof(double))) && (ws->Z = dps_aligned_alloc(q * d, sizeof(float))) &&
+             (ws->wbuf = calloc((size_t)ws->workers, sizeof *ws->wbuf)) &&
+             (ws->wout = calloc((size_t)ws->workers, sizeof *ws->wout)) &&
+             (ws->chunk_rng = calloc(ws->nchunks, sizeof *ws->chunk_rng)) && (ws->top = la_ws_new(q, k));
+        for (int i = 0; ok && i < ws->workers; i++)
+            ok = (ws->wbuf[i] = dps_aligned_alloc(n * LA_CHUNK, sizeof(double))) &&
+                 (ws->wout[i] = dps_aligned_alloc(q * LA_CHUNK, sizeof(double)));
+    }
+    if (!ok)
+        agg_ws_free(&ws);
+    return ws;
+}
+
+/* ------------------------------------------------------------ parallel Gram */
 typedef struct {
     const float *A;
     size_t n, d;
-    double *G;   /* AGG_LANES partial Grams, n x n each */
-    double *buf; /* AGG_LANES conversion buffers, n x GRAM_CHUNK each */
+    agg_ws *ws;
 } gram_job;
 
 static void s_gram_lane(void *arg, size_t lane, int worker)
 {
     (void)worker;
     gram_job *j = arg;
-    double *G = j->G + lane * j->n * j->n;
-    double *buf = j->buf + lane * j->n * GRAM_CHUNK;
+    double *G = j->ws->lanes + lane * j->n * j->n;
+    double *buf = j->ws->lane_buf + lane * j->n * GRAM_CHUNK;
+    memset(G, 0, j->n * j->n * sizeof *G);
     for (size_t c0 = lane * GRAM_CHUNK; c0 < j->d; c0 += AGG_LANES * GRAM_CHUNK)
         la_gram_add(j->A, j->n, j->d, c0, DPS_MIN(j->d, c0 + GRAM_CHUNK), G, buf);
 }
 
-int agg_gram(dps_pool *pool, const float *A, size_t n, size_t d, double *G)
+int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, double *G)
 {
-    gram_job j = {A, n, d, NULL, NULL};
-    j.G = dps_aligned_calloc(AGG_LANES * n * n, sizeof(double));
-    j.buf = dps_aligned_calloc(AGG_LANES * n * GRAM_CHUNK, sizeof(double));
-    if (!j.G || !j.buf) {
-        free(j.G);
-        free(j.buf);
-        return DPS_ENOMEM;
-    }
-    pool_for(pool, AGG_LANES, s_gram_lane, &j);
+    if (n > ws->n)
+        return DPS_EINVAL;
+    gram_job j = {A, n, d, ws};
+    size_t lanes = DPS_MIN((size_t)AGG_LANES, (d + GRAM_CHUNK - 1) / GRAM_CHUNK); /* lanes with columns */
+    pool_for(pool, lanes, s_gram_lane, &j);
     for (size_t i = 0; i < n; i++)
         for (size_t l = i; l < n; l++) {
             double s = 0;
-            for (size_t lane = 0; lane < AGG_LANES; lane++)
-                s += j.G[lane * n * n + i * n + l];
+            for (size_t lane = 0; lane < lanes; lane++)
+                s += ws->lanes[lane * n * n + i * n + l];
             G[i * n + l] = G[l * n + i] = s;
         }
-    free(j.G);
-    free(j.buf);
     return DPS_OK;
 }
 
@@ -147,125 +210,87 @@ void agg_distances_projection(const agg_input *in, const double *G, double *D2)
     }
 }
 
-/* Distances, then the WFC weights (or FAIL). */
+/* Distances, then the WFC weights (or FAIL) into ws->w. */
 static int s_weigh(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, int reference,
-                   double *w, wfc_result *res)
+                   agg_ws *ws, wfc_result *res)
 {
-    size_t n = in->t * in->k;
-    double *G = dps_aligned_calloc(n * n, sizeof(double));
-    double *D2 = dps_aligned_calloc(in->t * in->t, sizeof(double));
-    int rc = (G && D2) ? DPS_OK : DPS_ENOMEM;
-    if (!rc)
-        rc = agg_gram(pool, in->V, n, in->d, G);
-    if (!rc) {
-        if (reference)
-            agg_distances_reference(in, G, D2);
-        else
-            agg_distances_projection(in, G, D2);
-        wfc_params pp = *p;
-        pp.xi_max = in->xi_max;
-        rc = wfc_run(D2, in->t, &pp, noise, w, res);
-    }
-    free(G);
-    free(D2);
-    return rc;
+    if (in->t > ws->t || in->k != ws->k)
+        return DPS_EINVAL;
+    int rc = agg_gram(pool, ws, in->V, in->t * in->k, in->d, ws->G);
+    if (rc)
+        return rc;
+    if (reference)
+        agg_distances_reference(in, ws->G, ws->D2);
+    else
+        agg_distances_projection(in, ws->G, ws->D2);
+    wfc_params pp = *p;
+    pp.xi_max = in->xi_max;
+    return wfc_run(ws->D2, in->t, &pp, noise, ws->w, res);
 }
 
 /* ----------------------------------------------------- reference aggregator */
 typedef struct {
     const agg_input *in;
-    const double *B; /* t*k x q: stacked (w_j/W) A_j */
+    agg_ws *ws;
     double s_mu;
-    dps_rng **chunk_rng;
-    float *Z;        /* q x d noisy mean */
-    double **buf, **out; /* per worker */
 } mean_job;
 
 static void s_mean_chunk(void *arg, size_t chunk, int worker)
 {
     mean_job *j = arg;
     const agg_input *in = j->in;
+    agg_ws *ws = j->ws;
     size_t c0 = chunk * LA_CHUNK, c1 = DPS_MIN(in->d, c0 + LA_CHUNK), cw = c1 - c0;
-    double *out = j->out[worker];
-    la_combine_rows(j->B, in->t * in->k, in->q, in->V, in->d, c0, c1, out, cw, j->buf[worker]);
-    dps_rng *r = j->chunk_rng[chunk];
+    double *out = ws->wout[worker];
+    la_combine_rows(ws->B, in->t * in->k, in->q, in->V, in->d, c0, c1, out, cw, ws->wbuf[worker]);
+    dps_rng *r = ws->chunk_rng[chunk];
     for (size_t i = 0; i < in->q; i++)
         for (size_t c = 0; c < cw; c++)
-            j->Z[i * in->d + c0 + c] = (float)(out[i * cw + c] + dps_rng_gaussian(r, j->s_mu));
+            ws->Z[i * in->d + c0 + c] = (float)(out[i * cw + c] + dps_rng_gaussian(r, j->s_mu));
 }
 
 int agg_reference(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_rng *pub, dps_pool *pool,
-                  float *basis, wfc_result *res)
+                  agg_ws *ws, float *basis, wfc_result *res)
 {
-    size_t t = in->t, k = in->k, q = in->q, d = in->d, n = t * k;
-    double *w = malloc(t * sizeof *w);
-    if (!w)
-        return DPS_ENOMEM;
-    int rc = s_weigh(in, p, noise, pool, 1, w, res);
-    if (rc || res->failed) {
-        free(w);
+    size_t t = in->t, k = in->k, q = in->q, d = in->d;
+    if (!ws->reference || q != ws->q || d != ws->d || pool_size(pool) > ws->workers)
+        return DPS_EINVAL;
+    int rc = s_weigh(in, p, noise, pool, 1, ws, res);
+    if (rc || res->failed)
         return rc;
-    }
-    size_t nchunks = (d + LA_CHUNK - 1) / LA_CHUNK;
-    int nw = pool_size(pool);
-    mean_job j = {in, NULL, res->s_mu, NULL, NULL, NULL, NULL};
-    double *B = dps_aligned_calloc(n * q, sizeof(double));
-    j.chunk_rng = calloc(nchunks, sizeof *j.chunk_rng);
-    j.Z = dps_aligned_calloc(q * d, sizeof(float));
-    j.buf = calloc((size_t)nw, sizeof *j.buf);
-    j.out = calloc((size_t)nw, sizeof *j.out);
-    la_ws *ws = la_ws_new(q, k);
-    rc = (B && j.chunk_rng && j.Z && j.buf && j.out && ws) ? DPS_OK : DPS_ENOMEM;
-    for (int i = 0; !rc && i < nw; i++) {
-        j.buf[i] = dps_aligned_calloc(n * LA_CHUNK, sizeof(double));
-        j.out[i] = dps_aligned_calloc(q * LA_CHUNK, sizeof(double));
-        if (!j.buf[i] || !j.out[i])
-            rc = DPS_ENOMEM;
-    }
     /* One child generator per chunk, forked in chunk order: the noise does not
        depend on which worker runs which chunk. */
-    for (size_t c = 0; !rc && c < nchunks; c++)
-        rc = dps_rng_fork(noise, &j.chunk_rng[c]);
+    size_t made = 0;
+    for (; !rc && made < ws->nchunks; made++)
+        rc = dps_rng_fork(noise, &ws->chunk_rng[made]);
     if (!rc) {
         double W = res->W;
         for (size_t b = 0; b < t; b++)
             for (size_t i = 0; i < k * q; i++)
-                B[b * k * q + i] = W > 0 ? (w[b] / W) * (double)in->A[b * k * q + i] : 0.0;
-        j.B = B;
-        pool_for(pool, nchunks, s_mean_chunk, &j);
+                ws->B[b * k * q + i] = W > 0 ? (ws->w[b] / W) * (double)in->A[b * k * q + i] : 0.0;
+        mean_job j = {in, ws, res->s_mu};
+        pool_for(pool, ws->nchunks, s_mean_chunk, &j);
         size_t rank = 0;
-        rc = la_topk_rows(ws, j.Z, q, d, k, basis, NULL, &rank, NULL);
+        rc = la_topk_rows(ws->top, ws->Z, q, d, k, basis, NULL, &rank, NULL);
         if (!rc && rank < k)
             la_complete_basis(basis, rank, k, d, pub);
     }
-    for (size_t c = 0; j.chunk_rng && c < nchunks; c++)
-        dps_rng_destroy(&j.chunk_rng[c]);
-    for (int i = 0; i < nw; i++) {
-        if (j.buf)
-            free(j.buf[i]);
-        if (j.out)
-            free(j.out[i]);
-    }
-    la_ws_free(&ws);
-    free(j.chunk_rng); free(j.Z); free(j.buf); free(j.out); free(B); free(w);
+    for (size_t c = 0; c < made; c++)
+        dps_rng_destroy(&ws->chunk_rng[c]);
     return rc;
 }
 
 /* ---------------------------------------------------- projection aggregator */
-int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, float *basis,
-                   wfc_result *res)
+int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, agg_ws *ws,
+                   float *basis, wfc_result *res)
 {
     size_t t = in->t, k = in->k, d = in->d, n = t * k;
     if (d > DPS_PROJECTION_MAX_D)
         return DPS_ELIMIT;
-    double *w = malloc(t * sizeof *w);
-    if (!w)
-        return DPS_ENOMEM;
-    int rc = s_weigh(in, p, noise, pool, 0, w, res);
-    if (rc || res->failed) {
-        free(w);
+    int rc = s_weigh(in, p, noise, pool, 0, ws, res);
+    if (rc || res->failed)
         return rc;
-    }
+    const double *w = ws->w;
     double *Bs = dps_aligned_calloc(n * d, sizeof(double));
     double *M = dps_aligned_calloc(d * d, sizeof(double));
     float *S = dps_aligned_calloc(d * d, sizeof(float));
@@ -289,6 +314,6 @@ int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps
         M = NULL;
         rc = la_sym_topk(S, d, k, noise, basis, NULL, NULL);
     }
-    free(Bs); free(M); free(S); free(w);
+    free(Bs); free(M); free(S);
     return rc;
 }

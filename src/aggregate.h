@@ -21,9 +21,18 @@ typedef struct {
     double xi_max;   /* data-independent: 2 ||P||_F or sqrt(2k)               */
 } agg_input;
 
+/* Scratch for the aggregation of epochs of at most t buckets (k, q, d and the
+   pool's worker count fixed): allocated once, so closing an epoch does not
+   allocate and zero-fill it again.  NULL on failure. */
+typedef struct agg_ws agg_ws;
+agg_ws *agg_ws_new(size_t t, size_t k, size_t q, size_t d, int workers, int reference);
+void agg_ws_free(agg_ws **ws);
+size_t agg_ws_bytes(size_t t, size_t k, size_t q, size_t d, int workers, int reference);
+
 /* G (n x n, full, row-major, double) = A A^T for the n rows of A (n x d float),
-   in parallel on pool, deterministic for a given input. */
-int agg_gram(dps_pool *pool, const float *A, size_t n, size_t d, double *G);
+   in parallel on pool, deterministic for a given input (whatever the worker
+   count).  n <= the workspace's t*k. */
+int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, double *G);
 
 /* Squared distances between the t items from the Gram G of the stacked bases. */
 void agg_distances_reference(const agg_input *in, const double *G, double *D2);
@@ -33,9 +42,9 @@ void agg_distances_projection(const agg_input *in, const double *G, double *D2);
    basis (k x d) holds the released basis.  noise: the mechanism's generator;
    pub: public randomness (basis completion).  Spends what wfc_run says. */
 int agg_reference(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_rng *pub, dps_pool *pool,
-                  float *basis, wfc_result *res);
-int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, float *basis,
-                   wfc_result *res);
+                  agg_ws *ws, float *basis, wfc_result *res);
+int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, agg_ws *ws,
+                   float *basis, wfc_result *res);
 
 /* Reference point i (of q) of an epoch: d floats N(0, 1) from the public
    stream dps_rng_new_labelled(public_seed, "reference-points", epoch << 24 | i)

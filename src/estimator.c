@@ -46,6 +46,7 @@ struct dps_estimator {
     dps_rng *part;  /* partition choices (forked from noise) */
     dps_pool *pool;
     la_ws **ws;     /* one per worker */
+    agg_ws *agg;    /* aggregation scratch, reused every epoch */
 
     uint64_t epoch;
     int epoch_started;
@@ -185,14 +186,13 @@ size_t dps_estimator_memory_bound(const dps_config *c)
 {
     size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
     size_t bufs = c->window + workers + 1;
+    int ref = c->aggregator == DPS_AGG_REFERENCE;
     size_t b = bufs * c->m * c->d * sizeof(float) + c->t * c->k * c->d * sizeof(float);
-    size_t n = c->t * c->k;
-    b += AGG_LANES * (n * n + n * LA_CHUNK) * sizeof(double) + n * n * sizeof(double);
-    if (c->aggregator == DPS_AGG_REFERENCE)
-        b += c->t * c->k * c->q * sizeof(float) + 2 * c->q * c->d * sizeof(float) +
-             n * c->q * sizeof(double) + workers * (n + c->q) * LA_CHUNK * sizeof(double);
-    else
-        b += n * c->d * sizeof(double) + c->d * c->d * (sizeof(double) + sizeof(float));
+    b += agg_ws_bytes(c->t, c->k, c->q, c->d, (int)workers, ref);
+    if (ref) /* A, P, and the top-k workspace of the q x d mean */
+        b += c->t * c->k * c->q * sizeof(float) + c->q * c->d * sizeof(float) + c->q * LA_CHUNK * sizeof(double);
+    else /* the d x d double mean, its float noisy copy, the scaled bases */
+        b += c->d * c->d * (sizeof(double) + sizeof(float)) + c->t * c->k * c->d * sizeof(double);
     return b;
 }
 
@@ -361,7 +361,7 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
     }
     size_t w = DPS_MIN(c->window, c->t);
     e->max_bufs = w + (size_t)c->workers + 1;
-    e->V = dps_aligned_calloc(c->t * c->k * c->d, sizeof(float));
+    e->V = dps_aligned_alloc(c->t * c->k * c->d, sizeof(float)); /* a bucket's rows are written before read */
     e->done = calloc(c->t, 1);
     e->open = calloc(w, sizeof *e->open);
     e->slots = calloc(w * c->m, sizeof *e->slots);
@@ -369,7 +369,7 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
     e->ws = calloc((size_t)c->workers, sizeof *e->ws);
     int ok = e->V && e->done && e->open && e->slots && e->free_bufs && e->ws;
     if (ok && c->aggregator == DPS_AGG_REFERENCE) {
-        e->A = dps_aligned_calloc(c->t * c->k * c->q, sizeof(float));
+        e->A = dps_aligned_alloc(c->t * c->k * c->q, sizeof(float));
         e->P = dps_aligned_calloc(c->q * c->d, sizeof(float));
         ok = e->A && e->P;
     }
@@ -377,6 +377,8 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
         ok = (e->ws[i] = la_ws_new(c->m, c->k)) != NULL;
     if (ok)
         ok = (e->pool = pool_new(c->workers)) != NULL;
+    if (ok)
+        ok = (e->agg = agg_ws_new(c->t, c->k, c->q, c->d, c->workers, c->aggregator == DPS_AGG_REFERENCE)) != NULL;
     if (!ok) {
         dps_estimator_destroy(&e);
         return DPS_ENOMEM;
@@ -402,6 +404,7 @@ void dps_estimator_destroy(dps_estimator **pe)
     for (int i = 0; e->ws && i < e->cfg.workers; i++)
         la_ws_free(&e->ws[i]);
     free(e->ws);
+    agg_ws_free(&e->agg);
     free(e->free_bufs);
     free(e->slots);
     free(e->open);
@@ -607,8 +610,8 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     if (!rc)
         rc = dps_rng_new_labelled(&pub, c->public_seed, "aggregate", e->epoch);
     if (!rc)
-        rc = c->aggregator == DPS_AGG_REFERENCE ? agg_reference(&in, &p, e->noise, pub, e->pool, basis, &res)
-                                                : agg_projection(&in, &p, e->noise, e->pool, basis, &res);
+        rc = c->aggregator == DPS_AGG_REFERENCE ? agg_reference(&in, &p, e->noise, pub, e->pool, e->agg, basis, &res)
+                                                : agg_projection(&in, &p, e->noise, e->pool, e->agg, basis, &res);
     dps_rng_destroy(&pub);
     info.epoch_cost = cost;
     info.total = dps_accountant_spent(e->acc);

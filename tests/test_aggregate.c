@@ -46,9 +46,11 @@ int main(void)
     /* 1. Gram: parallel lanes equal a direct double computation; same bits on
        a pool of another size. */
     double *G = malloc(n * n * sizeof *G), *G1 = malloc(n * n * sizeof *G1);
-    CHECK(agg_gram(pool, V, n, d, G) == DPS_OK, "gram");
+    agg_ws *ws = agg_ws_new(60, k, q, d, 2, 1); /* room for part 4's 60 buckets */
+    CHECK(ws != NULL, "workspace");
+    CHECK(agg_gram(pool, ws, V, n, d, G) == DPS_OK, "gram");
     dps_pool *pool1 = pool_new(1);
-    agg_gram(pool1, V, n, d, G1);
+    agg_gram(pool1, ws, V, n, d, G1);
     CHECK(memcmp(G, G1, n * n * sizeof *G) == 0, "gram identical with 1 or 2 workers");
     pool_free(&pool1);
     double worst = 0;
@@ -158,7 +160,7 @@ int main(void)
                         .delta1 = 1e-5, .xi_min = 1e-6};
         float *basis = malloc(k * d * sizeof *basis);
         wfc_result res;
-        CHECK(agg_reference(&in2, &p, rng, rng, pool, basis, &res) == DPS_OK, "reference");
+        CHECK(agg_reference(&in2, &p, rng, rng, pool, ws, basis, &res) == DPS_OK, "reference");
         CHECK(!res.failed, "reference released");
         double sn = dps_subspace_sin(basis, V0, k, d, NULL);
         double E = bias_ref + res.s_mu * (sqrt((double)q) + sqrt((double)d) + sqrt(2 * log(1e6)));
@@ -168,7 +170,7 @@ int main(void)
         CHECK(sn <= bound, "reference accuracy %g > bound %g", sn, bound);
         CHECK(bound < 0.5, "the bound says something: %g", bound);
         in2.xi_max = sqrt(2.0 * k);
-        CHECK(agg_projection(&in2, &p, rng, pool, basis, &res) == DPS_OK, "projection");
+        CHECK(agg_projection(&in2, &p, rng, pool, ws, basis, &res) == DPS_OK, "projection");
         CHECK(!res.failed, "projection released");
         sn = dps_subspace_sin(basis, V0, k, d, NULL);
         E = bias_proj + res.s_mu * (2 * sqrt((double)d) + sqrt(2 * log(1e6)));
@@ -187,7 +189,8 @@ int main(void)
     wfc_result res;
     wfc_params p = {.alpha = 0.5, .tau = 0.5, .rho_search = 0.2, .rho_count = 0.1, .rho_mean = 0.7,
                     .delta1 = 1e-5, .xi_min = 1e-6};
-    CHECK(agg_projection(&big, &p, rng, pool, basis, &res) == DPS_ELIMIT, "projection limit");
+    CHECK(agg_projection(&big, &p, rng, pool, ws, basis, &res) == DPS_ELIMIT, "projection limit");
+    agg_ws_free(&ws);
 
     free(V); free(V0); free(P); free(A); free(G); free(G1); free(D2); free(Y);
     pool_free(&pool);

@@ -356,9 +356,11 @@ int main(int argc, char **argv)
             double *G = b_alloc(n * n * sizeof *G);
             b_fill_uniform_f(&r, Af, n * dgram);
             dps_pool *pool = pool_new(o.workers);
+            agg_ws *gws = agg_ws_new(n / k, k, 0, dgram, o.workers, 0);
             double s0 = b_now();
-            agg_gram(pool, Af, n, dgram, G);
+            agg_gram(pool, gws, Af, n, dgram, G);
             ref_gram = (b_now() - s0) * (double)d / (double)dgram;
+            agg_ws_free(&gws);
             pool_free(&pool);
             free(Af);
             free(G);

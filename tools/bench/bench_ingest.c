@@ -31,11 +31,22 @@
    Every measurement sends for about --seconds (time-limited loop), then waits
    for the receiver; a collector run is also capped by --max-mb of data (its
    memory at (a) grows with t).  Data: a pool of distinct rows near a k-dim
-   span (bench-aggregate's generator), cycled.
+   span (bench-aggregate's generator), cycled.  The raw reference runs again
+   after the subjects: the summary takes the faster of the two and shows
+   after/before (a shared machine shows up there).
 
    The headline is collector rows/s / raw rows/s (same message size, same run).
-   Also printed: the collector's CPU per thread from /proc/<pid>/task/ over the
-   measurement (what limits it), this process's CPU, the collector's peak RSS.
+   Also printed, each measured in this run:
+     - the collector's CPU per thread from /proc/<pid>/task/ over the
+       measurement (what limits it), this process's CPU, the collector's peak
+       RSS, and CPU seconds per MB at both ends (steadier than wall-clock
+       rates when other processes take the cores);
+     - for (a): the in-process estimator with the same settings (push only, no
+       network): (a)/est says what the collector adds to the library;
+     - for (b): the in-process estimator pushing and closing epochs of the
+       same size, and the time of one epoch's durable writes (2 fdatasync'ed
+       ledger appends, a snapshot file fsync'ed, renamed, its directory
+       fsync'ed) in the scratch directory's filesystem.
    A second reference that decodes+validates each message with the library's
    decode path is not measured: that path (wire_rows_decode) is not public API. */
 #include "bench_ingest_net.h"
@@ -49,6 +60,8 @@ typedef struct {
     int workers;
     const char *collector, *transport;
     int do_plain, do_curve, do_raw, do_api, do_a, do_b;
+    const char *coll_args[9];
+    int ncoll_args;
 } opts;
 
 static void s_usage(FILE *f)
@@ -67,6 +80,8 @@ static void s_usage(FILE *f)
             "  --transport T      ipc (default) or tcp (127.0.0.1)\n"
             "  --security LIST    plain,curve (default both)\n"
             "  --only LIST        raw,api,a,b (default all; raw is always run when a, b or api are: it is the reference)\n"
+            "  --collector-arg A  pass A to every collector (repeatable; e.g. --verbose, with BENCH_KEEP_TMP=1\n"
+            "                     to keep the scratch directory and its logs)\n"
             "  --quick            --seconds 0.6 --max-mb 256\n");
 }
 
@@ -218,6 +233,13 @@ typedef struct {
 
 static double s_rows_s(const result *r) { return r->ok && r->secs > 0 ? r->rows / r->secs : 0; }
 
+/* CPU seconds per MB of rows, both ends (this process and the collector): on
+   a shared machine a steadier figure than the wall-clock rate. */
+static double s_cpu_per_mb(const result *r)
+{
+    return r->ok && r->rows > 0 ? (r->our_cpu + r->coll_cpu) / 100.0 * r->secs / (r->bytes / 1e6) : 0;
+}
+
 static void s_print(const char *label, const result *r, const result *ref, size_t d, const char *secname,
                     const char *what)
 {
@@ -228,13 +250,13 @@ static void s_print(const char *label, const result *r, const result *ref, size_
     }
     double rs = s_rows_s(r), ratio = ref && s_rows_s(ref) > 0 ? rs / s_rows_s(ref) : 1.0;
     printf("  %-30s  %9.0f rows in %6.3f s (sends done at %6.3f s): %10.0f rows/s %8.0f msg/s %8.1f MB/s  "
-           "x raw %.3f  | this process cpu %3.0f%%\n",
+           "x raw %.3f  | this process cpu %3.0f%%, cpu both ends %.2f ms/MB\n",
            label, r->rows, r->secs, r->send_secs, rs, r->msgs / r->secs, r->bytes / r->secs / 1e6, ratio,
-           r->our_cpu);
+           r->our_cpu, 1e3 * s_cpu_per_mb(r));
     printf("RESULT ingest d=%zu sec=%s what=%s rows=%.0f secs=%.4f rows_s=%.0f mb_s=%.1f ratio_raw=%.4f "
-           "our_cpu=%.0f coll_cpu=%.0f coll_main=%.0f epochs=%llu\n",
+           "our_cpu=%.0f coll_cpu=%.0f coll_main=%.0f cpu_ms_per_mb=%.3f epochs=%llu\n",
            d, secname, what, r->rows, r->secs, rs, r->bytes / r->secs / 1e6, ratio, r->our_cpu, r->coll_cpu,
-           r->coll_main, (unsigned long long)r->epochs);
+           r->coll_main, 1e3 * s_cpu_per_mb(r), (unsigned long long)r->epochs);
     fflush(stdout);
 }
 
@@ -382,7 +404,7 @@ static result s_collector(const opts *o, const n_keys *keys, int curve, char mod
     char ts[32], ms[32], ws[32], wk[32];
     snprintf(ms, sizeof ms, "%zu", m);
     snprintf(wk, sizeof wk, "%d", o->workers);
-    const char *extra[16];
+    const char *extra[32];
     int a = 0;
     if (mode == 'a') {
         size_t t = (size_t)((max_rows + pre) / m + 2);
@@ -395,6 +417,8 @@ static result s_collector(const opts *o, const n_keys *keys, int curve, char mod
     }
     extra[a++] = "--m"; extra[a++] = ms;
     extra[a++] = "--workers"; extra[a++] = wk;
+    for (int i = 0; i < o->ncoll_args; i++)
+        extra[a++] = o->coll_args[i];
     extra[a] = NULL;
     char name[64], id[64];
     snprintf(name, sizeof name, "coll%d", ++s_run_id);
@@ -493,8 +517,137 @@ static result s_collector(const opts *o, const n_keys *keys, int curve, char mod
     size_t nrej = 0;
     for (size_t i = 0; i < st1.n_rejected; i++)
         if (st1.rejected[i].value)
-            printf("  %s: counter %s = %llu\n", lbl, st1.rejected[i].name,
-                   (unsigned long long)st1.rejected[i].value), nrej++;
+            printf("  %s: counter %s = %llu%s\n", lbl, st1.rejected[i].name,
+                   (unsigned long long)st1.rejected[i].value,
+                   !strcmp(st1.rejected[i].name, "disconnects") ? " (1 expected: the reference message's PUSH socket)"
+                                                                 : ""), nrej++;
+    return res;
+}
+
+/* ------------------------------------------------ (b)'s own references */
+/* The durable writes of one epoch, as the collector does them in its state
+   directory's filesystem (here: the scratch directory): ledger commit (append
+   + fdatasync), snapshot file (write snap_bytes + fsync, rename, fsync of the
+   directory), ledger outcome (append + fdatasync).  Median seconds per epoch. */
+static double s_sync_ref(size_t snap_bytes, int reps)
+{
+    char dir[300], led[320], tmp[340], fin[340];
+    snprintf(dir, sizeof dir, "%s/syncref", n_tmp);
+    mkdir(dir, 0700);
+    snprintf(led, sizeof led, "%s/ledger", dir);
+    int lf = open(led, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    unsigned char *buf = b_alloc(snap_bytes + 1);
+    memset(buf, 0x5a, snap_bytes);
+    const char line[] = "commit epoch=123 rho=1 delta=1e-06 total_rho=123 total_delta=0.000123 padding-padding\n";
+    double v[64];
+    int n = reps > 64 ? 64 : reps, ok = lf >= 0;
+    for (int i = 0; i < n && ok; i++) {
+        double t0 = b_now();
+        ok &= write(lf, line, sizeof line - 1) == (ssize_t)(sizeof line - 1) && fdatasync(lf) == 0;
+        snprintf(tmp, sizeof tmp, "%s/.e%d.tmp", dir, i);
+        snprintf(fin, sizeof fin, "%s/e%d.snap", dir, i);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ok &= fd >= 0 && write(fd, buf, snap_bytes) == (ssize_t)snap_bytes && fsync(fd) == 0;
+        if (fd >= 0)
+            close(fd);
+        ok &= rename(tmp, fin) == 0;
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ok &= dfd >= 0 && fsync(dfd) == 0;
+        if (dfd >= 0)
+            close(dfd);
+        ok &= write(lf, line, sizeof line - 1) == (ssize_t)(sizeof line - 1) && fdatasync(lf) == 0;
+        v[i] = b_now() - t0;
+    }
+    if (lf >= 0)
+        close(lf);
+    free(buf);
+    return ok ? n_median(v, (size_t)n) : 0;
+}
+
+/* The library alone, in this process, fed from the same rows in batch-sized
+   dps_estimator_push calls, for about --seconds, with the same workers:
+   'a': as collector (a): t sized so that no epoch closes (within --max-mb),
+        --window W; the clock stops when the last push returns (push blocks
+        while the workers are behind, so at most workers + 1 full buckets are
+        still pending then -- the same end as the collector's, whose drain
+        confirms rows taken, not bases computed);
+   'b': as collector (b): t = 125, window = t; epochs pushed and closed (at
+        least 2 after a warm-up epoch).  *close_med: the median close. */
+static result s_estimator_ref(const opts *o, char mode, const float *pool, size_t pool_rows, size_t batch, size_t d,
+                              double *close_med)
+{
+    result res;
+    memset(&res, 0, sizeof res);
+    dps_config cfg;
+    dps_config_init(&cfg, d, o->k);
+    cfg.m = 2 * o->k;
+    cfg.workers = o->workers;
+    cfg.aggregator = DPS_AGG_REFERENCE;
+    size_t max_rows = (size_t)(o->max_mb * 1e6 / (4.0 * (double)d));
+    if (mode == 'a') {
+        cfg.t = max_rows / cfg.m + 2;
+        cfg.window = o->window < cfg.t ? o->window : cfg.t;
+    } else {
+        cfg.window = cfg.t;
+    }
+    dps_estimator *e = NULL;
+    if (dps_estimator_new(&e, &cfg) != DPS_OK)
+        return res;
+    size_t epoch_rows = mode == 'a' ? batch * 4 : cfg.t * cfg.m, pos = 0;
+    double closes[256];
+    int nclose = 0, epochs = 0, ok = 1;
+    double t0 = 0, c0 = 0, rows = 0;
+    for (int ep = 0; ok; ep++) { /* mode 'a': "epoch" 0 is a warm-up of 4 batches, then one long run */
+        if (ep == 1) {
+            t0 = b_now();
+            c0 = b_cpu();
+            if (mode == 'a')
+                epoch_rows = max_rows - 4 * batch;
+        }
+        size_t left = epoch_rows;
+        while (left && ok) {
+            size_t n = batch < left ? batch : left, pr = pos % pool_rows;
+            if (n > pool_rows - pr)
+                n = pool_rows - pr;
+            size_t taken = 0;
+            ok = dps_estimator_push(e, pool + pr * d, n, d, &taken) == DPS_OK && taken == n;
+            pos += n;
+            left -= n;
+            if (ep >= 1)
+                rows += (double)n;
+            if (mode == 'a' && ep >= 1 && b_now() - t0 >= o->seconds)
+                break;
+        }
+        if (mode == 'a') {
+            if (ep >= 1)
+                break;
+            continue;
+        }
+        double s0 = b_now();
+        dps_snapshot *snap = NULL;
+        ok = ok && dps_estimator_close_epoch(e, &snap) == DPS_OK;
+        dps_snapshot_destroy(&snap);
+        if (ep >= 1 && nclose < 256)
+            closes[nclose++] = b_now() - s0;
+        if (ep >= 1)
+            epochs++;
+        if (ep >= 2 && b_now() - t0 >= o->seconds)
+            break;
+    }
+    double t1 = b_now(), c1 = b_cpu();
+    dps_estimator_destroy(&e);
+    if (!ok)
+        return res;
+    res.ok = 1;
+    res.rows = rows;
+    res.msgs = res.rows / (double)batch;
+    res.bytes = res.rows * (double)d * 4;
+    res.secs = t1 - t0;
+    res.send_secs = res.secs;
+    res.our_cpu = 100.0 * (c1 - c0) / res.secs;
+    res.epochs = (uint64_t)epochs;
+    if (close_med)
+        *close_med = n_median(closes, (size_t)nclose);
     return res;
 }
 
@@ -539,6 +692,10 @@ int main(int argc, char **argv)
                 return 2;
             }
             *(!strcmp(a, "--k") ? &o.k : !strcmp(a, "--batch") ? &o.batch : &o.window) = one;
+            i++;
+        } else if (!strcmp(a, "--collector-arg")) {
+            if (o.ncoll_args < 8)
+                o.coll_args[o.ncoll_args++] = v;
             i++;
         } else if (!strcmp(a, "--batch-mb")) {
             o.batch_mb = atof(v), i++;
@@ -596,12 +753,17 @@ int main(int argc, char **argv)
     if (!o.do_curve)
         memset(&keys, 0, sizeof keys);
 
-    typedef struct { size_t d, batch; double len; const char *sec; result raw, api, a, b; } row;
+    typedef struct {
+        size_t d, batch;
+        double len, sync, est_close;
+        const char *sec;
+        result raw, raw2, api, a, b, est, est_a;
+    } row;
     row rows[16];
     size_t nrows = 0;
     b_rng r;
     b_seed(&r, 2024);
-    for (size_t di = 0; di < o.nd; di++) {
+    for (size_t di = 0; di < o.nd && nrows < 14; di++) {
         size_t d = o.ds[di], k = o.k;
         if (k >= d) {
             fprintf(stderr, "bench-ingest: k >= d (%zu)\n", d);
@@ -617,6 +779,37 @@ int main(int argc, char **argv)
         char id[64];
         snprintf(id, sizeof id, "bench-ingest-%d-raw", (int)getpid());
         unsigned char *msg = s_encode_rowbatch(id, 0, pool, batch, d, &len);
+        result est, est_a;
+        memset(&est, 0, sizeof est);
+        memset(&est_a, 0, sizeof est_a);
+        double est_close = 0, sync = 0;
+        if (o.do_a) {
+            est_a = s_estimator_ref(&o, 'a', pool, npool * batch, batch, d, NULL);
+            printf("\n# d=%zu k=%zu: reference for (a), this process\n", d, k);
+            if (est_a.ok)
+                printf("  in-process estimator, no epoch closes, window %zu, workers %d: %.0f rows pushed in %.3f s: "
+                       "%.0f rows/s | cpu %.0f%%\n",
+                       o.window, o.workers, est_a.rows, est_a.secs, s_rows_s(&est_a), est_a.our_cpu);
+            printf("RESULT ingest d=%zu what=estimator_ref_a rows_s=%.0f cpu=%.0f\n", d, s_rows_s(&est_a),
+                   est_a.our_cpu);
+            fflush(stdout);
+        }
+        if (o.do_b) {
+            printf("\n# d=%zu k=%zu: references for (b), this process\n", d, k);
+            sync = s_sync_ref(k * d * 4 + 200, 10);
+            printf("  durable writes of one epoch (2 ledger appends + fdatasync, snapshot %zu B + fsync + rename + "
+                   "dir fsync) in %s: %.2f ms (median of 10)\n",
+                   k * d * 4 + 200, n_tmp, 1e3 * sync);
+            est = s_estimator_ref(&o, 'b', pool, npool * batch, batch, d, &est_close);
+            if (est.ok)
+                printf("  in-process estimator, t=125 m=%zu window=t workers=%d: %llu epochs (push + close) in "
+                       "%.3f s: %.0f rows/s, %.1f ms per epoch, of which close %.1f ms (median) | cpu %.0f%%\n",
+                       2 * k, o.workers, (unsigned long long)est.epochs, est.secs, s_rows_s(&est),
+                       1e3 * est.secs / (double)est.epochs, 1e3 * est_close, est.our_cpu);
+            printf("RESULT ingest d=%zu what=estimator_ref rows_s=%.0f epoch_ms=%.2f close_ms=%.2f sync_ms=%.2f\n", d,
+                   s_rows_s(&est), est.ok ? 1e3 * est.secs / (double)est.epochs : 0, 1e3 * est_close, 1e3 * sync);
+            fflush(stdout);
+        }
         for (int sec = 0; sec < 2; sec++) {
             if ((sec == 0 && !o.do_plain) || (sec == 1 && !o.do_curve))
                 continue;
@@ -630,6 +823,10 @@ int main(int argc, char **argv)
             rw->batch = batch;
             rw->len = (double)len;
             rw->sec = sname;
+            rw->est = est;
+            rw->est_a = est_a;
+            rw->est_close = est_close;
+            rw->sync = sync;
             rw->raw = s_raw(&o, &keys, sec, msg, len, batch);
             s_print("raw PUSH->PULL (reference)", &rw->raw, NULL, d, sname, "raw");
             if (!rw->raw.ok)
@@ -641,33 +838,72 @@ int main(int argc, char **argv)
             if (o.do_a) {
                 rw->a = s_collector(&o, &keys, sec, 'a', pool, npool, batch, d, msg, len, s_rows_s(&rw->raw));
                 s_print("collector (a) ingest only", &rw->a, &rw->raw, d, sname, "collector_a");
+                if (rw->a.ok && est_a.ok)
+                    printf("  collector (a): %.3f x the in-process estimator's %.0f rows/s\n",
+                           s_rows_s(&rw->a) / s_rows_s(&est_a), s_rows_s(&est_a));
             }
             if (o.do_b) {
                 rw->b = s_collector(&o, &keys, sec, 'b', pool, npool, batch, d, msg, len, s_rows_s(&rw->raw));
                 s_print("collector (b) default epochs", &rw->b, &rw->raw, d, sname, "collector_b");
+                if (rw->b.ok && rw->b.epochs && est.ok)
+                    printf("  collector (b): %.1f ms per epoch (%.2f x the in-process estimator's %.1f ms)\n",
+                           1e3 * rw->b.secs * (double)(2 * k * 125) / rw->b.rows,
+                           s_rows_s(&est) / s_rows_s(&rw->b), 1e3 * est.secs / (double)est.epochs);
+            }
+            if (o.do_api || o.do_a || o.do_b) { /* the reference again: did the machine change under us? */
+                rw->raw2 = s_raw(&o, &keys, sec, msg, len, batch);
+                s_print("raw PUSH->PULL (again, after)", &rw->raw2, &rw->raw, d, sname, "raw_after");
             }
         }
         free(msg);
         free(pool);
     }
 
-    printf("\n## summary: rows/s as a multiple of raw PUSH->PULL (same message bytes, same security, same run)\n");
-    printf("%-7s %-6s %5s %8s | %12s %9s | %9s | %9s %6s %6s | %9s %6s %7s\n", "d", "sec", "batch", "msg MB",
-           "raw rows/s", "raw MB/s", "api/raw", "(a)/raw", "cpu", "main", "(b)/raw", "cpu", "epochs");
+    printf("\n## summary: rows/s as a multiple of raw PUSH->PULL (same message bytes, same security, same run;\n"
+           "## the reference is the faster of the raw runs before and after the subjects)\n");
+    printf("%-6s %-5s %5s %6s | %10s %8s %6s | %7s | %7s %7s %5s %5s %7s | %7s %5s %6s %7s | %8s %8s %7s\n", "d",
+           "sec", "batch", "msg MB", "raw rows/s", "raw MB/s", "after", "api/raw", "(a)/raw", "(a)/est", "cpu", "main",
+           "cpu/raw", "(b)/raw", "cpu", "epochs", "(b)/est", "(b) ep", "est ep", "sync");
     for (size_t i = 0; i < nrows; i++) {
         row *w = &rows[i];
-        double rr = s_rows_s(&w->raw);
-        char api[16] = "-", ra[16] = "-", rb[16] = "-";
+        const result *ref = &w->raw;
+        if (w->raw2.ok && s_rows_s(&w->raw2) > s_rows_s(&w->raw))
+            ref = &w->raw2;
+        double rr = s_rows_s(ref);
+        char api[16] = "-", ra[16] = "-", rb[16] = "-", aft[16] = "-", be[16] = "-", bep[16] = "-", eep[16] = "-",
+             ae[16] = "-", ac[16] = "-";
+        if (w->a.ok && s_cpu_per_mb(ref) > 0)
+            snprintf(ac, sizeof ac, "%.2f", s_cpu_per_mb(&w->a) / s_cpu_per_mb(ref));
+        if (w->a.ok && w->est_a.ok)
+            snprintf(ae, sizeof ae, "%.3f", s_rows_s(&w->a) / s_rows_s(&w->est_a));
         if (w->api.ok && rr > 0)
             snprintf(api, sizeof api, "%.3f", s_rows_s(&w->api) / rr);
         if (w->a.ok && rr > 0)
             snprintf(ra, sizeof ra, "%.3f", s_rows_s(&w->a) / rr);
         if (w->b.ok && rr > 0)
             snprintf(rb, sizeof rb, "%.3f", s_rows_s(&w->b) / rr);
-        printf("%-7zu %-6s %5zu %8.2f | %12.0f %9.0f | %9s | %9s %5.0f%% %5.0f%% | %9s %5.0f%% %7llu\n", w->d, w->sec,
-               w->batch, w->len / 1e6, rr, w->raw.ok ? w->raw.bytes / w->raw.secs / 1e6 : 0, api, ra, w->a.coll_cpu,
-               w->a.coll_main, rb, w->b.coll_cpu, (unsigned long long)w->b.epochs);
+        if (w->raw2.ok && w->raw.ok)
+            snprintf(aft, sizeof aft, "%.2f", s_rows_s(&w->raw2) / s_rows_s(&w->raw));
+        if (w->b.ok && w->est.ok) {
+            snprintf(be, sizeof be, "%.3f", s_rows_s(&w->b) / s_rows_s(&w->est));
+            snprintf(bep, sizeof bep, "%.1f", 1e3 * (double)(2 * o.k * 125) / s_rows_s(&w->b));
+            snprintf(eep, sizeof eep, "%.1f", 1e3 * (double)(2 * o.k * 125) / s_rows_s(&w->est));
+        }
+        printf("%-6zu %-5s %5zu %6.2f | %10.0f %8.0f %6s | %7s | %7s %7s %4.0f%% %4.0f%% %7s | %7s %4.0f%% %6llu %7s "
+               "| %8s %8s %7.1f\n",
+               w->d, w->sec, w->batch, w->len / 1e6, rr, ref->ok ? ref->bytes / ref->secs / 1e6 : 0, aft, api, ra, ae,
+               w->a.coll_cpu, w->a.coll_main, ac, rb, w->b.coll_cpu, (unsigned long long)w->b.epochs, be, bep, eep,
+               1e3 * w->sync);
+        printf("RESULT ingest_summary d=%zu sec=%s raw_rows_s=%.0f api_ratio=%s a_ratio=%s a_over_est=%s b_ratio=%s "
+               "b_over_est=%s raw_after_over_before=%s\n",
+               w->d, w->sec, rr, api, ra, ae, rb, be, aft);
     }
+    printf("# after = raw after / raw before (far from 1: the machine changed during the measurement)\n");
+    printf("# cpu/raw = CPU seconds per MB, both ends (producer process + collector), collector (a) / raw: steadier\n"
+           "#           than the wall-clock ratios when other processes take the cores\n");
+    printf("# (a)/est = collector (a) rows/s / the in-process estimator's with the same settings (push only);\n"
+           "# (b)/est = collector (b) rows/s / the in-process estimator's (push + close, no network, no disk);\n"
+           "# (b) ep, est ep = ms per epoch of t*m rows; sync = ms of one epoch's durable writes (fsyncs) here\n");
     printf("# cpu = the collector's CPU over its run, %% of one core (main = its single ingest/aggregation loop "
            "thread); 2 cores in all here\n");
     b_footer();

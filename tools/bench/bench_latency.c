@@ -126,6 +126,21 @@ static int s_collector_run(const opts *o, const n_keys *keys, size_t d, const fl
         n_collector_tail(&c, 10);
         goto out;
     }
+    { /* what one status query costs (a new context, connection, handshake each time): drain polls with it */
+        double q[15];
+        int nq = 0;
+        for (int i = 0; i < 15; i++) {
+            dps_collector_status sq;
+            double q0 = b_now();
+            if (dps_collector_status_query(c.status, &c.sec, 2000, &sq) == DPS_OK)
+                q[nq++] = b_now() - q0;
+        }
+        double qmed = 0, qmax = 0;
+        s_stats(q, (size_t)nq, &qmed, &qmax);
+        printf("  dps_collector_status_query round trip (idle collector, %s): median %.2f ms, max %.2f ms over %d\n",
+               o->curve ? "CURVE" : "plaintext", 1e3 * qmed, 1e3 * qmax, nq);
+        printf("RESULT latency d=%zu kind=status_query ms=%.3f max_ms=%.3f\n", d, 1e3 * qmed, 1e3 * qmax);
+    }
     *nb = *ni = 0;
     for (int e = 0; e < 2 * o->epochs && !rc; e++) {
         int is_idle = e >= o->epochs;
