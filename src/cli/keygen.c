@@ -96,6 +96,7 @@ int main(int argc, char **argv)
     const char *dir = NULL;
     int help = 0;
     cli_opt opts[] = {
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Options:", 0},
         {"--dir", CLI_OPT_STRING, &dir, "DIR", "the current directory",
          "write the two files into DIR (created with mode 0700 if missing)", 0},
         {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},

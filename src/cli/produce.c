@@ -385,8 +385,11 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
             if (!code) {
                 cli_error("the collector at %s did not confirm all %" PRIu64 " batches within %" PRIu64
                           " ms (--drain-timeout): %s",
-                          a->status, batches, a->drain_ms, rc == DPS_ETIMEOUT ? "it may be overloaded or gone"
-                                                                              : dps_strerror(rc));
+                          a->status, batches, a->drain_ms,
+                          rc == DPS_ETIMEOUT ? "it may be overloaded or gone, or --batch is above its "
+                                               "--max-batch-rows (such messages are dropped with the connection; "
+                                               "dps-status counts disconnects)"
+                                             : dps_strerror(rc));
                 code = cli_net_exit_code(rc);
             }
         }
@@ -418,7 +421,7 @@ int main(int argc, char **argv)
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
         {"--format", CLI_OPT_STRING, &a.format, "npy|csv|raw", "from the extension",
-         "the input's format (required for - , standard input)", 0},
+         "the input's format (required when INPUT is -, standard input)", 0},
         {"--dim", CLI_OPT_SIZE, &a.dim, "D", "from the file",
          "row length: required for raw; for npy/CSV it must match the file", 0},
         {"--rows-from", CLI_OPT_U64, &a.rows_from, "N", "0",

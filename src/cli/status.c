@@ -147,6 +147,7 @@ int main(int argc, char **argv)
     int json = 0, help = 0;
     cli_net_flags net = {0};
     cli_opt opts[] = {
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Options:", 0},
         {"--connect", CLI_OPT_STRING, &ep, "EP", "tcp://127.0.0.1:7782",
          "the collector's status endpoint (its --status)", 0},
         {"--producer", CLI_OPT_STRING, &producer, "ID", "none",

@@ -136,9 +136,9 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
         if (localtime_r(&t, &tm))
             strftime(when, sizeof when, "  at %Y-%m-%d %H:%M:%S", &tm);
     }
-    printf("snapshot seq %" PRIu64 "  epoch %" PRIu64 "  %s%s%s%s\n", in->seq, in->epoch,
+    printf("snapshot seq %" PRIu64 "  epoch %" PRIu64 "  %s%s%s\n", in->seq, in->epoch,
            in->status == DPS_SNAP_RELEASED ? "released" : in->status == DPS_SNAP_FAILED ? "FAILED" : "REFUSED",
-           in->seeded ? "  SEEDED (not secure)" : "", when, "");
+           in->seeded ? "  SEEDED (not secure)" : "", when);
     if (in->status != DPS_SNAP_RELEASED)
         printf("  reason: %s\n", in->reason && *in->reason ? in->reason : "(none given)");
     printf("  rows %" PRIu64 " in %zu buckets  radius %.4g  aggregator %s  d %zu  k %zu\n", in->rows_used,
