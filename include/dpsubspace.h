@@ -161,6 +161,11 @@ typedef struct {
     uint64_t rows_used;      /* rows in the completed buckets aggregated       */
     size_t buckets_used;     /* completed buckets (public)                     */
     double radius;           /* radius chosen by the private search (0 if none) */
+    double radius_unrelated; /* public: the distance between the items of two
+                                buckets with orthogonal subspaces (sqrt(2kq) for
+                                the reference aggregator, sqrt(2k) projection).
+                                radius / radius_unrelated near 1 means the
+                                buckets did not agree: a basis of little use  */
     double w_hat;            /* noisy friend weight (0 if not run)             */
     dps_zcdp epoch_cost;     /* spent by this epoch (0 if refused)             */
     dps_zcdp total;          /* spent so far including this epoch              */
@@ -174,6 +179,10 @@ typedef struct {
 } dps_snapshot_info;
 
 void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);
+/* For a released snapshot: 1 if radius >= radius_unrelated / 2, i.e. the
+   buckets agreed only at distances comparable to unrelated subspaces and the
+   basis carries little information about the data. */
+int dps_snapshot_weak(const dps_snapshot_info *info);
 /* k x d orthonormal rows; NULL unless status == DPS_SNAP_RELEASED.
    Owned by the snapshot. */
 const float *dps_snapshot_basis(const dps_snapshot *s);

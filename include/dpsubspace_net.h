@@ -78,12 +78,16 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
 /* Send the partial batch, if any. */
 int dps_producer_flush(dps_producer *p);
 void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent);
-/* Flush, then wait until the collector confirms it has taken every batch we
-   sent (asked on status_endpoint): DPS_OK, DPS_ETIMEOUT after timeout_ms, or
-   DPS_ESTATE without a status_endpoint.  libzmq discards messages still queued
+/* Flush, then wait until the collector has answered for every batch we sent
+   (asked on status_endpoint): DPS_OK when all were taken, DPS_EPROTO when it
+   refused some as a whole (wrong dimension, too large...: its status says
+   which), DPS_ETIMEOUT after timeout_ms, or DPS_ESTATE without a
+   status_endpoint.  libzmq discards messages still queued
    toward a PULL socket when their sender disconnects; this is how a producer
    knows it may disconnect. */
 int dps_producer_drain(dps_producer *p, int timeout_ms);
+/* The producer id the collector knows us by (generated unless given). */
+const char *dps_producer_id(const dps_producer *p);
 /* Flush; drain (up to linger_ms) if there is a status endpoint, else linger up
    to linger_ms for delivery; close. */
 void dps_producer_destroy(dps_producer **p);
@@ -96,8 +100,9 @@ typedef struct dps_subscriber dps_subscriber;
 int dps_subscriber_new(dps_subscriber **out, const char *endpoint, const dps_security *sec);
 void dps_subscriber_destroy(dps_subscriber **s);
 /* The next snapshot not seen before (by sequence number): DPS_OK and *out
-   (the caller owns it), DPS_ETIMEOUT, or DPS_EPROTO for a message that does
-   not decode (skipped and counted).  timeout_ms < 0 waits forever. */
+   (the caller owns it), DPS_ETIMEOUT, DPS_EAUTH (the collector refused our
+   key), or DPS_EPROTO for a message that does not decode (skipped and
+   counted).  timeout_ms < 0 waits forever. */
 int dps_subscriber_recv(dps_subscriber *s, int timeout_ms, dps_snapshot **out);
 /* For a training loop: take every pending snapshot without blocking and keep
    the latest released one.  Returns 1 if the basis changed, 0 if not, or a
@@ -123,11 +128,12 @@ typedef struct {
     size_t n_rejected;
     struct { char name[32]; uint64_t value; } rejected[DPS_STATUS_MAX_COUNTERS];
     /* for the producer_id asked (dps_collector_status_query_producer) */
-    uint64_t producer_batches, producer_rows, producer_seq_gaps;
+    uint64_t producer_batches, producer_rows, producer_seq_gaps, producer_refused;
 } dps_collector_status;
 
-/* Ask a collector's status endpoint.  Operator information: the rejection
-   counts are about the data and are not differentially private. */
+/* Ask a collector's status endpoint: DPS_OK, DPS_ETIMEOUT, DPS_EAUTH (our key
+   is not among its authorized keys), DPS_EPROTO.  Operator information: the
+   rejection counts are about the data and are not differentially private. */
 int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
                                dps_collector_status *out);
 /* The same, also asking how many batches of producer_id were taken. */

@@ -544,6 +544,8 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     info.rows_used = (uint64_t)t_eff * c->m;
     info.seeded = c->seeded;
     info.public_seed = c->public_seed;
+    info.radius_unrelated = c->aggregator == DPS_AGG_REFERENCE ? sqrt(2.0 * (double)c->k * (double)c->q)
+                                                               : sqrt(2.0 * (double)c->k);
     info.delta_target = c->cap.delta_target > 0 ? c->cap.delta_target : 1e-5;
     info.reason = "";
     dps_zcdp cost = {c->rho_epoch, c->delta_epoch};

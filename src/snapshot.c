@@ -14,6 +14,11 @@ const char *dps_status_name(dps_status s)
     return "unknown";
 }
 
+int dps_snapshot_weak(const dps_snapshot_info *in)
+{
+    return in->status == DPS_SNAP_RELEASED && in->radius_unrelated > 0 && in->radius >= 0.5 * in->radius_unrelated;
+}
+
 const char *dps_aggregator_name(dps_aggregator a)
 {
     switch (a) {

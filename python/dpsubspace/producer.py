@@ -40,6 +40,7 @@ class Producer:
         self._sec = dict(server_public_key=server_public_key, public_key=public_key, secret_key=secret_key,
                          plaintext=plaintext)
         self.status_endpoint, self.linger_ms, self.batches_sent = status_endpoint, linger_ms, 0
+        self._drained = False
         if dim <= 0 or batch_rows <= 0:
             raise ValueError("dim and batch_rows must be positive")
         if len(producer_id.encode()) > 64:
@@ -113,16 +114,21 @@ class Producer:
             self._pending = self._pending[:0]
 
     def drain(self, timeout_ms=None):
-        """Flush, then wait until the collector confirms every batch was taken; False on timeout."""
+        """Flush, then wait until the collector answered for every batch: True when all were taken,
+        False on timeout, ValueError if it refused some (wrong dimension, too large)."""
         from .status import query_status
         if not self.status_endpoint:
             raise RuntimeError("drain needs status_endpoint")
         self.flush()
+        self._drained = True  # close() does not wait a second time
         end = time.monotonic() + (self.linger_ms if timeout_ms is None else timeout_ms) / 1000
         while True:
             try:
                 st = query_status(self.status_endpoint, 1000, producer_id=self.producer_id, **self._sec)
-                if st["producer_batches"] >= self.batches_sent:
+                if st["producer_batches"] + st["producer_refused"] >= self.batches_sent:
+                    if st["producer_refused"]:
+                        raise ValueError(f"the collector refused {st['producer_refused']} of our batches as a whole "
+                                         f"(wrong dimension or too large: its status counters say which)")
                     return True
             except TimeoutError:
                 pass
@@ -136,7 +142,7 @@ class Producer:
             return
         if not self._refused:
             self.flush()
-            if self.status_endpoint and self.batches_sent:
+            if self.status_endpoint and self.batches_sent and not self._drained:
                 self.drain()
         else:
             self._sock.setsockopt(zmq.LINGER, 0)

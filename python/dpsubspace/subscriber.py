@@ -39,7 +39,13 @@ class Snapshot:
     public_seed: int
     reason: str
     time_unix_ms: int
+    radius_unrelated: float
     basis: Optional[np.ndarray] = field(default=None, repr=False)  # (k, d) float32, orthonormal rows
+
+    @property
+    def weak(self):
+        """True if the buckets agreed only at distances comparable to unrelated subspaces."""
+        return self.status == "released" and self.radius_unrelated > 0 and self.radius >= 0.5 * self.radius_unrelated
 
     @staticmethod
     def from_bytes(data):
@@ -58,13 +64,14 @@ class Snapshot:
         return Snapshot(m.seq, m.epoch, m.d, m.k, STATUS_NAMES[m.status], AGGREGATOR_NAMES.get(m.aggregator, "?"),
                         m.rows_used, m.buckets_used, m.radius, m.rho_epoch, m.delta_epoch, m.rho_total,
                         m.delta_total, m.eps_total, m.delta_target, m.seeded, m.public_seed, m.reason,
-                        m.time_unix_ms, basis)
+                        m.time_unix_ms, m.radius_unrelated, basis)
 
     def describe(self):
         eps = "inf" if math.isinf(self.eps_total) else f"{self.eps_total:.3f}"
         return (f"epoch {self.epoch} {self.status}: rho this epoch {self.rho_epoch:g}, total rho "
                 f"{self.rho_total:g} (eps {eps} at delta {self.delta_target:g})"
                 + (" [SEEDED: not secure]" if self.seeded else "")
+                + (" [WEAK: the buckets barely agreed; little information]" if self.weak else "")
                 + (f"; {self.reason}" if self.reason else ""))
 
 

@@ -380,16 +380,22 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
             dps_collector_status st;
             memset(&st, 0, sizeof st);
             int q = dps_collector_status_query_producer(a->status, &ns->sec, 1000, a->id, &st);
-            snprintf(conf, sizeof conf, "NOT confirmed: the collector took %s%" PRIu64 " of %" PRIu64 " batches",
-                     q ? "(unknown) " : "", q ? 0 : st.producer_batches, batches);
+            snprintf(conf, sizeof conf, "NOT confirmed: the collector took %s%" PRIu64 " of %" PRIu64 " batches%s",
+                     q ? "(unknown) " : "", q ? 0 : st.producer_batches, batches,
+                     rc == DPS_EPROTO ? " and refused the others" : "");
             if (!code) {
-                cli_error("the collector at %s did not confirm all %" PRIu64 " batches within %" PRIu64
-                          " ms (--drain-timeout): %s",
-                          a->status, batches, a->drain_ms,
-                          rc == DPS_ETIMEOUT ? "it may be overloaded or gone, or --batch is above its "
-                                               "--max-batch-rows (such messages are dropped with the connection; "
-                                               "dps-status counts disconnects)"
-                                             : dps_strerror(rc));
+                if (rc == DPS_EPROTO)
+                    cli_error("the collector at %s refused %" PRIu64 " of our %" PRIu64 " batches as a whole "
+                              "(wrong dimension, or --batch above its --max-batch-rows: dps-status counts which)",
+                              a->status, q ? 0 : st.producer_refused, batches);
+                else
+                    cli_error("the collector at %s did not confirm all %" PRIu64 " batches within %" PRIu64
+                              " ms (--drain-timeout): %s",
+                              a->status, batches, a->drain_ms,
+                              rc == DPS_ETIMEOUT ? "it may be overloaded or gone, or --batch is above its "
+                                                   "--max-batch-rows (such messages are dropped with the connection; "
+                                                   "dps-status counts disconnects)"
+                                                 : dps_strerror(rc));
                 code = cli_net_exit_code(rc);
             }
         }

@@ -186,10 +186,14 @@ int main(int argc, char **argv)
     memset(&ns, 0, sizeof ns);
     if (rc == DPS_ETIMEOUT) {
         cli_error("no answer from %s within %" PRIu64 " ms: is the collector running there (its --status), with "
-                  "the same security (CURVE vs --insecure-plaintext)?%s",
-                  ep, timeout_ms,
-                  net.key ? " With CURVE a key missing from its --authorized-keys also goes unanswered" : "");
+                  "the same security (CURVE vs --insecure-plaintext)?",
+                  ep, timeout_ms);
         return CLI_EXIT_TIMEOUT;
+    }
+    if (rc == DPS_EAUTH) {
+        cli_error("the collector at %s refused our CURVE key: put the public half of --key (its .key file) in the "
+                  "collector's --authorized-keys directory", ep);
+        return CLI_EXIT_AUTH;
     }
     if (rc) {
         cli_error("status query to %s failed: %s", ep, dps_strerror(rc));

@@ -287,7 +287,7 @@ expect_error "plaintext to a CURVE collector: no handshake, exit 6" 6 "no handsh
 status_json st.json $STATUS_ARGS
 check "dps-status over CURVE: rows_accepted 1000" [ "$(jget st.json rows_accepted)" = 1000 ]
 check "dps-status: the refused key was counted" [ "$(jget st.json auth_refused)" -ge 1 ]
-expect_error "dps-status with an unauthorized key: exit 6" 6 "no answer" \
+expect_error "dps-status with an unauthorized key: exit 5" 5 "refused our CURVE key" \
     "$STATUS" $SK --key keys/stranger.key_secret --connect "$ST" --timeout 1000
 stop_collector
 

@@ -143,6 +143,10 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
         printf("  reason: %s\n", in->reason && *in->reason ? in->reason : "(none given)");
     printf("  rows %" PRIu64 " in %zu buckets  radius %.4g  aggregator %s  d %zu  k %zu\n", in->rows_used,
            in->buckets_used, in->radius, dps_aggregator_name(in->aggregator), in->d, in->k);
+    if (dps_snapshot_weak(in))
+        printf("  WEAK: the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated buckets\n"
+               "        (%.3g): this basis carries little information about the data\n",
+               in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
     char p[160];
     s_privacy_text(p, sizeof p, in->epoch_cost, dps_zcdp_eps_total(in->epoch_cost, in->delta_target),
                    in->delta_target);
@@ -197,6 +201,8 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     cli_json_u64(&j, "rows_used", in->rows_used);
     cli_json_u64(&j, "buckets_used", in->buckets_used);
     cli_json_num(&j, "radius", in->radius);
+    cli_json_num(&j, "radius_unrelated", in->radius_unrelated);
+    cli_json_bool(&j, "weak", dps_snapshot_weak(in));
     cli_json_num(&j, "epoch_rho", in->epoch_cost.rho);
     cli_json_num(&j, "epoch_delta", in->epoch_cost.delta);
     cli_json_num(&j, "epoch_eps", dps_zcdp_eps_total(in->epoch_cost, in->delta_target));

@@ -99,6 +99,11 @@ static void s_log_snapshot(const dps_snapshot_info *in)
     else
         log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e", in->epoch,
                  dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target);
+    if (dps_snapshot_weak(in))
+        log_warn("epoch %" PRIu64 ": the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated "
+                 "buckets (%.3g): this basis carries little information.  Buckets of m rows are too small for this "
+                 "data to concentrate near a k-dimensional subspace: raise --m (and t, or rho)",
+                 in->epoch, in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
 }
 
 /* Number, store, publish; the ledger already holds the cost. */
@@ -107,7 +112,7 @@ static int s_release(collector *c, dps_snapshot *snap)
     dps_snapshot_info in;
     dps_snapshot_get_info(snap, &in);
     in.seq = ++c->last_seq;
-    in.time_unix_ms = net_now_ms();
+    in.time_unix_ms = net_unix_ms();
     dps_snapshot *numbered = NULL;
     int rc = dps_snapshot_new(&numbered, &in, dps_snapshot_basis(snap));
     if (rc)
@@ -207,6 +212,8 @@ static int s_ingest(collector *c)
     zmq_msg_close(&msg);
     if (r != WIRE_OK) {
         s_reject(c, r, len);
+        if (wr.producer_id[0]) /* a draining producer learns of it */
+            ptable_refused(&c->producers, wr.producer_id, net_now_ms());
         return 1;
     }
     size_t done = 0;
@@ -278,6 +285,7 @@ static void s_status(collector *c)
         st.producer_batches = pe->batches;
         st.producer_rows = pe->rows;
         st.producer_seq_gaps = pe->gaps;
+        st.producer_refused = pe->refused;
     }
     uint64_t zap_ok = 0, zap_refused = 0;
     if (c->zap)

@@ -52,7 +52,8 @@ const producer_entry *ptable_find(const producer_table *t, const char *id)
     return found ? e : NULL;
 }
 
-void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t rows, uint64_t now_ms)
+/* The entry of id, created (evicting the least recently heard when full). */
+static producer_entry *s_entry(producer_table *t, const char *id, uint64_t seq, uint64_t now_ms)
 {
     int found = 0;
     producer_entry *e = s_slot(t, id, &found);
@@ -65,7 +66,7 @@ void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t row
         t->slots = calloc(t->cap, sizeof *t->slots);
         if (!t->slots) {
             t->slots = keep;
-            return;
+            return NULL;
         }
         for (size_t i = 0; i < t->cap; i++)
             if (i != old && keep[i].used) {
@@ -74,6 +75,8 @@ void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t row
             }
         free(keep);
         e = s_slot(t, id, &found);
+        if (!e)
+            return NULL;
     }
     if (!found) {
         memset(e, 0, sizeof *e);
@@ -81,6 +84,22 @@ void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t row
         e->used = 1;
         e->next_seq = seq;
     }
+    e->last_ms = now_ms;
+    return e;
+}
+
+void ptable_refused(producer_table *t, const char *id, uint64_t now_ms)
+{
+    producer_entry *e = s_entry(t, id, 0, now_ms);
+    if (e)
+        e->refused++;
+}
+
+void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t rows, uint64_t now_ms)
+{
+    producer_entry *e = s_entry(t, id, seq, now_ms);
+    if (!e)
+        return;
     if (seq > e->next_seq) {
         e->gaps += seq - e->next_seq;
         t->total_gaps += seq - e->next_seq;
@@ -90,5 +109,4 @@ void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t row
     e->next_seq = seq + 1;
     e->batches++;
     e->rows += rows;
-    e->last_ms = now_ms;
 }

@@ -51,8 +51,14 @@ int dps_keypair_save(const dps_keypair *kp, const char *base)
              "# dpsubspace CURVE public key (Z85).  Safe to share: put it in a collector's\n"
              "# authorized-keys directory to let the holder of the secret key in.\n"
              "public-key = %s\n", kp->public_key);
-    snprintf(path, sizeof path, "%s.key", base);
-    return s_write_new(path, 0644, text);
+    char pub[4096];
+    snprintf(pub, sizeof pub, "%s.key", base);
+    rc = s_write_new(pub, 0644, text);
+    if (rc) { /* no half pair left behind */
+        snprintf(path, sizeof path, "%s.key_secret", base);
+        unlink(path);
+    }
+    return rc;
 }
 
 /* Find "name = value" in a key file; value copied (40 chars). */

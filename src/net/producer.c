@@ -33,6 +33,7 @@ struct dps_producer {
     float *buf;
     size_t nbuf;
     uint64_t seq, rows_sent, batches_sent;
+    int drain_done; /* a drain ended (ok, refused or timed out): destroy does not wait again */
 };
 
 void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim)
@@ -206,22 +207,33 @@ int dps_producer_drain(dps_producer *p, int timeout_ms)
     int rc = dps_producer_flush(p);
     if (rc)
         return rc;
+    p->drain_done = 0;
     uint64_t end = net_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         dps_collector_status st;
         uint64_t left = end > net_now_ms() ? end - net_now_ms() : 0;
         rc = dps_collector_status_query_producer(p->status_ep, &p->sec, (int)(left < 1000 ? left : 1000) + 1,
                                                  p->id, &st);
-        if (rc == DPS_OK && st.producer_batches >= p->batches_sent)
-            return DPS_OK;
+        if (rc == DPS_OK && st.producer_batches + st.producer_refused >= p->batches_sent) {
+            p->drain_done = 1;
+            return st.producer_refused ? DPS_EPROTO : DPS_OK;
+        }
+        if (rc == DPS_EAUTH) {
+            p->drain_done = 1;
+            return rc;
+        }
         if (rc != DPS_OK && rc != DPS_ETIMEOUT)
             return rc;
-        if (net_now_ms() >= end)
+        if (net_now_ms() >= end) {
+            p->drain_done = 1;
             return DPS_ETIMEOUT;
+        }
         struct timespec ts = {0, 20 * 1000000};
         nanosleep(&ts, NULL);
     }
 }
+
+const char *dps_producer_id(const dps_producer *p) { return p ? p->id : ""; }
 
 void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent)
 {
@@ -239,7 +251,7 @@ void dps_producer_destroy(dps_producer **pp)
     if (p->sock) {
         if (p->nbuf && !p->mon.auth_failed)
             dps_producer_flush(p);
-        if (p->status_ep[0] && !p->mon.auth_failed && p->batches_sent)
+        if (p->status_ep[0] && !p->mon.auth_failed && p->batches_sent && !p->drain_done)
             dps_producer_drain(p, p->linger_ms);
         net_monitor_stop(p->sock, &p->mon);
         int linger = p->mon.auth_failed ? 0 : p->linger_ms;

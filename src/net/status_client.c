@@ -4,6 +4,7 @@
 #include "wire.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <zmq.h>
 
 int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
@@ -25,7 +26,10 @@ int dps_collector_status_query_producer(const char *endpoint, const dps_security
     int zero = 0;
     unsigned char *req = NULL;
     size_t len = 0;
-    if (!rc && (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) || zmq_connect(sock, endpoint)))
+    net_monitor mon;
+    memset(&mon, 0, sizeof mon);
+    if (!rc && (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) ||
+                net_monitor_start(ctx, sock, &mon, 0) != DPS_OK || zmq_connect(sock, endpoint)))
         rc = DPS_ENET;
     if (!rc)
         rc = wire_status_request_encode(producer_id, &req, &len);
@@ -33,9 +37,20 @@ int dps_collector_status_query_producer(const char *endpoint, const dps_security
         rc = DPS_ENET;
     free(req);
     if (!rc) {
+        /* wait for the reply, noticing a refusal of our key on the way */
+        uint64_t end = net_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, timeout_ms) <= 0) {
-            rc = DPS_ETIMEOUT;
+        int got = 0;
+        for (;;) {
+            uint64_t now = net_now_ms();
+            int slice = now >= end ? 0 : (int)(end - now < 50 ? end - now : 50);
+            got = zmq_poll(&it, 1, slice) > 0;
+            net_monitor_poll(&mon, 0);
+            if (got || mon.auth_failed || now >= end)
+                break;
+        }
+        if (!got) {
+            rc = mon.auth_failed ? DPS_EAUTH : DPS_ETIMEOUT;
         } else {
             zmq_msg_t msg;
             zmq_msg_init(&msg);
@@ -46,8 +61,10 @@ int dps_collector_status_query_producer(const char *endpoint, const dps_security
             zmq_msg_close(&msg);
         }
     }
-    if (sock)
+    if (sock) {
+        net_monitor_stop(sock, &mon);
         zmq_close(sock);
+    }
     zmq_ctx_term(ctx);
     return rc;
 }

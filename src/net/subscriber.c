@@ -12,6 +12,7 @@
 
 struct dps_subscriber {
     void *ctx, *sock;
+    net_monitor mon;
     dps_snapshot *latest; /* latest released */
     uint64_t last_seq;    /* highest sequence number seen */
     uint64_t received, missed, bad;
@@ -33,7 +34,8 @@ int dps_subscriber_new(dps_subscriber **out, const char *endpoint, const dps_sec
         rc = net_client_security(s->sock, endpoint, sec);
     int zero = 0;
     if (!rc && (zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero) ||
-                zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, "", 0) || zmq_connect(s->sock, endpoint)))
+                zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, "", 0) || net_monitor_start(s->ctx, s->sock, &s->mon, 0) ||
+                zmq_connect(s->sock, endpoint)))
         rc = DPS_ENET;
     if (rc) {
         dps_subscriber_destroy(&s);
@@ -48,8 +50,10 @@ void dps_subscriber_destroy(dps_subscriber **ps)
     if (!ps || !*ps)
         return;
     dps_subscriber *s = *ps;
-    if (s->sock)
+    if (s->sock) {
+        net_monitor_stop(s->sock, &s->mon);
         zmq_close(s->sock);
+    }
     if (s->ctx)
         zmq_ctx_term(s->ctx);
     dps_snapshot_destroy(&s->latest);
@@ -78,13 +82,21 @@ int dps_subscriber_recv(dps_subscriber *s, int timeout_ms, dps_snapshot **out)
     *out = NULL;
     uint64_t end = net_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
-        int wait = timeout_ms < 0 ? -1 : (int)(end > net_now_ms() ? end - net_now_ms() : 0);
+        /* slices of at most 100 ms, so that a refusal of our key is noticed */
+        uint64_t now = net_now_ms();
+        int left = timeout_ms < 0 ? 100 : (int)(end > now ? end - now : 0);
         zmq_pollitem_t it = {s->sock, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, wait);
-        if (n < 0 && errno == EINTR)
-            return DPS_ETIMEOUT;
-        if (n <= 0)
-            return n < 0 ? DPS_ENET : DPS_ETIMEOUT;
+        int n = zmq_poll(&it, 1, left < 100 ? left : 100);
+        net_monitor_poll(&s->mon, 0);
+        if (n < 0 && errno != EINTR)
+            return DPS_ENET;
+        if (n <= 0) {
+            if (s->mon.auth_failed && !s->mon.succeeded)
+                return DPS_EAUTH;
+            if (timeout_ms >= 0 && net_now_ms() >= end)
+                return DPS_ETIMEOUT;
+            continue;
+        }
         zmq_msg_t msg;
         zmq_msg_init(&msg);
         if (zmq_msg_recv(&msg, s->sock, ZMQ_DONTWAIT) < 0) {

@@ -123,6 +123,13 @@ void net_monitor_stop(void *sock, net_monitor *m)
 uint64_t net_now_ms(void)
 {
     struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t net_unix_ms(void)
+{
+    struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

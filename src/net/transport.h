@@ -29,6 +29,9 @@ void net_monitor_stop(void *sock, net_monitor *m);
 /* 1 if the string is 40 characters of the Z85 alphabet that decode. */
 int net_key_valid(const char *z85);
 
+/* Milliseconds on a monotonic clock (timeouts, durations). */
 uint64_t net_now_ms(void);
+/* Milliseconds since the Unix epoch (timestamps people read). */
+uint64_t net_unix_ms(void);
 
 #endif

@@ -77,7 +77,9 @@ wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect
         for (const char *c = m->producer_id; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f)
                 r = WIRE_PRODUCER_ID;
-    if (r != WIRE_OK) {
+    if (r != WIRE_OK) { /* keep the id (if printable) so the refusal can be counted for its producer */
+        if (r != WIRE_PRODUCER_ID && m->producer_id)
+            snprintf(out->producer_id, sizeof out->producer_id, "%s", m->producer_id);
         dps__wire__row_batch__free_unpacked(m, NULL);
         return r;
     }
@@ -166,6 +168,7 @@ int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
     m.public_seed = in.public_seed;
     m.reason = (char *)(in.reason ? in.reason : "");
     m.time_unix_ms = in.time_unix_ms;
+    m.radius_unrelated = in.radius_unrelated;
     unsigned char *basis = NULL;
     const float *b = dps_snapshot_basis(s);
     if (b) {
@@ -207,7 +210,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         (released ? m->basis.len != (size_t)m->k * m->d * 4 : m->basis.len != 0) ||
         !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||
         !s_nonneg(m->delta_total) || isnan(m->eps_total) || m->eps_total < 0 || !s_nonneg(m->delta_target) ||
-        !s_nonneg(m->radius) || !isfinite(m->w_hat))
+        !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat))
         rc = DPS_EPROTO;
     float *basis = NULL;
     if (!rc && released) {
@@ -244,6 +247,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         in.reason = m->reason ? m->reason : "";
         in.seq = m->seq;
         in.time_unix_ms = m->time_unix_ms;
+        in.radius_unrelated = m->radius_unrelated;
         rc = dps_snapshot_new(out, &in, basis);
     }
     free(basis);
@@ -315,6 +319,7 @@ int wire_status_encode(const dps_collector_status *st, unsigned char **out, size
     m.producer_batches = st->producer_batches;
     m.producer_rows = st->producer_rows;
     m.producer_seq_gaps = st->producer_seq_gaps;
+    m.producer_refused = st->producer_refused;
     size_t sz = dps__wire__status_reply__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -351,6 +356,7 @@ int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_statu
     out->producer_batches = m->producer_batches;
     out->producer_rows = m->producer_rows;
     out->producer_seq_gaps = m->producer_seq_gaps;
+    out->producer_refused = m->producer_refused;
     out->n_rejected = m->n_rejected < DPS_STATUS_MAX_COUNTERS ? m->n_rejected : DPS_STATUS_MAX_COUNTERS;
     for (size_t i = 0; i < out->n_rejected; i++) {
         snprintf(out->rejected[i].name, sizeof out->rejected[i].name, "%s",

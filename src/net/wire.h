@@ -26,7 +26,8 @@ typedef enum {
 const char *wire_reject_name(wire_reject r);
 
 /* A decoded batch.  rows points into the decoded message or into owned
-   (an aligned, host-order copy); release with wire_rows_release. */
+   (an aligned, host-order copy); release with wire_rows_release.  A batch
+   refused after it decoded still carries its producer_id (and nothing else). */
 typedef struct {
     void *msg;
     float *owned;

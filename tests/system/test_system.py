@@ -241,6 +241,7 @@ def test_end_to_end_tcp_curve():
             # quality is the same in distribution: 0.3 leaves a factor > 2.
             check(err < 0.3, f"e2e accuracy {err}")
             check(s.seeded, "seeded run says so")
+            check(not s.weak, "a good basis is not flagged weak")
     check([s.seq for s in snaps if s] == [1, 2], "sequence numbers 1, 2")
     st = c.query()
     check(st["rows_accepted"] == 2000 and st["epoch"] == 2, f"status rows {st['rows_accepted']} epoch {st['epoch']}")
@@ -331,6 +332,16 @@ def test_bad_input_ipc():
     s.close(0)
     big.close(0)
     ctx.term()
+    # a producer of the wrong dimension learns it from its drain instead of timing out
+    p = Producer(c.ingest, d + 3, plaintext=True, status_endpoint=c.status, linger_ms=5000)
+    p.send(np.ones((5, d + 3), np.float32))
+    told = False
+    try:
+        p.drain()
+    except ValueError as e:
+        told = "refused 1 of our batches" in str(e)
+    p.close()
+    check(told, "a refused batch is reported by the drain")
     check(c.stop() == 0, "clean exit")
 
 
@@ -438,6 +449,20 @@ def test_period_and_config_file():
     check(p.returncode == 2 and "bad.conf:2: unknown setting 'bogus'" in p.stderr, f"config errors name the line: {p.stderr.strip()}")
 
 
+def test_weak_snapshot():
+    """Buckets of isotropic rows cannot agree: the released basis is flagged WEAK everywhere."""
+    c = Collector("weak", d=300, k=2, t=60).start()
+    sub = c.subscriber()
+    send_rows(c, np.random.default_rng(5).standard_normal((240, 300)).astype(np.float32))
+    s = sub.recv(10000)
+    check(s is not None and s.status == "released" and s.weak, f"isotropic data: released but weak ({s and s.describe()})")
+    if s:
+        note(f"weak: radius {s.radius:.3g} of {s.radius_unrelated:.3g} between unrelated buckets")
+    check(wait_for(lambda: "carries little information" in c.tail(), 5), "the collector warns")
+    sub.close()
+    c.stop()
+
+
 def fill_epochs(c, n_epochs, rng, seed_rows=None):
     rows, _ = synth(c.t * c.m * n_epochs, c.d, c.k, 10.0 * c.d, rng)
     send_rows(c, rows)
@@ -530,7 +555,7 @@ def test_crashes():
 
 def main():
     tests = [test_end_to_end_tcp_curve, test_bad_input_ipc, test_plaintext_rules, test_budget_cap,
-             test_backpressure, test_period_and_config_file, test_crashes]
+             test_backpressure, test_period_and_config_file, test_weak_snapshot, test_crashes]
     for t in tests:
         t0 = time.time()
         print(f"{t.__name__}:", flush=True)
