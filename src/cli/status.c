@@ -36,9 +36,9 @@ static const char s_epilogue[] =
     "\n"
     "Exit codes: 0 answered; 1 runtime failure (network); 2 usage (unknown flag,\n"
     "missing or bad value, plaintext to a non-local endpoint); 3 a key file that\n"
-    "does not load; 6 no answer within --timeout (collector down, another\n"
-    "endpoint, or with CURVE: our key is not in its --authorized-keys, which the\n"
-    "collector does not tell a client that is not let in).\n";
+    "does not load; 5 the collector refused our CURVE key (not in its\n"
+    "--authorized-keys); 6 no answer within --timeout (collector down, or another\n"
+    "endpoint or security setting).\n";
 
 /* A short explanation of each counter the collector reports. */
 static const struct {
