@@ -113,17 +113,23 @@ static void s_symmetrize(double *G, size_t n)
             G[j * n + i] = G[i * n + j];
 }
 
-void la_gram_add(const float *A, size_t n, size_t lda, size_t c0, size_t c1, double *G, double *buf)
+/* buf (rows x cw, row-major double) = columns c0..c0+cw-1 of the rows of A. */
+static void s_columns_to_double(const float *A, size_t rows, size_t lda, size_t c0, size_t cw, double *buf)
 {
-    size_t cw = c1 - c0;
-    if (cw == 0 || n == 0)
-        return;
-    for (size_t j = 0; j < n; j++) {
+    for (size_t j = 0; j < rows; j++) {
         const float *src = A + j * lda + c0;
         double *dst = buf + j * cw;
         for (size_t c = 0; c < cw; c++)
             dst[c] = src[c];
     }
+}
+
+void la_gram_add(const float *A, size_t n, size_t lda, size_t c0, size_t c1, double *G, double *buf)
+{
+    size_t cw = c1 - c0;
+    if (cw == 0 || n == 0)
+        return;
+    s_columns_to_double(A, n, lda, c0, cw, buf);
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)n, (int)cw, 1.0, buf, (int)cw, 1.0, G, (int)n);
 }
 
@@ -133,12 +139,7 @@ void la_combine_rows(const double *B, size_t r, size_t n, const float *A, size_t
     size_t cw = c1 - c0;
     if (cw == 0 || n == 0)
         return;
-    for (size_t j = 0; j < r; j++) {
-        const float *src = A + j * lda + c0;
-        double *dst = buf + j * cw;
-        for (size_t c = 0; c < cw; c++)
-            dst[c] = src[c];
-    }
+    s_columns_to_double(A, r, lda, c0, cw, buf);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)cw, (int)r, 1.0, B, (int)n, buf,
                 (int)cw, 0.0, C, (int)ldc);
 }

@@ -275,3 +275,16 @@ void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t 
     if (epilogue)
         fprintf(f, "\n%s", epilogue);
 }
+
+int cli_parse_or_help(int argc, char **argv, cli_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
+                      size_t *n_pos, const int *help, const char *synopsis, const char *epilogue)
+{
+    int rc = cli_parse_args(argc, argv, opts, n_opts, pos, max_pos, n_pos);
+    if (rc)
+        return rc;
+    if (*help) {
+        cli_print_usage(stdout, synopsis, opts, n_opts, epilogue);
+        return CLI_EXIT_OK;
+    }
+    return -1;
+}

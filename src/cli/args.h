@@ -86,5 +86,10 @@ const cli_opt *cli_opt_find(const cli_opt *opts, size_t n_opts, const char *name
 /* Print --help: synopsis (free text), every option with its value, default and
    meaning, word-wrapped, then epilogue (free text, may be NULL). */
 void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t n_opts, const char *epilogue);
+/* Every program's start: parse the command line, and on --help (*help set by
+   the table) print the usage.  Returns -1 to go on, or the exit code main
+   should return now (a usage error, or 0 after --help). */
+int cli_parse_or_help(int argc, char **argv, cli_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
+                      size_t *n_pos, const int *help, const char *synopsis, const char *epilogue);
 
 #endif

@@ -557,12 +557,8 @@ int main(int argc, char **argv)
     size_t n_opts = sizeof opts / sizeof opts[0];
     const char *pos[1] = {NULL};
     size_t n_pos = 0;
-    int rc = cli_parse_args(argc, argv, opts, n_opts, pos, 1, &n_pos);
-    if (rc)
+    int rc = cli_parse_or_help(argc, argv, opts, n_opts, pos, 1, &n_pos, &a.help, s_synopsis, s_epilogue);
+    if (rc >= 0)
         return rc;
-    if (a.help) {
-        cli_print_usage(stdout, s_synopsis, opts, n_opts, s_epilogue);
-        return CLI_EXIT_OK;
-    }
     return s_main(&a, opts, n_opts, n_pos ? pos[0] : NULL);
 }

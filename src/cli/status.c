@@ -159,13 +159,9 @@ int main(int argc, char **argv)
         {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
     };
     size_t n_opts = sizeof opts / sizeof opts[0];
-    int rc = cli_parse_args(argc, argv, opts, n_opts, NULL, 0, NULL);
-    if (rc)
+    int rc = cli_parse_or_help(argc, argv, opts, n_opts, NULL, 0, NULL, &help, s_synopsis, s_epilogue);
+    if (rc >= 0)
         return rc;
-    if (help) {
-        cli_print_usage(stdout, s_synopsis, opts, n_opts, s_epilogue);
-        return CLI_EXIT_OK;
-    }
     if (timeout_ms < 1 || timeout_ms > 3600000) {
         cli_error("--timeout must be 1 to 3600000 ms (got %" PRIu64 ")", timeout_ms);
         return CLI_EXIT_USAGE;

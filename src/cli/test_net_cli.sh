@@ -40,55 +40,8 @@ trap 'stop_collector; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM
 cd "$T" || exit 1
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "FAIL $1"
-    if [ -n "$2" ]; then echo "     $2"; fi
-}
-check() {
-    _name=$1
-    shift
-    if "$@"; then ok "$_name"; else bad "$_name"; fi
-}
-# verdict NAME: passes when the previous command (or && list) succeeded.
-verdict() { if [ $? -eq 0 ]; then ok "$1"; else bad "$1"; fi; }
-# run COMMAND...: under timeout 30 s, stdout in out.txt, stderr in err.txt; sets rc.
-run() {
-    timeout 30 "$@" > out.txt 2> err.txt
-    rc=$?
-}
-# expect_error NAME CODE PATTERN COMMAND...: COMMAND exits with CODE and says
-# exactly one line on stderr, starting with its program name and matching
-# PATTERN (a grep -E regex).
-expect_error() {
-    _name=$1 _code=$2 _pat=$3
-    shift 3
-    _prog=$(basename "$1")
-    run "$@"
-    _lines=$(wc -l < err.txt | tr -d ' ')
-    if [ "$rc" -ne "$_code" ]; then
-        bad "$_name" "exit $rc, expected $_code; stderr: $(cat err.txt)"
-    elif [ "$_lines" -ne 1 ]; then
-        bad "$_name" "stderr has $_lines lines, expected 1: $(cat err.txt)"
-    elif ! grep -q "^$_prog: " err.txt; then
-        bad "$_name" "message does not start with '$_prog: ': $(cat err.txt)"
-    elif ! grep -Eq -- "$_pat" err.txt; then
-        bad "$_name" "message does not match /$_pat/: $(cat err.txt)"
-    else
-        ok "$_name"
-    fi
-}
-# jget FILE KEY: the value of "KEY": in dps-status --json output (one member a line).
-jget() { sed -n "s/^ *\"$2\": \(.*\)\$/\1/p" "$1" | sed 's/,$//; s/^"//; s/"$//' | head -n 1; }
-# lt A B: A is a number and A < B.
-lt() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        if (a !~ /^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/) exit 1
-        exit !(a + 0 < b + 0) }'
-}
+RUN_TIMEOUT=30
+. "$(dirname "$0")/test_lib.sh"
 # status_json FILE ARGS...: dps-status --json into FILE; 0 if it answered.
 status_json() {
     _f=$1

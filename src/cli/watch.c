@@ -401,13 +401,9 @@ int main(int argc, char **argv)
         {"--help", CLI_OPT_FLAG, &a.help, NULL, NULL, "print this help and exit", 0},
     };
     size_t n_opts = sizeof opts / sizeof opts[0];
-    int rc = cli_parse_args(argc, argv, opts, n_opts, NULL, 0, NULL);
-    if (rc)
+    int rc = cli_parse_or_help(argc, argv, opts, n_opts, NULL, 0, NULL, &a.help, s_synopsis, s_epilogue);
+    if (rc >= 0)
         return rc;
-    if (a.help) {
-        cli_print_usage(stdout, s_synopsis, opts, n_opts, s_epilogue);
-        return CLI_EXIT_OK;
-    }
     if (cli_opt_find(opts, n_opts, "--timeout")->given && !(a.timeout > 0)) {
         cli_error("--timeout must be a positive number of seconds (got %g)", a.timeout);
         return CLI_EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* ledger.c - the privacy ledger (see ledger.h). */
 #include "ledger.h"
+#include "store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,15 +43,6 @@ static const char *s_field(const char *line, const char *key, char *buf, size_t 
     return NULL;
 }
 
-static int s_fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
 
 /* Parse one complete line; 0 ok, -1 bad check or fields. */
 static int s_parse(ledger *l, const char *line, size_t len, char *err, size_t errlen)
@@ -116,7 +108,7 @@ int ledger_open(ledger *l, const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "cannot open %s: %s", l->path, strerror(errno));
         return DPS_EIO;
     }
-    if (!existed && (fsync(l->fd) != 0 || s_fsync_dir(dir) != 0)) {
+    if (!existed && (fsync(l->fd) != 0 || store_fsync_dir(dir) != 0)) {
         snprintf(err, errlen, "cannot sync new ledger %s: %s", l->path, strerror(errno));
         return DPS_EIO;
     }

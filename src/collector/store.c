@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int s_fsync_dir(const char *dir)
+int store_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -30,7 +30,7 @@ int store_init(const char *state_dir, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
         return DPS_EIO;
     }
-    s_fsync_dir(state_dir);
+    store_fsync_dir(state_dir);
     return DPS_OK;
 }
 
@@ -57,7 +57,7 @@ int store_put(const char *state_dir, uint64_t epoch, const unsigned char *buf, s
     }
     int ok = fsync(fd) == 0;
     ok &= close(fd) == 0;
-    ok = ok && rename(tmp, fin) == 0 && s_fsync_dir(dir) == 0;
+    ok = ok && rename(tmp, fin) == 0 && store_fsync_dir(dir) == 0;
     if (!ok)
         unlink(tmp);
     return ok ? DPS_OK : DPS_EIO;

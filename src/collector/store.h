@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* fsync a directory, so that a file created or renamed in it survives a
+   crash; 0 or -1. */
+int store_fsync_dir(const char *dir);
 /* Create STATE/snapshots if needed. */
 int store_init(const char *state_dir, char *err, size_t errlen);
 /* Write the encoded snapshot of epoch atomically. */
