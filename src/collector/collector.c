@@ -421,6 +421,134 @@ static void s_config(const collector_options *o, const ledger *led, dps_config *
     cfg->spent_before = led->total;
 }
 
+/* Free whatever exists, in reverse order of creation; every exit of main
+   after the state directory was opened comes through here. */
+static void s_teardown(collector *c)
+{
+    if (c->pull) {
+        net_monitor_stop(c->pull, &c->pull_mon);
+        int zero = 0;
+        zmq_setsockopt(c->pull, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(c->pull);
+    }
+    if (c->rep)
+        zmq_close(c->rep);
+    if (c->xpub)
+        zmq_close(c->xpub);
+    zap_stop(&c->zap);
+    if (c->ctx)
+        zmq_ctx_term(c->ctx);
+    dps_estimator_destroy(&c->est);
+    dps_snapshot_destroy(&c->latest);
+    ptable_free(&c->producers);
+    ledger_close(&c->led);
+}
+
+/* Start the estimator and the sockets, serve until stopped or asked to exit;
+   returns main's exit code.  The caller tears down whatever was created. */
+static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
+{
+    char err[8192];
+    s_config(&c->o, &c->led, cfg);
+    cfg->commit = s_commit;
+    cfg->commit_arg = c;
+    if (c->o.seeded)
+        log_warn("SEEDED MODE (--seed): the noise is reproducible and NOT secure; every snapshot says so");
+    int rc = dps_estimator_new(&c->est, cfg);
+    if (rc) {
+        fprintf(stderr, "dps-collector: cannot start the estimator: %s\n", dps_strerror(rc));
+        return 1;
+    }
+
+    c->ctx = zmq_ctx_new();
+    if (!c->o.insecure_plaintext) {
+        c->zap = zap_start(c->ctx, c->o.authorized_keys, c->o.subscriber_keys[0] ? c->o.subscriber_keys : NULL);
+        if (!c->zap) {
+            fprintf(stderr, "dps-collector: cannot start the ZAP handler\n");
+            return 1;
+        }
+    }
+    c->pull = zmq_socket(c->ctx, ZMQ_PULL);
+    c->xpub = zmq_socket(c->ctx, ZMQ_XPUB);
+    c->rep = zmq_socket(c->ctx, ZMQ_REP);
+    int64_t maxmsg = (int64_t)(c->o.max_batch_rows * c->o.d * 4 + 1024);
+    int hwm = (int)c->o.rcvhwm, pub_hwm = 1000;
+    zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
+    if (s_server_socket(c, c->pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
+        s_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, sizeof err) ||
+        s_server_socket(c, c->rep, c->o.status, "status", kp, err, sizeof err)) {
+        fprintf(stderr, "dps-collector: %s\n", err);
+        return 2;
+    }
+    net_monitor_start(c->ctx, c->pull, &c->pull_mon, 1); /* dropped connections on ingest */
+    if (c->latest) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        if (dps_snapshot_encode(c->latest, &buf, &len) == DPS_OK) {
+            zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
+            free(buf);
+        }
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (ptable_init(&c->producers, 4096) != 0) {
+        fprintf(stderr, "dps-collector: out of memory\n");
+        return 1;
+    }
+    c->started_ms = c->epoch_started_ms = net_now_ms();
+    log_info("listening: ingest %s, publish %s, status %s (%s); d=%" PRIu64 " k=%" PRIu64 ", epoch = %" PRIu64
+             " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
+             c->o.ingest, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
+             c->o.d, c->o.k, c->o.t, c->o.m, c->o.rho_epoch, c->o.aggregator, c->o.state_dir);
+
+    while (!s_stop) {
+        zmq_pollitem_t items[3] = {
+            {c->pull, 0, ZMQ_POLLIN, 0}, {c->xpub, 0, ZMQ_POLLIN, 0}, {c->rep, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 3, 100);
+        if (n < 0 && errno != EINTR) {
+            log_error("poll failed: %s", zmq_strerror(errno));
+            break;
+        }
+        if (n > 0) {
+            if (items[2].revents & ZMQ_POLLIN)
+                s_status(c);
+            if (items[1].revents & ZMQ_POLLIN)
+                s_subscriptions(c);
+            for (int i = 0; i < 64 && (items[0].revents & ZMQ_POLLIN) && !s_stop; i++)
+                if (!s_ingest(c))
+                    break;
+        }
+        net_monitor_poll(&c->pull_mon, 0);
+        if (c->o.epoch_seconds > 0 && net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
+            dps_stats es;
+            dps_estimator_get_stats(c->est, &es);
+            if (es.rows_in_epoch > 0)
+                s_close_epoch(c);
+            else
+                c->epoch_started_ms = net_now_ms();
+        }
+        if (c->o.exit_after && c->published >= c->o.exit_after) {
+            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c->published);
+            break;
+        }
+    }
+    dps_stats es;
+    dps_estimator_get_stats(c->est, &es);
+    if (es.rows_in_epoch)
+        log_info("stopping: the open epoch's %" PRIu64 " rows are discarded (no budget was spent on them)",
+                 es.rows_in_epoch);
+    else
+        log_info("stopping");
+    log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run", es.rows_accepted,
+             c->published);
+    return 0;
+}
 int main(int argc, char **argv)
 {
     collector c;
@@ -471,117 +599,10 @@ int main(int argc, char **argv)
     }
     if (s_lock_state(c.o.state_dir, err, sizeof err) < 0 || s_restore(&c, err, sizeof err) != 0) {
         fprintf(stderr, "dps-collector: %s\n", err);
+        s_teardown(&c);
         return 3;
     }
-    s_config(&c.o, &c.led, &cfg);
-    cfg.commit = s_commit;
-    cfg.commit_arg = &c;
-    if (c.o.seeded)
-        log_warn("SEEDED MODE (--seed): the noise is reproducible and NOT secure; every snapshot says so");
-    int rc = dps_estimator_new(&c.est, &cfg);
-    if (rc) {
-        fprintf(stderr, "dps-collector: cannot start the estimator: %s\n", dps_strerror(rc));
-        return 1;
-    }
-
-    c.ctx = zmq_ctx_new();
-    if (!c.o.insecure_plaintext) {
-        c.zap = zap_start(c.ctx, c.o.authorized_keys, c.o.subscriber_keys[0] ? c.o.subscriber_keys : NULL);
-        if (!c.zap) {
-            fprintf(stderr, "dps-collector: cannot start the ZAP handler\n");
-            return 1;
-        }
-    }
-    c.pull = zmq_socket(c.ctx, ZMQ_PULL);
-    c.xpub = zmq_socket(c.ctx, ZMQ_XPUB);
-    c.rep = zmq_socket(c.ctx, ZMQ_REP);
-    int64_t maxmsg = (int64_t)(c.o.max_batch_rows * c.o.d * 4 + 1024);
-    int hwm = (int)c.o.rcvhwm, pub_hwm = 1000;
-    zmq_setsockopt(c.pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(c.pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(c.xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
-    if (s_server_socket(&c, c.pull, c.o.ingest, "ingest", &kp, err, sizeof err) ||
-        s_server_socket(&c, c.xpub, c.o.publish, "publish", &kp, err, sizeof err) ||
-        s_server_socket(&c, c.rep, c.o.status, "status", &kp, err, sizeof err)) {
-        fprintf(stderr, "dps-collector: %s\n", err);
-        return 2;
-    }
-    net_monitor_start(c.ctx, c.pull, &c.pull_mon, 1); /* dropped connections on ingest */
-    if (c.latest) {
-        unsigned char *buf = NULL;
-        size_t len = 0;
-        if (dps_snapshot_encode(c.latest, &buf, &len) == DPS_OK) {
-            zmq_setsockopt(c.xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
-            free(buf);
-        }
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    if (ptable_init(&c.producers, 4096) != 0) {
-        fprintf(stderr, "dps-collector: out of memory\n");
-        return 1;
-    }
-    c.started_ms = c.epoch_started_ms = net_now_ms();
-    log_info("listening: ingest %s, publish %s, status %s (%s); d=%" PRIu64 " k=%" PRIu64 ", epoch = %" PRIu64
-             " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
-             c.o.ingest, c.o.publish, c.o.status, c.o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
-             c.o.d, c.o.k, c.o.t, c.o.m, c.o.rho_epoch, c.o.aggregator, c.o.state_dir);
-
-    while (!s_stop) {
-        zmq_pollitem_t items[3] = {
-            {c.pull, 0, ZMQ_POLLIN, 0}, {c.xpub, 0, ZMQ_POLLIN, 0}, {c.rep, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 3, 100);
-        if (n < 0 && errno != EINTR) {
-            log_error("poll failed: %s", zmq_strerror(errno));
-            break;
-        }
-        if (n > 0) {
-            if (items[2].revents & ZMQ_POLLIN)
-                s_status(&c);
-            if (items[1].revents & ZMQ_POLLIN)
-                s_subscriptions(&c);
-            for (int i = 0; i < 64 && (items[0].revents & ZMQ_POLLIN) && !s_stop; i++)
-                if (!s_ingest(&c))
-                    break;
-        }
-        net_monitor_poll(&c.pull_mon, 0);
-        if (c.o.epoch_seconds > 0 && net_now_ms() - c.epoch_started_ms >= (uint64_t)(c.o.epoch_seconds * 1000)) {
-            dps_stats es;
-            dps_estimator_get_stats(c.est, &es);
-            if (es.rows_in_epoch > 0)
-                s_close_epoch(&c);
-            else
-                c.epoch_started_ms = net_now_ms();
-        }
-        if (c.o.exit_after && c.published >= c.o.exit_after) {
-            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c.published);
-            break;
-        }
-    }
-    dps_stats es;
-    dps_estimator_get_stats(c.est, &es);
-    if (es.rows_in_epoch)
-        log_info("stopping: the open epoch's %" PRIu64 " rows are discarded (no budget was spent on them)",
-                 es.rows_in_epoch);
-    else
-        log_info("stopping");
-    net_monitor_stop(c.pull, &c.pull_mon);
-    int zero = 0;
-    zmq_setsockopt(c.pull, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_close(c.pull);
-    zmq_close(c.rep);
-    zmq_close(c.xpub);
-    zap_stop(&c.zap);
-    zmq_ctx_term(c.ctx);
-    dps_estimator_destroy(&c.est);
-    dps_snapshot_destroy(&c.latest);
-    ptable_free(&c.producers);
-    ledger_close(&c.led);
-    log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run", es.rows_accepted,
-             c.published);
-    return 0;
+    int code = s_serve(&c, &cfg, &kp);
+    s_teardown(&c);
+    return code;
 }
