@@ -492,7 +492,7 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
 int main(int argc, char **argv)
 {
     cli_set_program("dps-estimate");
-    est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = 1.0, .delta = 1e-6,
+    est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = 1.0, .delta = 1e-8,
                   .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
@@ -512,7 +512,7 @@ int main(int argc, char **argv)
          "zCDP rho: per epoch for the estimator; the whole run for analyze-gauss (it is called with R/2) and for "
          "--task mean (R/2 subspace + R/2 mean)",
          0},
-        {"--delta", CLI_OPT_DOUBLE, &a.delta, "D", "1e-6",
+        {"--delta", CLI_OPT_DOUBLE, &a.delta, "D", "1e-8",
          "the mechanism's delta (per epoch for the estimator; Analyze Gauss's delta)", 0},
         {"--cap-rho", CLI_OPT_DOUBLE, &a.cap_rho, "R", "0 = no cap",
          "refuse any release that would make the run's total rho exceed R (or its delta exceed --delta-target)", 0},
