@@ -235,7 +235,7 @@ int options_parse(collector_options *o, int argc, char **argv, char *err, size_t
 int options_finish(collector_options *o, char *err, size_t errlen)
 {
     if (!o->d || !o->k) {
-        snprintf(err, errlen, "--d and --k are required");
+        snprintf(err, errlen, "--d and --k are required (see --help)");
         return -1;
     }
     if (!o->state_dir[0]) {
