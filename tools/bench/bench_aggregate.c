@@ -68,36 +68,6 @@ static void s_progress(const char *fmt, double t0, size_t a, size_t b)
     fflush(stderr);
 }
 
-/* One bucket's worth of rows: m x d. */
-static void s_rows(b_rng *r, const float *B, size_t k, size_t d, size_t m, double noise, float *X, double *g)
-{
-    float a = (float)(noise / sqrt((double)d));
-    for (size_t j = 0; j < m; j++) {
-        float *x = X + j * d;
-        double gs = 0;
-        for (size_t i = 0; i < k; i++) {
-            g[i] = b_gauss(r);
-            gs += g[i] * g[i];
-        }
-        gs = 1.0 / sqrt(gs); /* a uniform unit vector of span(b) (b nearly orthonormal) */
-        memset(x, 0, d * sizeof *x);
-        for (size_t i = 0; i < k; i++) {
-            float gi = (float)(g[i] * gs);
-            const float *bi = B + i * d;
-            for (size_t c = 0; c < d; c++)
-                x[c] += gi * bi[c];
-        }
-        if (a > 0)
-            b_add_signs(r, x, d, a);
-        double ss = 0;
-        for (size_t c = 0; c < d; c++)
-            ss += (double)x[c] * x[c];
-        float inv = (float)(1.0 / sqrt(ss));
-        for (size_t c = 0; c < d; c++)
-            x[c] *= inv;
-    }
-}
-
 /* Columns for a reference of n rows at elem bytes each within the cap; a
    multiple of LA_CHUNK unless d itself fits. */
 static size_t s_ref_cols(size_t n, size_t d, size_t elem, double cap_gb)
@@ -231,7 +201,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "progress: d=%zu k=%zu: pushing %zu rows in %zu batches of %zu\n", d, k, t * m, t, m);
     for (size_t b = 0; b < t && !rc; b++) {
         double g0 = b_now();
-        s_rows(&r, B, k, d, m, o.noise, X, g);
+        b_rows_near_span(&r, B, k, d, m, o.noise, X, g);
         double g1 = b_now();
         t_gen += g1 - g0;
         size_t taken = 0;

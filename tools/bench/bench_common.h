@@ -83,6 +83,39 @@ static inline void b_add_signs(b_rng *r, float *out, size_t n, float a)
     }
 }
 
+/* m unit rows near the span of the k rows of B (d long): a uniform unit vector
+   of span(B) plus random signs of size noise/sqrt(d) per coordinate,
+   normalised.  g: k doubles of scratch.  Shared by the benchmarks' data. */
+static inline void b_rows_near_span(b_rng *r, const float *B, size_t k, size_t d, size_t m, double noise,
+                                    float *X, double *g)
+{
+    float a = (float)(noise / sqrt((double)d));
+    for (size_t j = 0; j < m; j++) {
+        float *x = X + j * d;
+        double gs = 0;
+        for (size_t i = 0; i < k; i++) {
+            g[i] = b_gauss(r);
+            gs += g[i] * g[i];
+        }
+        gs = 1.0 / sqrt(gs); /* a uniform unit vector of span(b) (b nearly orthonormal) */
+        memset(x, 0, d * sizeof *x);
+        for (size_t i = 0; i < k; i++) {
+            float gi = (float)(g[i] * gs);
+            const float *bi = B + i * d;
+            for (size_t c = 0; c < d; c++)
+                x[c] += gi * bi[c];
+        }
+        if (a > 0)
+            b_add_signs(r, x, d, a);
+        double ss = 0;
+        for (size_t c = 0; c < d; c++)
+            ss += (double)x[c] * x[c];
+        float inv = (float)(1.0 / sqrt(ss));
+        for (size_t c = 0; c < d; c++)
+            x[c] *= inv;
+    }
+}
+
 /* Fill with uniform values in [-1, 1) (content irrelevant: reference kernels). */
 static inline void b_fill_uniform_d(b_rng *r, double *x, size_t n)
 {

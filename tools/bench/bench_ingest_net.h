@@ -398,32 +398,9 @@ static inline void n_rows_lowrank(b_rng *r, size_t n, size_t d, size_t k, double
         memset(B + i * d, 0, d * sizeof *B);
         b_add_signs(r, B + i * d, d, (float)(1.0 / sqrt((double)d)));
     }
-    float a = (float)(noise / sqrt((double)d));
-    double g[64];
-    for (size_t j = 0; j < n; j++) {
-        float *x = X + j * d;
-        double gs = 0;
-        for (size_t i = 0; i < k && i < 64; i++) {
-            g[i] = b_gauss(r);
-            gs += g[i] * g[i];
-        }
-        gs = 1.0 / sqrt(gs);
-        memset(x, 0, d * sizeof *x);
-        for (size_t i = 0; i < k && i < 64; i++) {
-            float gi = (float)(g[i] * gs);
-            const float *bi = B + i * d;
-            for (size_t c = 0; c < d; c++)
-                x[c] += gi * bi[c];
-        }
-        if (a > 0)
-            b_add_signs(r, x, d, a);
-        double ss = 0;
-        for (size_t c = 0; c < d; c++)
-            ss += (double)x[c] * x[c];
-        float inv = (float)(1.0 / sqrt(ss));
-        for (size_t c = 0; c < d; c++)
-            x[c] *= inv;
-    }
+    double *g = b_alloc(k * sizeof *g);
+    b_rows_near_span(r, B, k, d, n, noise, X, g);
+    free(g);
     free(B);
 }
 
