@@ -144,7 +144,9 @@ typedef enum {
 
 typedef enum {
     DPS_AGG_REFERENCE  = 0, /* SS_Agg: projected reference points (default) */
-    DPS_AGG_PROJECTION = 1  /* Naive_Agg: projection matrices in R^{d^2}       */
+    DPS_AGG_PROJECTION = 1, /* Naive_Agg: projection matrices in R^{d^2}       */
+    DPS_AGG_HISTOGRAM  = 2  /* SS21 DPASE: stability histogram over cells of the
+                               reference-point items ((eps, delta)-DP)           */
 } dps_aggregator;
 
 const char *dps_status_name(dps_status s);
@@ -213,6 +215,7 @@ typedef struct {
     double tau;          /* radius search target fraction of t (default 1/2) */
     double split_search, split_count, split_mean; /* rho split (0.2, 0.1, 0.7) */
     double xi_min;       /* smallest radius on the grid (default 1e-6)      */
+    double hist_width;   /* histogram aggregator: cell width l (0: default)  */
     dps_budget cap;      /* cap over all epochs (default: none; eps shown at
                             cap.delta_target, default 1e-5)                  */
     uint64_t public_seed;/* seed of public randomness (default 0)           */
@@ -324,4 +327,18 @@ double dps_subspace_sin(const float *A, const float *B, size_t k, size_t d, doub
 #ifdef __cplusplus
 }
 #endif
+
+/* The other mechanisms of the papers, one header each (all included here, so
+   dpsubspace.h stays the one header a program needs):
+     dpsubspace_cov.h    pure eps-DP covariance and subspace: iterative
+                         eigenvector sampling with a Bingham sampler, and the
+                         Laplace / Gaussian covariance baselines (Amin et al.);
+     dpsubspace_ss.h     the exact-case subspace estimator (Singhal-Steinke
+                         Algorithm 1);
+     dpsubspace_rgrad.h  DP low-rank trace regression (DP-RGrad);
+   and the private choice of k below. */
+#include "dpsubspace_cov.h"
+#include "dpsubspace_ss.h"
+#include "dpsubspace_rgrad.h"
+
 #endif

@@ -24,6 +24,7 @@ const char *dps_aggregator_name(dps_aggregator a)
     switch (a) {
     case DPS_AGG_REFERENCE: return "reference";
     case DPS_AGG_PROJECTION: return "projection";
+    case DPS_AGG_HISTOGRAM: return "histogram";
     }
     return "unknown";
 }
