@@ -306,6 +306,21 @@ int dps_gaussian_mean(const float *X, size_t n, size_t d, double rho, dps_rng *r
 /* Project x (length d) onto span of V's k orthonormal rows: out = V^T V x. */
 void dps_project(const float *V, size_t k, size_t d, const double *x, double *out);
 
+/* Private choice of k (Tsfadia sec. 2.1, the remark on unknown k), pure
+   eps-DP (proof in src/baselines.c): s_i = sigma_i^2 + Lap(2/eps) for the
+   squared singular values of the rows (clipped to unit norm; sigma_i = 0
+   beyond min(n, d)), i = 1..k_max+1; *k_out = the number of leading s_i >= T,
+   T = (4/eps) ln((k_max+1)/beta) (dps_choose_k_threshold).  With probability
+   >= 1 - beta it is the k with sigma_k^2 >= 1.5 T and sigma_{k+1}^2 < T/2.
+   0 means no direction stands above the noise; k_max means k_max may be too
+   small.  noisy_sq (may be NULL): the k_max+1 released s_i.  Forms a
+   min(n, d)-square Gram: DPS_ELIMIT above DPS_CHOOSE_K_MAX_DIM.
+   1 <= k_max < d, eps > 0, 0 < beta < 1, else DPS_EINVAL. */
+double dps_choose_k_threshold(size_t k_max, double eps, double beta);
+#define DPS_CHOOSE_K_MAX_DIM 20000
+int dps_choose_k(const float *X, size_t n, size_t d, size_t k_max, double eps, double beta, dps_rng *rng,
+                 size_t *k_out, double *noisy_sq);
+
 /* ----------------------------------------------------------- evaluation aids */
 /* The paper's generator (Tsfadia sec. 6, DESIGN 4): b_1..b_k uniform in
    {-1,1}^d; each row (u + nu)/||u + nu|| with u a uniform unit vector of

@@ -1,12 +1,108 @@
 /* test_baselines - central methods: top-k, Analyze Gauss (release, noise
    scale, FAIL, limit), the Gaussian mean's noise scale and clipping, the
-   projection, the generator and the subspace distance. */
+   projection, the generator and the subspace distance; the private choice
+   of k (sensitivity of the squared singular values, noise, the rule). */
 #include "check.h"
 #include "dpsubspace.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Squared singular values (all min(n, d) of them) of X, from dps_topk_basis. */
+static void s_sq_singular(const float *X, size_t n, size_t d, double *sq)
+{
+    float *V = malloc((d - 1) * d * sizeof *V);
+    double sv[64];
+    dps_topk_basis(X, n, d, d - 1, V, sv);
+    for (size_t i = 0; i < (n < d ? n : d); i++)
+        sq[i] = sv[i] * sv[i];
+    free(V);
+}
+
+static void s_test_choose_k(void)
+{
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 23);
+
+    /* (a) The lemma the privacy rests on: replacing one unit row moves the
+       vector of squared singular values by at most 2 in l1 (Lidskii).  Random
+       neighbours, and the worst kind: a row replaced by the top direction. */
+    size_t n = 40, d = 12;
+    float *X = malloc(n * d * sizeof *X), *Y = malloc(n * d * sizeof *Y);
+    double a[16], b[16], worst = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        dps_synth_paper(rng, n, d, 1 + trial % 4, trial % 2 ? 3.0 : 100.0, X, NULL);
+        memcpy(Y, X, n * d * sizeof *X);
+        size_t r = dps_rng_below(rng, n);
+        dps_synth_paper(rng, 1, d, 1, 1.0 + trial % 7, Y + r * d, NULL);
+        if (trial % 3 == 0)
+            memcpy(Y + r * d, X + ((r + 1) % n) * d, d * sizeof *X);
+        s_sq_singular(X, n, d, a);
+        s_sq_singular(Y, n, d, b);
+        double l1 = 0;
+        for (size_t i = 0; i < d; i++)
+            l1 += fabs(a[i] - b[i]);
+        worst = fmax(worst, l1);
+    }
+    NOTE("choose-k: worst l1 change of the squared singular values over 300 neighbours %.3f (bound 2)", worst);
+    CHECK(worst <= 2 + 1e-4, "l1 sensitivity %g > 2", worst);
+
+    /* (b) The released values are sigma_i^2 + Lap(2/eps): rows e_1 (30 times)
+       and e_2 (10 times) have sigma^2 = (30, 10, 0, ...).  Over R = 4000 draws
+       of s_2 - 10 the mean is 0 and the mean |.| is b = 2/eps, each within
+       5 sd/sqrt(R) (sd sqrt(2) b and b), a false alarm below 1e-6. */
+    memset(X, 0, n * d * sizeof *X);
+    for (size_t i = 0; i < n; i++)
+        X[i * d + (i < 30 ? 0 : 1)] = 1.0f;
+    double eps = 0.5, bl = 2 / eps, mean = 0, mabs = 0, s2[4];
+    size_t R = 4000, kout = 0;
+    for (size_t r = 0; r < R; r++) {
+        dps_choose_k(X, n, d, 3, eps, 0.05, rng, &kout, s2);
+        mean += (s2[1] - 10) / R;
+        mabs += fabs(s2[1] - 10) / R;
+    }
+    NOTE("choose-k: noise mean %.4f (0), mean |noise| %.4f (b = %.4f)", mean, mabs, bl);
+    CHECK(fabs(mean) < 5 * sqrt(2.0) * bl / sqrt((double)R), "noise mean %g", mean);
+    CHECK(fabs(mabs - bl) < 5 * bl / sqrt((double)R), "noise scale %g vs %g", mabs, bl);
+
+    /* (c) The rule.  The paper's generator, n = 1200, d = 60, k = 3: sigma_i^2
+       is about n/k = 400 for i <= 3 and below n d/tau^2 = 0.03 beyond.  At
+       eps = 1, beta = 0.05, k_max = 8: T = 4 ln(9/0.05) = 20.8, so 400 >= 1.5 T
+       and 0.03 < T/2: the guarantee says k = 3 with probability >= 0.95.  Over
+       200 runs at most 20 may miss (P[Bin(200, 0.05) > 20] < 0.01); in fact
+       the margins are ~40 noise scales, so none should. */
+    size_t n2 = 1200, d2 = 60;
+    float *Z = malloc(n2 * d2 * sizeof *Z);
+    dps_synth_paper(rng, n2, d2, 3, 10.0 * d2, Z, NULL);
+    int right = 0;
+    for (int r = 0; r < 200; r++) {
+        dps_choose_k(Z, n2, d2, 8, 1.0, 0.05, rng, &kout, NULL);
+        right += kout == 3;
+    }
+    NOTE("choose-k: k = 3 found in %d of 200 runs (T = %.1f)", right, dps_choose_k_threshold(8, 1.0, 0.05));
+    CHECK(right >= 180, "k found %d / 200", right);
+    /* Isotropic rows: n = 60 unit rows in d = 60 have sigma^2 summing to 60, all
+       far below T/2 = 10.4 except by chance (sigma_1^2 <= (1 + sqrt(60/60))^2 = 4
+       in the Gaussian limit): k = 0. */
+    dps_synth_paper(rng, 60, d2, 1, 1e-3, Z, NULL);
+    dps_choose_k(Z, 60, d2, 8, 1.0, 0.05, rng, &kout, NULL);
+    CHECK(kout == 0, "isotropic data: k = %zu", kout);
+    /* k_max too small: every s_i passes, k = k_max. */
+    dps_synth_paper(rng, n2, d2, 6, 10.0 * d2, Z, NULL);
+    dps_choose_k(Z, n2, d2, 4, 1.0, 0.05, rng, &kout, NULL);
+    CHECK(kout == 4, "k_max reached: %zu", kout);
+
+    /* (d) Bad arguments and the size limit (checked before X is read). */
+    CHECK(dps_choose_k(Z, n2, d2, 8, 0.0, 0.05, rng, &kout, NULL) == DPS_EINVAL, "eps 0");
+    CHECK(dps_choose_k(Z, n2, d2, 8, 1.0, 1.0, rng, &kout, NULL) == DPS_EINVAL, "beta 1");
+    CHECK(dps_choose_k(Z, n2, d2, d2, 1.0, 0.05, rng, &kout, NULL) == DPS_EINVAL, "k_max >= d");
+    CHECK(dps_choose_k(Z, n2, d2, 0, 1.0, 0.05, rng, &kout, NULL) == DPS_EINVAL, "k_max 0");
+    CHECK(dps_choose_k(NULL, n2, d2, 8, 1.0, 0.05, rng, &kout, NULL) == DPS_EINVAL, "X NULL");
+    CHECK(dps_choose_k(Z, 30000, 30000, 8, 1.0, 0.05, rng, &kout, NULL) == DPS_ELIMIT, "limit");
+    free(X); free(Y); free(Z);
+    dps_rng_destroy(&rng);
+}
 
 int main(void)
 {
@@ -146,5 +242,6 @@ int main(void)
     }
     free(X); free(B); free(V); free(x); free(px);
     dps_rng_destroy(&rng);
+    s_test_choose_k();
     return check_summary();
 }
