@@ -15,6 +15,7 @@ const char *est_method_name(est_method m)
     case EST_ESTIMATOR: return "estimator";
     case EST_TOPK: return "topk";
     case EST_ANALYZE_GAUSS: return "analyze-gauss";
+    case EST_CHOOSE_K: return "choose-k";
     }
     return "unknown";
 }
@@ -195,8 +196,23 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
                      "subspace_bias = ||Pi~ mean(X) - mean(X)||");
         cli_json_object_end(&j);
     }
+    if (r->choice.ran) {
+        const est_choice *c = &r->choice;
+        cli_json_object_begin(&j, "choose_k");
+        cli_json_u64(&j, "k", c->k);
+        cli_json_u64(&j, "k_max", c->k_max);
+        cli_json_num(&j, "eps", c->eps);
+        cli_json_num(&j, "beta", c->beta);
+        cli_json_num(&j, "threshold", c->threshold);
+        cli_json_array_begin(&j, "noisy_sq");
+        for (size_t i = 0; i <= c->k_max; i++)
+            cli_json_num(&j, NULL, c->noisy_sq[i]);
+        cli_json_array_end(&j);
+        cli_json_str(&j, "guarantee", "pure eps-DP (Laplace on the squared singular values, l1 sensitivity 2)");
+        cli_json_object_end(&j);
+    }
     cli_json_object_begin(&j, "privacy");
-    int any_private = s->method != EST_TOPK || s->task == EST_MEAN;
+    int any_private = s->method != EST_TOPK || s->task == EST_MEAN || r->choice.ran;
     cli_json_num(&j, "rho_total", any_private ? r->spent.rho : NAN);
     cli_json_num(&j, "delta_total", any_private ? r->spent.delta : NAN);
     cli_json_num(&j, "eps_total", any_private ? r->eps_total : NAN);

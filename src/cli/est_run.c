@@ -296,7 +296,7 @@ static int s_run_analyze(const est_settings *s, est_result *r, float *X, size_t 
     dps_accountant *acc = NULL;
     float *V = malloc(r->k * r->d * sizeof *V);
     est_release *rel = s_new_release(r);
-    int rc = (V && rel) ? dps_accountant_new(&acc, &s->cfg.cap, NULL) : DPS_ENOMEM;
+    int rc = (V && rel) ? dps_accountant_new(&acc, &s->cfg.cap, &s->cfg.spent_before) : DPS_ENOMEM;
     if (rc) {
         free(V);
         cli_error("cannot set up Analyze Gauss: %s", dps_strerror(rc));
@@ -446,7 +446,7 @@ int est_run(const est_settings *s, est_result *r)
     r->k = s->cfg.k;
     r->analyze_rho = NAN;
     r->eps_total = NAN;
-    if (s->method == EST_ESTIMATOR && s->task == EST_SUBSPACE) {
+    if (s->method == EST_ESTIMATOR && s->task == EST_SUBSPACE && !s->rows) {
         uint64_t known = 0;
         size_t rows = s->batch; /* no bigger buffer than the input needs */
         if (cli_reader_rows(s->reader, &known) && known < rows)
@@ -460,10 +460,10 @@ int est_run(const est_settings *s, est_result *r)
         free(src.buf);
         return code;
     }
-    float *X = NULL;
-    size_t n = 0;
+    float *X = (float *)s->rows; /* read already (to choose k): main owns them */
+    size_t n = s->n_rows_read;
     cli_msg m;
-    int code = cli_reader_read_all(s->reader, &X, &n, &m);
+    int code = X ? 0 : cli_reader_read_all(s->reader, &X, &n, &m);
     if (code) {
         cli_error("%s", m.msg);
         r->input_error = code == CLI_EXIT_INPUT;
@@ -479,7 +479,7 @@ int est_run(const est_settings *s, est_result *r)
         if (s->method == EST_ESTIMATOR) {
             s_source src = {NULL, NULL, X, n, 0};
             code = s_run_estimator(s, r, &src, s->batch);
-            if (!code && r->rows_subspace < n)
+            if (!code && s->task == EST_MEAN && r->rows_subspace < n)
                 snprintf(r->note, sizeof r->note,
                          "mean task: the subspace used the first epoch only (%llu rows, rho/2); the mean used all "
                          "%zu rows (rho/2)",
@@ -493,7 +493,8 @@ int est_run(const est_settings *s, est_result *r)
     if (!code && s->task == EST_MEAN)
         code = s_run_mean(s, r, X, n, rng);
     dps_rng_destroy(&rng);
-    free(X);
+    if (X != s->rows)
+        free(X);
     return code;
 }
 

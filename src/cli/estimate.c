@@ -34,6 +34,14 @@ static const char s_synopsis[] =
     "  analyze-gauss  the central Analyze Gauss baseline on all rows.  The library\n"
     "                 function spends (2 rho, delta) for the rho it is given, so it\n"
     "                 is called with --rho/2 (the run spends --rho in all).\n"
+    "  choose-k       only choose k privately (needs --k-max; see below).\n"
+    "Choosing k (--k-max K instead of --k; Tsfadia sec. 2.1): releases the\n"
+    "squared singular values sigma_i^2 + Lap(2/eps), i <= K+1, of all rows\n"
+    "(clipped to norm 1), pure --eps-k-DP (their l1 sensitivity is 2), and takes\n"
+    "k = the number of leading values >= T = (4/eps) ln((K+1)/beta): with\n"
+    "probability 1 - beta that is the k with sigma_k^2 >= 1.5 T, sigma_{k+1}^2 < T/2.\n"
+    "Then the method runs with that k on the same rows; the choice's cost\n"
+    "(rho = eps^2/2) is added to the run's totals and counts against the caps.\n"
     "Task mean (--task mean, DESIGN 3.8): --rho is the total; the subspace gets\n"
     "rho/2 (the estimator runs one epoch at rho/2, Analyze Gauss is called with\n"
     "rho/4) and the Gaussian mean of all rows the other rho/2; the output is the\n"
@@ -87,8 +95,8 @@ static const char s_epilogue[] =
 /* Raw values from the command line, before they become a configuration. */
 typedef struct {
     const char *in, *format, *method, *task, *aggregator, *split;
-    size_t dim, k, t, m, window, q, batch, workers;
-    double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target;
+    size_t dim, k, t, m, window, q, batch, workers, k_max;
+    double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k;
     uint64_t seed, public_seed;
     int close_partial, quiet, help;
     const char *truth, *out, *out_prefix, *json, *mean_out;
@@ -150,8 +158,10 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
         s->method = EST_TOPK;
     else if (strcmp(a->method, "analyze-gauss") == 0)
         s->method = EST_ANALYZE_GAUSS;
+    else if (strcmp(a->method, "choose-k") == 0)
+        s->method = EST_CHOOSE_K;
     else
-        USAGE("--method: '%s' is not a method; give estimator, topk or analyze-gauss", a->method);
+        USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss or choose-k", a->method);
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;
     else if (strcmp(a->task, "mean") == 0)
@@ -161,10 +171,28 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     s->format = CLI_FMT_AUTO;
     if (a->format && cli_format_parse(a->format, &s->format))
         USAGE("--format: '%s' is not a format; give npy, csv or raw", a->format);
-    if (!s_given(opts, n_opts, "--k"))
-        USAGE("--k K is required (the subspace dimension, 1 <= k < d); see --help");
-    if (a->k < 1)
+    int k_max = s_given(opts, n_opts, "--k-max");
+    if (s_given(opts, n_opts, "--k") && k_max)
+        USAGE("give --k K (a known k) or --k-max K (choose k privately), not both");
+    if (s->method == EST_CHOOSE_K && !k_max)
+        USAGE("--method choose-k needs --k-max K, the largest k to consider");
+    if (!k_max && (s_given(opts, n_opts, "--eps-k") || s_given(opts, n_opts, "--beta-k")))
+        USAGE("--eps-k and --beta-k apply only with --k-max (choosing k privately)");
+    if (!s_given(opts, n_opts, "--k") && !k_max)
+        USAGE("--k K is required (the subspace dimension, 1 <= k < d), or --k-max K to choose it; see --help");
+    if (!k_max && a->k < 1)
         USAGE("--k must be at least 1 (got 0)");
+    if (k_max && (a->k_max < 1 || a->k_max > EST_K_MAX_LIMIT))
+        USAGE("--k-max must be in 1..%d (got %zu)", EST_K_MAX_LIMIT, a->k_max);
+    if (k_max && !(a->eps_k > 0 && isfinite(a->eps_k)))
+        USAGE("--eps-k must be positive (got %g)", a->eps_k);
+    if (k_max && !(a->beta_k > 0 && a->beta_k < 1))
+        USAGE("--beta-k must be in (0, 1) (got %g)", a->beta_k);
+    if (s->method == EST_CHOOSE_K && s->task == EST_MEAN)
+        USAGE("--method choose-k only chooses k; --task mean needs a subspace method");
+    s->k_max = k_max ? a->k_max : 0;
+    s->eps_k = a->eps_k;
+    s->beta_k = a->beta_k;
     if (a->batch < 1)
         USAGE("--batch must be at least 1 (got 0)");
     if (!(a->rho > 0))
@@ -224,6 +252,8 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
 /* Build s->cfg for dimension d from the flags; checks it with the library. */
 static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s)
 {
+    if (s->k_max && s->k_max >= d)
+        USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
     if (a->k >= d)
         USAGE("--k %zu must be less than the row dimension d = %zu of the input; lower --k", a->k, d);
     if (s->method == EST_ANALYZE_GAUSS && d > DPS_ANALYZE_GAUSS_MAX_D)
@@ -422,6 +452,77 @@ static int s_write_outputs(const est_settings *s, est_result *r)
     return 0;
 }
 
+/* --k-max: read all rows, choose k privately (est_choose_k.c) into *k, and
+   keep the rows in *rows for the method that follows.  For --method choose-k
+   write the JSON summary and return -1 (done); else 0 or an exit code. */
+static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_result *r, size_t *k)
+{
+    size_t d = cli_reader_dim(s->reader), n = 0;
+    if (s->k_max >= d)
+        USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
+    dps_config *c = &s->cfg; /* what the JSON and the cap need before the full configuration */
+    c->d = d;
+    c->cap = (dps_budget){a->cap_rho, a->cap_eps, a->delta_target};
+    c->workers = a->workers ? (int)a->workers : 1;
+    dps_accountant *acc = NULL;
+    if (dps_accountant_new(&acc, &c->cap, NULL))
+        return CLI_EXIT_RUNTIME;
+    int fits = dps_accountant_fits(acc, dps_zcdp_from_pure(s->eps_k));
+    dps_accountant_destroy(&acc);
+    if (!fits)
+        USAGE("choosing k with --eps-k %g (rho %g) alone would pass the budget cap; lower --eps-k or raise the cap",
+              s->eps_k, dps_zcdp_from_pure(s->eps_k).rho);
+    cli_msg m;
+    int code = cli_reader_read_all(s->reader, rows, &n, &m);
+    if (code) {
+        cli_error("%s", m.msg);
+        return code;
+    }
+    s->rows = *rows;
+    s->n_rows_read = n;
+    r->n_rows = n;
+    r->d = d;
+    s->progress = s->quiet ? NULL : (a->json ? stdout : stderr);
+    dps_rng *rng = NULL;
+    int rc = s->seeded ? dps_rng_new_labelled(&rng, s->seed, "dps-estimate choose-k", 0) : dps_rng_new_secure(&rng);
+    if (rc) {
+        cli_error("cannot create the random generator: %s", dps_strerror(rc));
+        return CLI_EXIT_RUNTIME;
+    }
+    if (a->workers)
+        dps_blas_set_threads((int)a->workers);
+    code = est_choose_k(s, *rows, n, d, rng, r);
+    dps_rng_destroy(&rng);
+    if (code)
+        return code;
+    r->k = r->choice.k;
+    r->eps_total = dps_zcdp_eps_total(r->spent, c->cap.delta_target);
+    *k = r->choice.k;
+    if (s->method == EST_CHOOSE_K) {
+        FILE *jf = a->json ? fopen(a->json, "w") : stdout;
+        if (!jf) {
+            cli_error("--json: cannot create '%s'; check the path and permissions", a->json);
+            return CLI_EXIT_USAGE;
+        }
+        int bad = est_report_json(jf, s, r, 0, NULL) != 0;
+        if (jf != stdout)
+            bad |= fclose(jf) != 0;
+        if (bad) {
+            cli_error("cannot write the JSON summary");
+            return CLI_EXIT_RUNTIME;
+        }
+        return -1;
+    }
+    if (r->choice.k == 0) {
+        cli_error("no k was found: no squared singular value stands above the noise threshold %.3g at --eps-k %g "
+                  "(the data may not lie near a low-dimensional subspace, or give more rows / a larger --eps-k); "
+                  "nothing else was run, eps %g was spent",
+                  r->choice.threshold, s->eps_k, s->eps_k);
+        return CLI_EXIT_PRIVACY;
+    }
+    return 0;
+}
+
 /* Open the input, configure, run, write; returns the exit code.  a and opts
    are the parsed command line. */
 static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos)
@@ -438,9 +539,18 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
         return code;
     }
     s.format = cli_reader_format(s.reader);
-    float *truth = NULL;
+    float *truth = NULL, *rows = NULL;
     FILE *jf = NULL;
-    code = s_build_config(a, opts, n_opts, cli_reader_dim(s.reader), &s);
+    est_result r;
+    memset(&r, 0, sizeof r);
+    est_args chosen = *a;
+    if (s.k_max && (code = s_choose_k(a, &s, &rows, &r, &chosen.k)) != 0) {
+        cli_reader_close(&s.reader);
+        free(rows);
+        return code == -1 ? 0 : code; /* -1: --method choose-k is done */
+    }
+    code = s_build_config(&chosen, opts, n_opts, cli_reader_dim(s.reader), &s);
+    s.cfg.spent_before = r.spent; /* the choice of k, if it ran */
     if (!code && s.truth && !(code = s_load_truth(&s, &truth)))
         s.truth_basis = truth;
     if (!code && s.json && !(jf = fopen(s.json, "w"))) {
@@ -450,12 +560,11 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
     if (code) {
         cli_reader_close(&s.reader);
         free(truth);
+        free(rows);
         return code;
     }
     s.progress = s.quiet ? NULL : (jf ? stdout : stderr);
 
-    est_result r;
-    memset(&r, 0, sizeof r);
     code = est_run(&s, &r);
     const char *error = code ? cli_last_error() : NULL;
     char msg[1024];
@@ -484,6 +593,7 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
     }
     est_result_free(&r);
     free(truth);
+    free(rows);
     cli_reader_close(&s.reader);
     return code;
 }
@@ -493,7 +603,7 @@ int main(int argc, char **argv)
 {
     cli_set_program("dps-estimate");
     est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = 1.0, .delta = 1e-8,
-                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5};
+                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5, .eps_k = 0.1, .beta_k = 0.05};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
         {"--in", CLI_OPT_STRING, &a.in, "FILE", "the file argument", "the input (instead of the file argument)", 0},
@@ -502,11 +612,16 @@ int main(int argc, char **argv)
         {"--dim", CLI_OPT_SIZE, &a.dim, "D", "from the file",
          "row length; required for raw, checked against the file otherwise", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Method:", 0},
-        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE) or analyze-gauss",
+        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE), analyze-gauss or choose-k",
          0},
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},
         {"--k", CLI_OPT_SIZE, &a.k, "K", "required", "subspace dimension, 1 <= k < d", 0},
+        {"--k-max", CLI_OPT_SIZE, &a.k_max, "K", "none: --k is given",
+         "choose k privately among 1..K (instead of --k), then run the method with it", 0},
+        {"--eps-k", CLI_OPT_DOUBLE, &a.eps_k, "E", "0.1", "pure eps spent on choosing k (with --k-max)", 0},
+        {"--beta-k", CLI_OPT_DOUBLE, &a.beta_k, "B", "0.05",
+         "failure probability of the choice of k (sets its threshold)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Privacy:", 0},
         {"--rho", CLI_OPT_DOUBLE, &a.rho, "R", "1",
          "zCDP rho: per epoch for the estimator; the whole run for analyze-gauss (it is called with R/2) and for "

@@ -16,7 +16,7 @@
 
 #include <stdio.h>
 
-typedef enum { EST_ESTIMATOR = 0, EST_TOPK, EST_ANALYZE_GAUSS } est_method;
+typedef enum { EST_ESTIMATOR = 0, EST_TOPK, EST_ANALYZE_GAUSS, EST_CHOOSE_K } est_method;
 typedef enum { EST_SUBSPACE = 0, EST_MEAN } est_task;
 
 /* What the command line asked for. */
@@ -38,6 +38,10 @@ typedef struct {
     FILE *progress;          /* where progress lines go (NULL: nowhere)         */
     const float *truth_basis;/* k x d orthonormal rows, or NULL                 */
     cli_reader *reader;      /* the open input (owned by main)                  */
+    size_t k_max;            /* --k-max: choose k privately (0: --k was given)   */
+    double eps_k, beta_k;    /* its pure eps and failure probability            */
+    const float *rows;       /* all rows when they were read before the run      */
+    size_t n_rows_read;      /* (for choosing k), else NULL; owned by main       */
 } est_settings;
 
 /* One release (an epoch of the estimator, or the single central release). */
@@ -65,6 +69,15 @@ typedef struct {
     double *released;        /* d values (owned) or NULL                        */
 } est_mean_result;
 
+/* The private choice of k (dps_choose_k). */
+#define EST_K_MAX_LIMIT 64
+typedef struct {
+    int ran;
+    size_t k, k_max;         /* chosen k (0: nothing above the noise)           */
+    double eps, beta, threshold;
+    double noisy_sq[EST_K_MAX_LIMIT + 1]; /* the released sigma_i^2 + noise     */
+} est_choice;
+
 /* Everything a run produced. */
 typedef struct {
     size_t d, k;
@@ -77,6 +90,7 @@ typedef struct {
     size_t n_rel, cap_rel;
     float *basis;            /* k x d: the last released basis (owned) or NULL  */
     est_mean_result mean;
+    est_choice choice;
     dps_zcdp spent;          /* the whole run, mean included                    */
     double eps_total;        /* spent as eps at delta_target                    */
     int input_error;         /* the input failed mid-stream (exit code 3)       */
@@ -90,6 +104,10 @@ typedef struct {
    result holds what was done before).  Privacy outcomes (failed, refused) are
    in the result, not in the return value. */
 int est_run(const est_settings *s, est_result *r);
+
+/* Choose k privately from the n rows X (est_choose_k.c): fills r->choice,
+   sets r->spent to its cost, prints a progress line.  Returns an exit code. */
+int est_choose_k(const est_settings *s, const float *X, size_t n, size_t d, dps_rng *rng, est_result *r);
 
 /* Free what est_run allocated in r. */
 void est_result_free(est_result *r);

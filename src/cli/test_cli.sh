@@ -219,5 +219,25 @@ run "$EST" rows.npy --k 4 --seed 7 --t 100 --json partial.json
 verdict "partial epoch not closed: 200 rows left"
 expect_error "no epoch closed: exit 4" 4 "no epoch was closed" "$EST" rows.npy --k 4 --t 200 --quiet
 
+# Choosing k privately.  The paper's data with k = 4, n = 1000: sigma_i^2 is
+# about n/k = 250 for i <= 4 and below n d/tau^2 = 0.005 beyond; at eps 0.5,
+# K = 8, beta 0.05 the threshold is T = (4/0.5) ln(9/0.05) = 41.5, so
+# 250 >= 1.5 T and 0.005 < T/2: k = 4 with probability >= 0.95 (the margins
+# are ~25 noise scales: in fact always).
+run "$EST" rows.npy --method choose-k --k-max 8 --eps-k 0.5 --seed 11 --json ck.json
+check "choose-k exits 0" [ "$rc" -eq 0 ]
+check "choose-k finds k = 4" [ "$(jsub ck.json choose_k k)" = 4 ]
+check "choose-k JSON: 9 noisy values" [ "$(sed -n '/"noisy_sq": \[/,/\]/p' ck.json | grep -c '^ *-\{0,1\}[0-9]')" = 9 ]
+check "choose-k spends rho = eps^2/2 = 0.125" near "$(jsub ck.json privacy rho_total)" 0.125
+run "$EST" rows.npy --k-max 8 --eps-k 0.5 --seed 11 --truth basis.npy --json ckest.json
+check "--k-max then estimator: k 4, released" [ "$rc" -eq 0 ] && [ "$(jget ckest.json k)" = 4 ]
+check "--k-max then estimator: total rho 1.125 (choice + epoch)" near "$(jsub ckest.json privacy rho_total)" 1.125
+expect_error "--k and --k-max together: exit 2" 2 "not both" "$EST" rows.npy --k 4 --k-max 8
+expect_error "choose-k without --k-max: exit 2" 2 "needs --k-max" "$EST" rows.npy --method choose-k
+expect_error "--eps-k without --k-max: exit 2" 2 "only with --k-max" "$EST" rows.npy --k 4 --eps-k 1
+printf '1,2,3\n4,5,6\n7,8,1\n' > three.csv
+expect_error "--k-max >= d: exit 2" 2 "less than the row dimension" "$EST" three.csv --k-max 3
+expect_error "choice alone passes the cap: exit 2" 2 "pass the budget cap" "$EST" rows.npy --k-max 8 --eps-k 3 --cap-rho 1
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
