@@ -243,7 +243,7 @@ expect_error "rgrad refuses --k: exit 2" 2 "does not apply to --method rgrad" \
 expect_error "--d1 for another method: exit 2" 2 "applies only to --method rgrad" "$EST" tr.npy --k 2 --d1 20
 expect_error "rgrad without --r: exit 2" 2 "needs --d1, --d2 and --r" "$EST" tr.npy --method rgrad --d1 20 --d2 20
 expect_error "rgrad bad --eta: exit 2" 2 "eta must be" "$EST" tr.npy --method rgrad --d1 20 --d2 20 --r 2 --eta 0
-expect_error "rgrad shape mismatch: exit 3" 3 "needs d1\*d2 + 1" "$EST" tr.npy --method rgrad --d1 21 --d2 20 --r 2
+expect_error "rgrad shape mismatch: exit 3" 3 "needs d1.d2 . 1 = 421" "$EST" tr.npy --method rgrad --d1 21 --d2 20 --r 2
 expect_error "rgrad init FAIL (2 groups): exit 4" 4 "rgrad failed" \
     "$EST" tr.npy --method rgrad --d1 20 --d2 20 --r 2 --groups 2 --seed 1 --json rgf.json
 check "rgrad FAIL: status failed in JSON" [ "$(jget rgf.json status)" = failed ]
