@@ -51,8 +51,8 @@ typedef struct {
     int streaming;       /* 1: disjoint batches, each observation used once   */
     size_t init_obs;     /* streaming: observations in the init batch (0: an
                             equal share n/(iters+1)); batch mode: all n      */
-    size_t groups;       /* sample-and-aggregate groups (0: auto, twice the
-                            fewest with which the noisy count can succeed)   */
+    size_t groups;       /* sample-and-aggregate groups (0: auto, see
+                            dps_rgrad_groups)                                */
     size_t q;            /* reference points per aggregation (default 10 r)  */
     double alpha, tau;   /* WFC slope and radius-search target (1/2, 1/2)    */
     double split_search, split_count, split_mean; /* per aggregation (0.2 0.1 0.7) */
@@ -73,7 +73,10 @@ int dps_rgrad_config_check(const dps_rgrad_config *cfg, size_t n, const char **w
 /* What dps_rgrad_fit spends when everything runs: batch (rho_init +
    iters rho_iter, delta); streaming (max(rho_init, rho_iter), delta). */
 dps_zcdp dps_rgrad_cost(const dps_rgrad_config *cfg);
-/* The number of groups a fit uses: cfg->groups, or 0 for twice the minimum. */
+/* The number of groups a fit uses: cfg->groups, or when 0 the smallest t with
+   tau t >= 1 + s_W (sqrt(2 ln(2/delta)) + 6) (s_W as below): 6 sd of margin
+   for the noisy count and the radius search, so FAIL is rare when the groups
+   agree. */
 size_t dps_rgrad_groups(const dps_rgrad_config *cfg);
 /* The fewest groups with which each aggregation's noisy count can succeed even
    if every group agrees: 1 + s_W (sqrt(2 ln(2/delta)) + 2), s_W = (1/alpha + 1)

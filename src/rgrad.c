@@ -164,9 +164,23 @@ static size_t s_min_groups(const dps_rgrad_config *c)
 
 size_t dps_rgrad_min_groups(const dps_rgrad_config *cfg) { return s_min_groups(cfg); }
 
+/* Auto groups: the radius search stops at the first grid radius whose noisy W
+   reaches tau t, so the true W there can be near tau t (less the search's
+   noise); the release needs W^ - s_W sqrt(2 ln(1/delta1)) >= 1.  Asking
+   tau t >= 1 + s_W (sqrt(2 ln(1/delta1)) + 6) leaves 6 sd of W^ (and of the
+   search's noise, whose sd is about 1.6 s_W at the default split) for both:
+   FAIL becomes rare.  (2 x the minimum, tried first, left 2 sd: the
+   evaluation saw 2 FAILs in 105 fits, as Phi(-2) per aggregation predicts.) */
 size_t dps_rgrad_groups(const dps_rgrad_config *cfg)
 {
-    return cfg->groups ? cfg->groups : 2 * s_min_groups(cfg);
+    if (cfg->groups)
+        return cfg->groups;
+    wfc_params p = s_wfc_params(cfg, 1.0);
+    if (!(p.rho_count > 0) || !(p.delta1 > 0 && p.delta1 < 1) || !(cfg->alpha > 0) || !(cfg->tau > 0))
+        return 2 * s_min_groups(cfg);
+    double s_W = wfc_weight_sensitivity(cfg->alpha) / sqrt(2.0 * p.rho_count);
+    double t = (1.0 + s_W * (sqrt(2.0 * log(1.0 / p.delta1)) + 6.0)) / cfg->tau;
+    return t < 2 ? 2 : (size_t)ceil(t);
 }
 
 /* Observations in the init batch and in each iteration's batch. */

@@ -603,7 +603,7 @@ int main(int argc, char **argv)
         {"--streaming", CLI_OPT_FLAG, &a.rg.streaming, NULL, NULL,
          "disjoint batches: each observation used once, the cost is the max of the parts", 0},
         {"--groups", CLI_OPT_SIZE, &a.rg.groups, "T", "auto",
-         "sample-and-aggregate groups (auto: twice the fewest with which the aggregation can succeed)", 0},
+         "sample-and-aggregate groups (auto: enough for the aggregation's noisy count to succeed with 6 sd of margin)", 0},
         {"--init-obs", CLI_OPT_SIZE, &a.rg.init_obs, "N", "n/(iters+1)", "--streaming: observations of the init", 0},
         {"--truth-matrix", CLI_OPT_STRING, &a.rg.truth_matrix, "FILE", "none",
          "the true d1 x d2 M (.npy, dps-gen --truth-matrix): report ||L - M||_F", 0},
