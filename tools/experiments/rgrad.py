@@ -6,8 +6,9 @@ Runs dps-rgrad-exp (rgrad.c) for every (d, r, n, rho, mode): rho in
 0.7/iters per iteration, streaming gives every disjoint part the full rho),
 and the non-private reference (spectral init + the same gradient steps, no
 clipping, no noise).  Writes out/rgrad[-quick]/raw.csv, summary.csv (median
-and quartiles over the repetitions; a FAIL of the init counts as error 1, the
-error of L = 0), rgrad.png and rgrad.log.
+and quartiles over the repetitions; a FAIL of the init, or a configuration
+the library refuses (too few observations for the groups), counts as error 1,
+the error of L = 0; "fails" counts both), rgrad.png and rgrad.log.
 
   /usr/bin/python3 tools/experiments/rgrad.py --quick   # ~1 min
   /usr/bin/python3 tools/experiments/rgrad.py           # LONG (~15-20 min)
