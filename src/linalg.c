@@ -451,3 +451,33 @@ void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M)
     dps_blas_init_once();
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)n, 1.0, B, (int)d, 0.0, M, (int)d);
 }
+
+int la_svd_top(double *A, size_t m, size_t n, size_t r, double *U, double *s, double *V)
+{
+    size_t mn = DPS_MIN(m, n);
+    if (!A || !U || !s || !V || r == 0 || r > mn)
+        return DPS_EINVAL;
+    dps_blas_init_once();
+    /* Column-major view: At is n x m (lda n); At = U' S VT', so A = VT'^T S U'^T:
+       A's left vectors are the rows of VT' (mn x m), its right ones U'
+       (n x mn) columns. */
+    double *Up = malloc(n * mn * sizeof *Up), *VTp = malloc(mn * m * sizeof *VTp);
+    double *sv = malloc(mn * sizeof *sv), *superb = malloc((mn > 1 ? mn - 1 : 1) * sizeof *superb);
+    int rc = (Up && VTp && sv && superb) ? DPS_OK : DPS_ENOMEM;
+    if (!rc) {
+        lapack_int info = LAPACKE_dgesvd(LAPACK_COL_MAJOR, 'S', 'S', (lapack_int)n, (lapack_int)m, A,
+                                         (lapack_int)n, sv, Up, (lapack_int)n, VTp, (lapack_int)mn, superb);
+        rc = info == 0 ? DPS_OK : DPS_ENUMERIC;
+    }
+    if (!rc) {
+        for (size_t c = 0; c < r; c++) {
+            s[c] = sv[c];
+            for (size_t j = 0; j < m; j++)
+                U[j * r + c] = VTp[c + j * mn];
+            for (size_t i = 0; i < n; i++)
+                V[i * r + c] = Up[i + c * n];
+        }
+    }
+    free(Up); free(VTp); free(sv); free(superb);
+    return rc;
+}

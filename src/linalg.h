@@ -78,4 +78,12 @@ void la_gram_t_add(const float *A, size_t n, size_t d, double *C, double *buf);
 /* M (d x d, row-major, upper triangle) = B^T B for B (n x d, double). */
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M);
 
+/* Top-r singular triplets of a dense m x n double matrix A (row-major,
+   destroyed): U (m x r, row-major, orthonormal columns), s (r values,
+   descending), V (n x r, row-major, orthonormal columns), so that
+   A ~ U diag(s) V^T.  r <= min(m, n).  One dgesvd on the column-major view
+   (A^T), whose left vectors are A's right ones.  Allocates O(mn) scratch:
+   for the small d1 x d2 matrices of trace regression, not for row data. */
+int la_svd_top(double *A, size_t m, size_t n, size_t r, double *U, double *s, double *V);
+
 #endif

@@ -8,6 +8,7 @@
    all before returning.  Errors: one line on stderr (args.c) and the exit
    codes of args.h; the JSON summary is written whenever the run started. */
 #include "args.h"
+#include "est_rgrad.h"
 #include "estimate.h"
 #include "io.h"
 
@@ -34,8 +35,27 @@ static const char s_synopsis[] =
     "  analyze-gauss  the central Analyze Gauss baseline on all rows.  The library\n"
     "                 function spends (2 rho, delta) for the rho it is given, so it\n"
     "                 is called with --rho/2 (the run spends --rho in all).\n"
+    "  rgrad          DP low-rank trace regression (DP-RGrad, DESIGN 3.7): INPUT\n"
+    "                 rows are observations [vec(X_i) (d1*d2 values, row-major),\n"
+    "                 y_i] as dps-gen --trace-regression writes them; y_i =\n"
+    "                 <X_i, M> + noise with rank(M) = --r.  A random partition\n"
+    "                 into groups; each group's mean of clip(y_i X_i, C0) gives\n"
+    "                 top-r left/right subspaces, aggregated privately (reference\n"
+    "                 points + weighted FriendlyCore, as the estimator); Sigma~ =\n"
+    "                 U~ L^ V~^T + Gaussian noise; then --iters Riemannian gradient\n"
+    "                 steps: per-observation gradients projected on the tangent\n"
+    "                 space, clipped to --clip, averaged, Gaussian noise inside the\n"
+    "                 tangent space, step --eta, rank-r SVD.  Privacy: one\n"
+    "                 observation is the unit; delta-approximate rho-zCDP for every\n"
+    "                 input (everything is clipped).  --rho is the whole fit: batch\n"
+    "                 mode gives the init 0.3 rho and each iteration 0.7 rho/iters\n"
+    "                 (they compose); --streaming reads disjoint batches (init +\n"
+    "                 one per iteration, each observation used once) and gives every\n"
+    "                 part the full rho (the cost is the max, not the sum).  --delta\n"
+    "                 is the fit's delta (the two aggregations).  Defaults of the\n"
+    "                 clips assume y of unit scale: set them from public knowledge.\n"
     "  choose-k       only choose k privately (needs --k-max; see below).\n"
-    "Choosing k (--k-max K instead of --k; Tsfadia sec. 2.1): releases the\n"
+    "\nChoosing k (--k-max K instead of --k; Tsfadia sec. 2.1): releases the\n"
     "squared singular values sigma_i^2 + Lap(2/eps), i <= K+1, of all rows\n"
     "(clipped to norm 1), pure --eps-k-DP (their l1 sensitivity is 2), and takes\n"
     "k = the number of leading values >= T = (4/eps) ln((K+1)/beta): with\n"
@@ -83,6 +103,18 @@ static const char s_epilogue[] =
     "(totals of the run), exit_code, error.  Numbers that do not apply are null,\n"
     "and so is an infinite eps (the spent delta is not below --delta-target).\n"
     "\n"
+    "rgrad prints one line (rgrad released|failed, n, groups, iters, mode, error\n"
+    "||L-M||_F and relative with --truth-matrix, rho, eps) and its own JSON:\n"
+    "program, method, private, seeded, seed, input, d1, d2, r, n_obs, config\n"
+    "{iters, eta, clip_init, clip_sigma, clip_grad, streaming, rho_init, rho_iter,\n"
+    "split_sigma, delta, public_seed}, status (released or failed: an aggregation\n"
+    "said FAIL, budget spent, no estimate), reason, groups, init_obs, batch_obs\n"
+    "(the public partition), sd_sigma and sd_iter (noise sd of Sigma~ entries and\n"
+    "of each tangent coordinate), radius_u, radius_v (the aggregations' radii),\n"
+    "error_fro = ||L - M||_F and error_rel = error_fro/||M||_F (null without\n"
+    "--truth-matrix), privacy {rho_total, delta_total, eps_total, delta_target,\n"
+    "composition}, truth_matrix, out (L as a d1 x d2 float32 .npy), exit_code, error.\n"
+    "\n"
     "Exit codes: 0 every release succeeded; 1 runtime failure (memory, numerics,\n"
     "writing a file); 2 usage (unknown flag, missing or bad value, impossible\n"
     "settings); 3 unreadable or malformed input; 4 privacy: a release failed or\n"
@@ -100,6 +132,7 @@ typedef struct {
     uint64_t seed, public_seed;
     int close_partial, quiet, help;
     const char *truth, *out, *out_prefix, *json, *mean_out;
+    est_rgrad_flags rg;
 } est_args;
 
 /* 1 if the option named name was given. */
@@ -161,7 +194,7 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     else if (strcmp(a->method, "choose-k") == 0)
         s->method = EST_CHOOSE_K;
     else
-        USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss or choose-k", a->method);
+        USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, choose-k or rgrad", a->method);
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;
     else if (strcmp(a->task, "mean") == 0)
@@ -206,6 +239,9 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     static const char *const estimator_only[] = {"--t", "--m", "--window", "--q", "--aggregator", "--alpha",
                                                  "--tau", "--split", "--public-seed", "--batch",
                                                  "--close-partial", "--out-prefix"};
+    for (size_t i = 0; i < est_rgrad_n_only_flags; i++)
+        if (s_given(opts, n_opts, est_rgrad_only_flags[i]))
+            USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
     for (size_t i = 0; i < sizeof estimator_only / sizeof estimator_only[0]; i++)
         if (s->method != EST_ESTIMATOR && s_given(opts, n_opts, estimator_only[i]))
             USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
@@ -612,7 +648,7 @@ int main(int argc, char **argv)
         {"--dim", CLI_OPT_SIZE, &a.dim, "D", "from the file",
          "row length; required for raw, checked against the file otherwise", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Method:", 0},
-        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE), analyze-gauss or choose-k",
+        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE), analyze-gauss, choose-k or rgrad",
          0},
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},
@@ -624,11 +660,11 @@ int main(int argc, char **argv)
          "failure probability of the choice of k (sets its threshold)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Privacy:", 0},
         {"--rho", CLI_OPT_DOUBLE, &a.rho, "R", "1",
-         "zCDP rho: per epoch for the estimator; the whole run for analyze-gauss (it is called with R/2) and for "
-         "--task mean (R/2 subspace + R/2 mean)",
+         "zCDP rho: per epoch for the estimator; the whole run for analyze-gauss (it is called with R/2), for "
+         "--task mean (R/2 subspace + R/2 mean) and for rgrad (the whole fit)",
          0},
         {"--delta", CLI_OPT_DOUBLE, &a.delta, "D", "1e-8",
-         "the mechanism's delta (per epoch for the estimator; Analyze Gauss's delta)", 0},
+         "the mechanism's delta (per epoch for the estimator; Analyze Gauss's delta; rgrad's fit)", 0},
         {"--cap-rho", CLI_OPT_DOUBLE, &a.cap_rho, "R", "0 = no cap",
          "refuse any release that would make the run's total rho exceed R (or its delta exceed --delta-target)", 0},
         {"--cap-eps", CLI_OPT_DOUBLE, &a.cap_eps, "E", "0 = no cap",
@@ -667,6 +703,25 @@ int main(int argc, char **argv)
         {"--truth", CLI_OPT_STRING, &a.truth, "FILE", "none",
          "the true k x d basis (.npy, e.g. from dps-gen --basis): report the error against it", 0},
         {"--quiet", CLI_OPT_FLAG, &a.quiet, NULL, NULL, "no progress lines", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Trace regression (--method rgrad only):", 0},
+        {"--d1", CLI_OPT_SIZE, &a.rg.d1, "D1", "required", "rows of each X_i", 0},
+        {"--d2", CLI_OPT_SIZE, &a.rg.d2, "D2", "required", "columns of each X_i", 0},
+        {"--r", CLI_OPT_SIZE, &a.rg.r, "R", "required", "rank of M, 1 <= r < min(d1, d2)", 0},
+        {"--iters", CLI_OPT_SIZE, &a.rg.iters, "N", "10", "Riemannian gradient iterations", 0},
+        {"--eta", CLI_OPT_DOUBLE, &a.rg.eta, "E", "0.5", "step size", 0},
+        {"--clip", CLI_OPT_DOUBLE, &a.rg.clip, "C", "3 sqrt(r(d1+d2-r))",
+         "clip of each observation's tangent gradient (Frobenius)", 0},
+        {"--clip-init", CLI_OPT_DOUBLE, &a.rg.clip_init, "C0", "3 sqrt(d1 d2)", "clip of ||y_i X_i||_F in the init",
+         0},
+        {"--clip-sigma", CLI_OPT_DOUBLE, &a.rg.clip_sigma, "CS", "3 r",
+         "clip of each observation's r x r contribution to Sigma~", 0},
+        {"--streaming", CLI_OPT_FLAG, &a.rg.streaming, NULL, NULL,
+         "disjoint batches: each observation used once, the cost is the max of the parts", 0},
+        {"--groups", CLI_OPT_SIZE, &a.rg.groups, "T", "auto",
+         "sample-and-aggregate groups (auto: enough for the aggregation's noisy count to succeed with 6 sd of margin)", 0},
+        {"--init-obs", CLI_OPT_SIZE, &a.rg.init_obs, "N", "n/(iters+1)", "--streaming: observations of the init", 0},
+        {"--truth-matrix", CLI_OPT_STRING, &a.rg.truth_matrix, "FILE", "none",
+         "the true d1 x d2 M (.npy, dps-gen --truth-matrix): report ||L - M||_F", 0},
         {"--help", CLI_OPT_FLAG, &a.help, NULL, NULL, "print this help and exit", 0},
     };
     size_t n_opts = sizeof opts / sizeof opts[0];
@@ -675,5 +730,14 @@ int main(int argc, char **argv)
     int rc = cli_parse_or_help(argc, argv, opts, n_opts, pos, 1, &n_pos, &a.help, s_synopsis, s_epilogue);
     if (rc >= 0)
         return rc;
+    if (strcmp(a.method, "rgrad") == 0) {
+        if (a.in && n_pos)
+            USAGE("give the input once: either --in FILE or a file argument, not both");
+        est_rgrad_common c = {.input = a.in ? a.in : (n_pos ? pos[0] : NULL), .format = a.format, .out = a.out,
+                              .json = a.json, .dim = a.dim, .rho = a.rho, .delta = a.delta,
+                              .delta_target = a.delta_target, .seeded = cli_opt_find(opts, n_opts, "--seed")->given,
+                              .quiet = a.quiet, .seed = a.seed, .public_seed = a.public_seed};
+        return est_rgrad_main(&a.rg, &c, opts, n_opts);
+    }
     return s_main(&a, opts, n_opts, n_pos ? pos[0] : NULL);
 }

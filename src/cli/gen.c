@@ -5,6 +5,7 @@
    library fills them.  Errors end the program with one line on stderr and the
    exit codes of args.h. */
 #include "args.h"
+#include "gen_trace.h"
 #include "io.h"
 
 #include "dpsubspace.h"
@@ -21,7 +22,16 @@ static const char s_synopsis[] =
     "of span(b) and nu uniform in {-1/tau, +1/tau}^d.  Rows go to --out as an\n"
     "n x d float32 .npy; --basis writes an orthonormal basis of span(b) (k x d).\n"
     "Note: the paper's \"n = 250k\" means n = 250 * k rows (1000 for k = 4), not\n"
-    "250 thousand.\n";
+    "250 thousand.\n"
+    "\n"
+    "   or: dps-gen --trace-regression --d1 D1 --d2 D2 --r R [--n N] [--noise S]\n"
+    "               [--seed S] --out obs.npy [--truth-matrix M.npy]\n"
+    "\n"
+    "Trace regression (for dps-estimate --method rgrad): M = U diag(s) V^T of rank\n"
+    "r with Haar-random U, V and s_j proportional to 1 - j/(2(r-1)) (condition\n"
+    "number 2), scaled to ||M||_F = 1; X_i with iid N(0, 1) entries (so <X_i, M>\n"
+    "~ N(0, 1)); y_i = <X_i, M> + N(0, S^2).  --out gets the n x (d1*d2 + 1) rows\n"
+    "[vec(X_i) row-major, y_i]; --truth-matrix the d1 x d2 M.\n";
 
 static const char s_epilogue[] =
     "Examples:\n"
@@ -39,6 +49,8 @@ typedef struct {
     uint64_t seed;
     const char *out, *basis;
     int help;
+    int trace;
+    gen_trace_args tr;
 } gen_args;
 
 /* Check the parsed values and fill in the defaults that depend on others.
@@ -156,7 +168,7 @@ static int s_run(const gen_args *a, int seeded)
 int main(int argc, char **argv)
 {
     cli_set_program("dps-gen");
-    gen_args a = {.k = 4};
+    gen_args a = {.k = 4, .tr = {.noise = 0.1}};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Data:", 0},
         {"--n", CLI_OPT_SIZE, &a.n, "N", "250*k", "number of rows (the paper's n = 250k means 250*k)", 0},
@@ -172,12 +184,45 @@ int main(int argc, char **argv)
         {"--out", CLI_OPT_STRING, &a.out, "FILE", "required", "write the n x d rows here as float32 .npy", 0},
         {"--basis", CLI_OPT_STRING, &a.basis, "FILE", "not written",
          "also write the true k x d orthonormal basis as float32 .npy (for dps-estimate --truth)", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Trace regression (--trace-regression):", 0},
+        {"--trace-regression", CLI_OPT_FLAG, &a.trace, NULL, NULL,
+         "write trace-regression observations instead (the --n, --seed and --out flags apply)", 0},
+        {"--d1", CLI_OPT_SIZE, &a.tr.d1, "D1", "required", "rows of each X_i", 0},
+        {"--d2", CLI_OPT_SIZE, &a.tr.d2, "D2", "required", "columns of each X_i", 0},
+        {"--r", CLI_OPT_SIZE, &a.tr.r, "R", "required", "rank of M, 1 <= r < min(d1, d2)", 0},
+        {"--noise", CLI_OPT_DOUBLE, &a.tr.noise, "S", "0.1", "sd of the response noise", 0},
+        {"--truth-matrix", CLI_OPT_STRING, &a.tr.truth_matrix, "FILE", "not written",
+         "also write M (d1 x d2 float32 .npy, for dps-estimate --truth-matrix)", 0},
         {"--help", CLI_OPT_FLAG, &a.help, NULL, NULL, "print this help and exit", 0},
     };
     size_t n_opts = sizeof opts / sizeof opts[0];
     int rc = cli_parse_or_help(argc, argv, opts, n_opts, NULL, 0, NULL, &a.help, s_synopsis, s_epilogue);
     if (rc >= 0)
         return rc;
+    static const char *const trace_only[] = {"--d1", "--d2", "--r", "--noise", "--truth-matrix"};
+    static const char *const paper_only[] = {"--d", "--k", "--tau", "--tau-over-d", "--basis"};
+    for (size_t i = 0; i < 5; i++) {
+        if (!a.trace && cli_opt_find(opts, n_opts, trace_only[i])->given) {
+            cli_error("%s applies only with --trace-regression", trace_only[i]);
+            return CLI_EXIT_USAGE;
+        }
+        if (a.trace && cli_opt_find(opts, n_opts, paper_only[i])->given) {
+            cli_error("%s does not apply with --trace-regression (use --d1 --d2 --r)", paper_only[i]);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (a.trace) {
+        if (!cli_opt_find(opts, n_opts, "--d1")->given || !cli_opt_find(opts, n_opts, "--d2")->given ||
+            !cli_opt_find(opts, n_opts, "--r")->given) {
+            cli_error("--trace-regression needs --d1, --d2 and --r; see --help");
+            return CLI_EXIT_USAGE;
+        }
+        a.tr.n = cli_opt_find(opts, n_opts, "--n")->given ? a.n : 10000;
+        a.tr.seeded = cli_opt_find(opts, n_opts, "--seed")->given;
+        a.tr.seed = a.seed;
+        a.tr.out = a.out;
+        return gen_trace_run(&a.tr);
+    }
     if ((rc = s_validate(&a, opts, n_opts)) != 0)
         return rc;
     return s_run(&a, cli_opt_find(opts, n_opts, "--seed")->given);

@@ -48,7 +48,8 @@ make_npy() {
 run "$GEN" --help
 check "dps-gen --help exits 0" [ "$rc" -eq 0 ]
 check "dps-gen --help explains n = 250*k" grep -q "250 \* k" out.txt
-for f in --n --d --k --tau --tau-over-d --seed --out --basis --help; do
+for f in --n --d --k --tau --tau-over-d --seed --out --basis --help --trace-regression --d1 --d2 --r --noise \
+    --truth-matrix; do
     grep -q -- "^  $f " out.txt || grep -q -- "^  $f\$" out.txt || missing="$missing $f"
 done
 check "dps-gen --help lists every flag${missing:+ (missing:$missing)}" [ -z "$missing" ]
@@ -57,7 +58,8 @@ check "dps-estimate --help exits 0" [ "$rc" -eq 0 ]
 missing=""
 for f in --in --format --dim --method --task --k --rho --delta --cap-rho --cap-eps --delta-target --seed \
     --public-seed --t --m --window --q --aggregator --alpha --tau --split --batch --close-partial --workers \
-    --out --out-prefix --json --mean-out --truth --quiet --help; do
+    --out --out-prefix --json --mean-out --truth --quiet --help --d1 --d2 --r --iters --eta --clip --clip-init \
+    --clip-sigma --streaming --groups --init-obs --truth-matrix; do
     grep -q -- "^  $f[ ]" out.txt || grep -q -- "^  $f\$" out.txt || missing="$missing $f"
 done
 check "dps-estimate --help lists every flag${missing:+ (missing:$missing)}" [ -z "$missing" ]
@@ -238,6 +240,34 @@ expect_error "--eps-k without --k-max: exit 2" 2 "only with --k-max" "$EST" rows
 printf '1,2,3\n4,5,6\n7,8,1\n' > three.csv
 expect_error "--k-max >= d: exit 2" 2 "less than the row dimension" "$EST" three.csv --k-max 3
 expect_error "choice alone passes the cap: exit 2" 2 "pass the budget cap" "$EST" rows.npy --k-max 8 --eps-k 3 --cap-rho 1
+# ------------------------------------------------ trace regression (rgrad)
+run "$GEN" --trace-regression --d1 20 --d2 20 --r 2 --n 20000 --noise 0.1 --seed 4 --out tr.npy --truth-matrix trM.npy
+check "dps-gen --trace-regression runs" [ "$rc" -eq 0 ]
+check "tr.npy has 128 + 20000*401*4 bytes" [ "$(size tr.npy)" = 32080128 ]
+check "trM.npy has 128 + 20*20*4 bytes" [ "$(size trM.npy)" = 1728 ]
+run "$EST" tr.npy --method rgrad --d1 20 --d2 20 --r 2 --rho 10 --seed 2 --truth-matrix trM.npy --out L.npy \
+    --json rg.json
+check "rgrad exits 0" [ "$rc" -eq 0 ]
+check "rgrad status released" [ "$(jget rg.json status)" = released ]
+rel=$(jget rg.json error_rel)
+check "rgrad relative error $rel < 0.1 (rho 10, n 20000, 20x20 r 2)" lt "$rel" 0.1
+check "rgrad spent --rho (batch)" near "$(jsub rg.json privacy rho_total)" 10
+check "rgrad --out wrote a 20 x 20 L" [ "$(size L.npy)" = 1728 ]
+check "rgrad progress line" grep -q "^rgrad  released  n 20000" out.txt
+run "$EST" tr.npy --method rgrad --d1 20 --d2 20 --r 2 --rho 10 --seed 2 --streaming --iters 4 --json rgs.json
+check "rgrad --streaming exits 0 and spends the max (10), not the sum" near "$(jsub rgs.json privacy rho_total)" 10
+check "rgrad --streaming: batches of (20000 - 4000)/4" [ "$(jget rgs.json batch_obs)" = 4000 ]
+expect_error "rgrad refuses --k: exit 2" 2 "does not apply to --method rgrad" \
+    "$EST" tr.npy --method rgrad --d1 20 --d2 20 --r 2 --k 2
+expect_error "--d1 for another method: exit 2" 2 "applies only to --method rgrad" "$EST" tr.npy --k 2 --d1 20
+expect_error "rgrad without --r: exit 2" 2 "needs --d1, --d2 and --r" "$EST" tr.npy --method rgrad --d1 20 --d2 20
+expect_error "rgrad bad --eta: exit 2" 2 "eta must be" "$EST" tr.npy --method rgrad --d1 20 --d2 20 --r 2 --eta 0
+expect_error "rgrad shape mismatch: exit 3" 3 "needs d1.d2 . 1 = 421" "$EST" tr.npy --method rgrad --d1 21 --d2 20 --r 2
+expect_error "rgrad init FAIL (2 groups): exit 4" 4 "rgrad failed" \
+    "$EST" tr.npy --method rgrad --d1 20 --d2 20 --r 2 --groups 2 --seed 1 --json rgf.json
+check "rgrad FAIL: status failed in JSON" [ "$(jget rgf.json status)" = failed ]
+expect_error "dps-gen --r without --trace-regression: exit 2" 2 "only with --trace-regression" \
+    "$GEN" --d 10 --r 2 --out x.npy
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
