@@ -73,5 +73,7 @@ double la_dot_self(const float *x, size_t n);
 
 /* M (d x d, row-major, upper triangle) = B^T B for B (n x d, double). */
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M);
+/* M (d x d, row-major, upper triangle) += B^T B for B (n x d, double). */
+void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M);
 
 #endif
