@@ -122,7 +122,7 @@ double dps_cov_gaussian_sigma(double eps, double delta);
 /* The smallest sigma with which N(0, sigma^2 I) added to a query of l2
    sensitivity sens is (eps, delta)-DP, exactly (Balle-Wang 2018, Thm 8:
    Phi(D/2s - eps s/D) - e^eps Phi(-D/2s - eps s/D) <= delta), by bisection to
-   a relative 1e-12 (rounded up).  NAN for sens <= 0, eps <= 0, delta not in (0,1). */
+   a relative 1e-13, then rounded up by 1e-9.  NAN for sens <= 0, eps <= 0, delta not in (0,1). */
 double dps_analytic_gaussian_sigma(double sens, double eps, double delta);
 
 /* Post-processing of a released symmetric matrix (no privacy cost).
