@@ -129,6 +129,7 @@ double dps_analytic_gaussian_sigma(double sens, double eps, double delta);
    dps_cov_clip_spectrum: S (d x d, full symmetric, in place) = U clip(L, lo,
    hi) U^T.  dps_cov_topk: V (k x d) = the top-k eigenvectors of S (S is not
    changed), w (may be NULL) their eigenvalues, descending.
+   Needs 0 <= lo <= hi and a finite S.
    DPS_EINVAL, DPS_ELIMIT, DPS_ENOMEM, DPS_ENUMERIC. */
 int dps_cov_clip_spectrum(double *S, size_t d, double lo, double hi);
 int dps_cov_topk(const double *S, size_t d, size_t k, float *V, double *w);
