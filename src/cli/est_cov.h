@@ -56,7 +56,7 @@ typedef struct {
     "the last of k = d is 0: a draw on S^0 is free], lambda [noisy eigenvalues],\n"   \
     "draws, proposals, proposals_max (Bingham sampler), noise (Laplace scale or\n"     \
     "Gaussian sd), cov_out}; their progress line is\n"                               \
-    "  iterative  released  rows N  eps E (values V, split S)  draws D proposals P\n"  \
+    "  iterative  released  rows N  eps E pure (values V, split S)  draws D proposals P\n"\
     "  ... as zCDP: rho R  total rho R  eps E' at delta D'\n"                       \
     "where rho = eps^2/2 is what enters the zCDP total (and \"privacy\"); E' is\n"  \
     "that total converted back, looser than the single release's own eps.\n"
