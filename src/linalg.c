@@ -481,3 +481,9 @@ int la_svd_top(double *A, size_t m, size_t n, size_t r, double *U, double *s, do
     free(Up); free(VTp); free(sv); free(superb);
     return rc;
 }
+
+void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M)
+{
+    dps_blas_init_once();
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)n, 1.0, B, (int)d, 1.0, M, (int)d);
+}

@@ -77,6 +77,8 @@ void la_gram_t_add(const float *A, size_t n, size_t d, double *C, double *buf);
 
 /* M (d x d, row-major, upper triangle) = B^T B for B (n x d, double). */
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M);
+/* M (d x d, row-major, upper triangle) += B^T B for B (n x d, double). */
+void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M);
 
 /* Top-r singular triplets of a dense m x n double matrix A (row-major,
    destroyed): U (m x r, row-major, orthonormal columns), s (r values,

@@ -16,6 +16,9 @@ const char *est_method_name(est_method m)
     case EST_TOPK: return "topk";
     case EST_ANALYZE_GAUSS: return "analyze-gauss";
     case EST_CHOOSE_K: return "choose-k";
+    case EST_ITERATIVE: return "iterative";
+    case EST_COV_LAPLACE: return "cov-laplace";
+    case EST_COV_GAUSSIAN: return "cov-gaussian";
     }
     return "unknown";
 }
@@ -46,6 +49,8 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
     if (s->method == EST_TOPK) {
         fprintf(f, "topk  NOT PRIVATE  rows %llu", (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
+    } else if (est_is_cov(s->method)) {
+        est_cov_report(f, s, rel, r);
     } else if (s->method == EST_ANALYZE_GAUSS) {
         fprintf(f, "analyze-gauss  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
@@ -86,8 +91,10 @@ static void s_json_config(cli_json *j, const est_settings *s)
 {
     const dps_config *c = &s->cfg;
     cli_json_object_begin(j, "config");
-    cli_json_num(j, "rho", s->rho);
-    cli_json_num(j, "delta", s->delta);
+    if (!est_is_cov(s->method)) { /* those state eps (and delta) in "dp" */
+        cli_json_num(j, "rho", s->rho);
+        cli_json_num(j, "delta", s->delta);
+    }
     if (s->method == EST_ESTIMATOR) {
         cli_json_u64(j, "t", c->t);
         cli_json_u64(j, "m", c->m);
@@ -169,6 +176,8 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
                          : "dps_analyze_gauss spends (2 rho, delta): it was called with rho = --rho/2 so that it "
                            "spends --rho");
     }
+    if (est_is_cov(s->method))
+        est_cov_json(&j, s, r);
     cli_json_array_begin(&j, "epochs");
     for (size_t i = 0; i < r->n_rel; i++)
         s_json_release(&j, &r->rel[i]);

@@ -486,6 +486,8 @@ int est_run(const est_settings *s, est_result *r)
                          (unsigned long long)r->rows_subspace, n);
         } else if (s->method == EST_TOPK) {
             code = s_run_topk(s, r, X, n);
+        } else if (est_is_cov(s->method)) {
+            code = est_cov_run(s, r, X, n, rng);
         } else {
             code = s_run_analyze(s, r, X, n, rng);
         }
@@ -503,6 +505,7 @@ void est_result_free(est_result *r)
     free(r->rel);
     free(r->basis);
     free(r->mean.released);
+    est_cov_result_free(r);
     r->rel = NULL;
     r->basis = NULL;
     r->mean.released = NULL;

@@ -54,6 +54,7 @@ static const char s_synopsis[] =
     "                 part the full rho (the cost is the max, not the sum).  --delta\n"
     "                 is the fit's delta (the two aggregations).  Defaults of the\n"
     "                 clips assume y of unit scale: set them from public knowledge.\n"
+    EST_COV_HELP_METHODS
     "  choose-k       only choose k privately (needs --k-max; see below).\n"
     "\nChoosing k (--k-max K instead of --k; Tsfadia sec. 2.1): releases the\n"
     "squared singular values sigma_i^2 + Lap(2/eps), i <= K+1, of all rows\n"
@@ -114,6 +115,7 @@ static const char s_epilogue[] =
     "error_fro = ||L - M||_F and error_rel = error_fro/||M||_F (null without\n"
     "--truth-matrix), privacy {rho_total, delta_total, eps_total, delta_target,\n"
     "composition}, truth_matrix, out (L as a d1 x d2 float32 .npy), exit_code, error.\n"
+    EST_COV_HELP_JSON
     "\n"
     "Exit codes: 0 every release succeeded; 1 runtime failure (memory, numerics,\n"
     "writing a file); 2 usage (unknown flag, missing or bad value, impossible\n"
@@ -133,6 +135,8 @@ typedef struct {
     int close_partial, quiet, help;
     const char *truth, *out, *out_prefix, *json, *mean_out;
     est_rgrad_flags rg;
+    double eps;                             /* covariance methods (est_cov.c) */
+    const char *eps_values, *cov_out;
 } est_args;
 
 /* 1 if the option named name was given. */
@@ -193,8 +197,9 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
         s->method = EST_ANALYZE_GAUSS;
     else if (strcmp(a->method, "choose-k") == 0)
         s->method = EST_CHOOSE_K;
-    else
-        USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, choose-k or rgrad", a->method);
+    else if (est_cov_method(a->method, &s->method) != 0)
+        USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, iterative, cov-laplace, "
+              "cov-gaussian, rgrad or choose-k", a->method);
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;
     else if (strcmp(a->task, "mean") == 0)
@@ -243,7 +248,8 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
         if (s_given(opts, n_opts, est_rgrad_only_flags[i]))
             USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
     for (size_t i = 0; i < sizeof estimator_only / sizeof estimator_only[0]; i++)
-        if (s->method != EST_ESTIMATOR && s_given(opts, n_opts, estimator_only[i]))
+        if (s->method != EST_ESTIMATOR && s_given(opts, n_opts, estimator_only[i]) &&
+            !(s->method == EST_ITERATIVE && strcmp(estimator_only[i], "--split") == 0))
             USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
     if (a->mean_out && s->task != EST_MEAN)
         USAGE("--mean-out needs --task mean");
@@ -282,7 +288,17 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     s->json = a->json;
     s->mean_out = a->mean_out;
     s->quiet = a->quiet;
-    return 0;
+    s->cov.eps = a->eps;
+    s->cov.eps_values = a->eps_values;
+    s->cov.split = s->method == EST_ITERATIVE ? a->split : NULL;
+    s->cov.cov_out = a->cov_out;
+    int given[EST_COV_GIVEN_N] = {
+        [EST_COV_GIVEN_RHO] = s_given(opts, n_opts, "--rho"), [EST_COV_GIVEN_DELTA] = s_given(opts, n_opts, "--delta"),
+        [EST_COV_GIVEN_EPS] = s_given(opts, n_opts, "--eps"),
+        [EST_COV_GIVEN_EPS_VALUES] = s_given(opts, n_opts, "--eps-values"),
+        [EST_COV_GIVEN_SPLIT] = s_given(opts, n_opts, "--split"),
+        [EST_COV_GIVEN_COV_OUT] = s_given(opts, n_opts, "--cov-out")};
+    return est_cov_check(s, given);
 }
 
 /* Build s->cfg for dimension d from the flags; checks it with the library. */
@@ -290,6 +306,26 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
 {
     if (s->k_max && s->k_max >= d)
         USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
+    if (est_is_cov(s->method)) { /* d x d methods: 1 <= k <= d, no estimator configuration */
+        if (a->k > d)
+            USAGE("--k %zu must be at most the row dimension d = %zu of the input; lower --k", a->k, d);
+        if (d > DPS_COV_MAX_D)
+            USAGE("--method %s forms d x d matrices and refuses d = %zu (limit %d); use --method estimator",
+                  a->method, d, DPS_COV_MAX_D);
+        dps_config_init(&s->cfg, d, 1);
+        s->cfg.k = a->k;
+        s->cfg.cap.rho_cap = a->cap_rho;
+        s->cfg.cap.eps_cap = a->cap_eps;
+        s->cfg.cap.delta_target = a->delta_target;
+        s->cfg.seeded = s->seeded;
+        s->cfg.seed = a->seed;
+        if (s_given(opts, n_opts, "--workers")) {
+            if (a->workers < 1 || a->workers > 256)
+                USAGE("--workers must be in 1..256 (got %zu)", a->workers);
+            s->cfg.workers = (int)a->workers;
+        }
+        return 0;
+    }
     if (a->k >= d)
         USAGE("--k %zu must be less than the row dimension d = %zu of the input; lower --k", a->k, d);
     if (s->method == EST_ANALYZE_GAUSS && d > DPS_ANALYZE_GAUSS_MAX_D)
@@ -648,11 +684,11 @@ int main(int argc, char **argv)
         {"--dim", CLI_OPT_SIZE, &a.dim, "D", "from the file",
          "row length; required for raw, checked against the file otherwise", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Method:", 0},
-        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE), analyze-gauss, choose-k or rgrad",
-         0},
+        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator",
+         "estimator, topk (NOT PRIVATE), analyze-gauss, iterative, cov-laplace, cov-gaussian, rgrad or choose-k", 0},
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},
-        {"--k", CLI_OPT_SIZE, &a.k, "K", "required", "subspace dimension, 1 <= k < d", 0},
+        {"--k", CLI_OPT_SIZE, &a.k, "K", "required", "subspace dimension, 1 <= k < d (k <= d: covariance methods)", 0},
         {"--k-max", CLI_OPT_SIZE, &a.k_max, "K", "none: --k is given",
          "choose k privately among 1..K (instead of --k), then run the method with it", 0},
         {"--eps-k", CLI_OPT_DOUBLE, &a.eps_k, "E", "0.1", "pure eps spent on choosing k (with --k-max)", 0},
@@ -675,6 +711,13 @@ int main(int argc, char **argv)
          "seeded mode: noise from a reproducible generator (NOT secure, for tests); marked in the output", 0},
         {"--public-seed", CLI_OPT_U64, &a.public_seed, "P", "0",
          "seed of the public randomness (reference points)", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Covariance methods (iterative, cov-laplace, cov-gaussian):", 0},
+        {"--eps", CLI_OPT_DOUBLE, &a.eps, "E", "required",
+         "the DP budget of the whole run (pure eps-DP; (eps, --delta)-DP for cov-gaussian)", 0},
+        {"--eps-values", CLI_OPT_STRING, &a.eps_values, "X|P%", "0, or 50% with --cov-out / --split adaptive",
+         "iterative: the part of --eps for the k eigenvalues, an amount or a share (0: subspace only)", 0},
+        {"--cov-out", CLI_OPT_STRING, &a.cov_out, "FILE", "not written",
+         "the released d x d covariance as float32 .npy (iterative: sum lambda_i theta_i theta_i', rank k)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Estimator (--method estimator only):", 0},
         {"--t", CLI_OPT_SIZE, &a.t, "T", "125", "buckets per epoch", 0},
         {"--m", CLI_OPT_SIZE, &a.m, "M", "2*k", "rows per bucket (an epoch holds t*m rows)", 0},
@@ -687,7 +730,9 @@ int main(int argc, char **argv)
         {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", "0.5",
          "radius search target: the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
         {"--split", CLI_OPT_STRING, &a.split, "S:C:M", "0.2:0.1:0.7",
-         "how an epoch's rho is split: radius search : friend count : noisy average", 0},
+         "how an epoch's rho is split: radius search : friend count : noisy average; for --method iterative: "
+         "uniform (default) or adaptive (Amin et al. Cor. 1, by the noisy eigenvalues)",
+         0},
         {"--batch", CLI_OPT_SIZE, &a.batch, "B", "256", "rows per push into the estimator", 0},
         {"--close-partial", CLI_OPT_FLAG, &a.close_partial, NULL, NULL,
          "at the end of the input, close a partial epoch too (default: its rows are dropped)", 0},

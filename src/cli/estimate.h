@@ -10,13 +10,16 @@
 #ifndef DPS_CLI_ESTIMATE_H
 #define DPS_CLI_ESTIMATE_H
 
+#include "est_cov.h"
 #include "io.h"
+#include "json.h"
 
 #include "dpsubspace.h"
 
 #include <stdio.h>
 
-typedef enum { EST_ESTIMATOR = 0, EST_TOPK, EST_ANALYZE_GAUSS, EST_CHOOSE_K } est_method;
+typedef enum { EST_ESTIMATOR = 0, EST_TOPK, EST_ANALYZE_GAUSS, EST_CHOOSE_K, EST_ITERATIVE, EST_COV_LAPLACE,
+               EST_COV_GAUSSIAN } est_method;
 typedef enum { EST_SUBSPACE = 0, EST_MEAN } est_task;
 
 /* What the command line asked for. */
@@ -42,6 +45,7 @@ typedef struct {
     double eps_k, beta_k;    /* its pure eps and failure probability            */
     const float *rows;       /* all rows when they were read before the run      */
     size_t n_rows_read;      /* (for choosing k), else NULL; owned by main       */
+    est_cov_settings cov;    /* the covariance methods' flags (est_cov.c)       */
 } est_settings;
 
 /* One release (an epoch of the estimator, or the single central release). */
@@ -97,6 +101,7 @@ typedef struct {
     char note[512];          /* a sentence shown in the JSON (may be empty)     */
     const char *out_written; /* set by main: the --out / --mean-out files that  */
     const char *mean_written;/* were written (NULL if not)                      */
+    est_cov_result cov;      /* the covariance methods' numbers                 */
 } est_result;
 
 /* Run the settings' method on the input; progress lines as it goes.  Returns
@@ -124,5 +129,21 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
 /* Name of a method / task as used on the command line. */
 const char *est_method_name(est_method m);
 const char *est_task_name(est_task t);
+
+/* The covariance methods (est_cov.c).  est_is_cov: 1 for iterative,
+   cov-laplace, cov-gaussian.  est_cov_method: 0 and *m set if name is one of
+   them.  est_cov_check: flag checks that need no input (given[] says which
+   generic flags were on the command line: see EST_COV_GIVEN_*); returns 0 or
+   CLI_EXIT_USAGE (message printed).  est_cov_run: the run on all n rows.
+   est_cov_report / est_cov_json: its progress line and "dp" JSON member. */
+enum { EST_COV_GIVEN_RHO, EST_COV_GIVEN_DELTA, EST_COV_GIVEN_EPS, EST_COV_GIVEN_EPS_VALUES, EST_COV_GIVEN_SPLIT,
+       EST_COV_GIVEN_COV_OUT, EST_COV_GIVEN_N };
+int est_is_cov(est_method m);
+int est_cov_method(const char *name, est_method *m);
+int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N]);
+int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rng *rng);
+void est_cov_report(FILE *f, const est_settings *s, const est_release *rel, const est_result *r);
+void est_cov_json(cli_json *j, const est_settings *s, const est_result *r);
+void est_cov_result_free(est_result *r);
 
 #endif

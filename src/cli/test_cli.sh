@@ -57,6 +57,7 @@ run "$EST" --help
 check "dps-estimate --help exits 0" [ "$rc" -eq 0 ]
 missing=""
 for f in --in --format --dim --method --task --k --rho --delta --cap-rho --cap-eps --delta-target --seed \
+    --eps --eps-values --cov-out --k-max --eps-k --beta-k \
     --public-seed --t --m --window --q --aggregator --alpha --tau --split --batch --close-partial --workers \
     --out --out-prefix --json --mean-out --truth --quiet --help --d1 --d2 --r --iters --eta --clip --clip-init \
     --clip-sigma --streaming --groups --init-obs --truth-matrix; do
@@ -139,6 +140,51 @@ check "analyze-gauss called with rho/2" near "$(jget ag.json analyze_gauss_rho)"
 check "analyze-gauss spends --rho" near "$(jget ag.json rho_total)" 1
 [ "$(jget ag.json status)" = released ] && lt "$(jget ag.json sin_to_truth)" 0.3
 verdict "analyze-gauss released, sin < 0.3"
+
+# ---------------------------------------------------- covariance methods
+# rows.npy: n = 1000 rows near a 4-dim span in d = 200, so the top 4
+# eigenvalues of C are ~250 each.  A draw at eps_i on such a direction has
+# sin^2 ~ (d-1)/(eps_i lambda) (test_covariance checks that law exactly):
+# eps 400 with half on the eigenvalues gives eps_i = 50 and sin^2 ~ 0.016
+# per direction; 0.5 for the 4-dim subspace leaves room.
+run "$EST" rows.npy --k 4 --method iterative --eps 400 --seed 7 --truth basis.npy --out vi.npy --cov-out ci.npy \
+    --json it.json
+check "iterative exits 0" [ "$rc" -eq 0 ]
+check "iterative JSON: pure eps-DP" [ "$(jsub it.json dp guarantee)" = "pure eps-DP" ]
+check "iterative: --eps-values defaults to 50% with --cov-out" near "$(jsub it.json dp eps_values)" 200
+check "iterative: charged eps^2/2 as zCDP" near "$(jsub it.json privacy rho_total)" 80000
+check "iterative: progress line states pure eps" grep -q "^iterative  released  rows 1000  eps 400 pure" out.txt
+[ "$(jget it.json status)" = released ] && lt "$(jget it.json sin_to_truth)" 0.5
+verdict "iterative released, sin < 0.5"
+check "iterative --cov-out: 200 x 200 float32" [ "$(size ci.npy)" = 160128 ]
+check "iterative --out: 4 x 200" [ "$(size vi.npy)" = 3328 ]
+run "$EST" rows.npy --k 4 --method iterative --eps 400 --eps-values 100 --split adaptive --seed 7 --json ad.json
+check "iterative --split adaptive exits 0" [ "$rc" -eq 0 ]
+check "iterative adaptive: split and eps_values in the JSON" \
+    [ "$(jsub ad.json dp split)/$(jsub ad.json dp eps_values)" = adaptive/100 ]
+for m in cov-laplace cov-gaussian; do
+    run "$EST" rows.npy --k 4 --method $m --eps 1000 --seed 7 --truth basis.npy --json $m.json
+    [ "$rc" -eq 0 ] && [ "$(jget $m.json status)" = released ] && lt "$(jget $m.json sin_to_truth)" 0.5
+    verdict "$m released, sin < 0.5"
+done
+check "cov-gaussian: (eps, delta)-DP, delta in the JSON" \
+    [ "$(jsub cov-gaussian.json dp guarantee)/$(jsub cov-gaussian.json dp delta)" = "(eps, delta)-DP/1e-08" ]
+expect_error "iterative without --eps: exit 2" 2 "needs --eps" "$EST" rows.npy --k 4 --method iterative
+expect_error "iterative with --rho: exit 2" 2 "takes --eps, not --rho" "$EST" rows.npy --k 4 --method iterative \
+    --eps 1 --rho 1
+expect_error "iterative with --delta: exit 2" 2 "pure eps-DP and takes no --delta" "$EST" rows.npy --k 4 \
+    --method iterative --eps 1 --delta 1e-6
+expect_error "--eps for the estimator: exit 2" 2 "apply only to --method iterative" "$EST" rows.npy --k 4 --eps 1
+expect_error "--eps-values for cov-laplace: exit 2" 2 "apply to --method iterative only" "$EST" rows.npy --k 4 \
+    --method cov-laplace --eps 1 --eps-values 0.5
+expect_error "bad --split for iterative: exit 2" 2 "give uniform or adaptive" "$EST" rows.npy --k 4 \
+    --method iterative --eps 1 --split 0.2:0.1:0.7
+expect_error "adaptive without eigenvalue budget: exit 2" 2 "give --eps-values > 0" "$EST" rows.npy --k 4 \
+    --method iterative --eps 1 --split adaptive --eps-values 0
+expect_error "--eps-values >= --eps: exit 2" 2 "must be less than --eps" "$EST" rows.npy --k 4 \
+    --method iterative --eps 1 --eps-values 100%
+expect_error "iterative --k > d: exit 2" 2 "at most the row dimension" "$EST" rows.npy --k 201 --method iterative \
+    --eps 1
 
 # ------------------------------------------------------- other formats
 # Raw: the data part of rows.npy (after its 128-byte header).
@@ -234,6 +280,8 @@ check "choose-k spends rho = eps^2/2 = 0.125" near "$(jsub ck.json privacy rho_t
 run "$EST" rows.npy --k-max 8 --eps-k 0.5 --seed 11 --truth basis.npy --json ckest.json
 check "--k-max then estimator: k 4, released" [ "$rc" -eq 0 ] && [ "$(jget ckest.json k)" = 4 ]
 check "--k-max then estimator: total rho 1.125 (choice + epoch)" near "$(jsub ckest.json privacy rho_total)" 1.125
+run "$EST" rows.npy --method iterative --k-max 8 --eps-k 0.5 --eps 2 --seed 11 --json ckit.json
+check "--k-max then iterative: k 4, total rho 2 + 0.125" [ "$(jget ckit.json k)" = 4 ] && near "$(jsub ckit.json privacy rho_total)" 2.125
 expect_error "--k and --k-max together: exit 2" 2 "not both" "$EST" rows.npy --k 4 --k-max 8
 expect_error "choose-k without --k-max: exit 2" 2 "needs --k-max" "$EST" rows.npy --method choose-k
 expect_error "--eps-k without --k-max: exit 2" 2 "only with --k-max" "$EST" rows.npy --k 4 --eps-k 1
