@@ -314,7 +314,8 @@ void dps_project(const float *V, size_t k, size_t d, const double *x, double *ou
    >= 1 - beta it is the k with sigma_k^2 >= 1.5 T and sigma_{k+1}^2 < T/2.
    0 means no direction stands above the noise; k_max means k_max may be too
    small.  noisy_sq (may be NULL): the k_max+1 released s_i.  Forms a
-   min(n, d)-square Gram: DPS_ELIMIT above DPS_CHOOSE_K_MAX_DIM.
+   min(n, d)-square Gram: DPS_ELIMIT for n <= d above DPS_CHOOSE_K_MAX_DIM
+   rows, for n > d above DPS_COV_MAX_D columns.
    1 <= k_max < d, eps > 0, 0 < beta < 1, else DPS_EINVAL. */
 double dps_choose_k_threshold(size_t k_max, double eps, double beta);
 #define DPS_CHOOSE_K_MAX_DIM 20000

@@ -216,30 +216,29 @@ int dps_choose_k(const float *X, size_t n, size_t d, size_t k_max, double eps, d
         !(beta > 0 && beta < 1))
         return DPS_EINVAL;
     size_t s = n < d ? n : d; /* the Gram we form: n x n (rows) or d x d (columns) */
-    if (s > DPS_CHOOSE_K_MAX_DIM)
+    if (n <= d ? n > DPS_CHOOSE_K_MAX_DIM : d > DPS_COV_MAX_D)
         return DPS_ELIMIT;
     dps_blas_init_once();
     size_t kk = k_max + 1 < s ? k_max + 1 : s; /* eigenvalues beyond s are exactly 0 */
-    float *owned = NULL;
-    const float *Y = s_clipped(X, n, d, &owned);
     size_t chunk = 256;
+    float *owned = NULL;
+    const float *Y = n <= d ? s_clipped(X, n, d, &owned) : X;
     double *G = calloc(s * s, sizeof *G);
-    double *buf = malloc(chunk * (n < d ? n : d) * sizeof *buf);
+    double *buf = n <= d ? malloc(chunk * n * sizeof *buf) : NULL;
     double *w = malloc((k_max + 1) * sizeof *w);
     double *Z = malloc(s * kk * sizeof *Z);
-    int rc = (!Y || !G || !buf || !w || !Z) ? DPS_ENOMEM : DPS_OK;
-    if (!rc) {
-        if (n <= d) /* G = Y Y^T, over blocks of columns */
-            for (size_t c0 = 0; c0 < d; c0 += chunk)
-                la_gram_add(Y, n, d, c0, DPS_MIN(d, c0 + chunk), G, buf);
-        else        /* G = Y^T Y, over blocks of rows */
-            for (size_t r0 = 0; r0 < n; r0 += chunk)
-                la_gram_t_add(Y + r0 * d, DPS_MIN(chunk, n - r0), d, G, buf);
-        for (size_t i = 0; i < s; i++) /* both triangles: whichever la_syevr_top reads */
+    int rc = (!Y || !G || (n <= d && !buf) || !w || !Z) ? DPS_ENOMEM : DPS_OK;
+    if (!rc && n <= d) { /* G = Y Y^T over blocks of columns, both triangles */
+        for (size_t c0 = 0; c0 < d; c0 += chunk)
+            la_gram_add(Y, n, d, c0, DPS_MIN(d, c0 + chunk), G, buf);
+        for (size_t i = 0; i < s; i++)
             for (size_t j = i + 1; j < s; j++)
                 G[j * s + i] = G[i * s + j];
-        rc = la_syevr_top(G, s, kk, w, Z);
+    } else if (!rc) {    /* G = sum of the clipped x x^T (d x d) */
+        rc = dps_cov_accumulate(X, n, d, G, NULL);
     }
+    if (!rc)
+        rc = la_syevr_top(G, s, kk, w, Z);
     if (!rc) {
         for (size_t i = 0; i <= k_max; i++) {
             double sq = i < kk && w[i] > 0 ? w[i] : 0.0;

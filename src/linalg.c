@@ -133,14 +133,6 @@ void la_gram_add(const float *A, size_t n, size_t lda, size_t c0, size_t c1, dou
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)n, (int)cw, 1.0, buf, (int)cw, 1.0, G, (int)n);
 }
 
-void la_gram_t_add(const float *A, size_t n, size_t d, double *C, double *buf)
-{
-    if (n == 0 || d == 0)
-        return;
-    s_columns_to_double(A, n, d, 0, d, buf);
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)n, 1.0, buf, (int)d, 1.0, C, (int)d);
-}
-
 void la_combine_rows(const double *B, size_t r, size_t n, const float *A, size_t lda,
                      size_t c0, size_t c1, double *C, size_t ldc, double *buf)
 {

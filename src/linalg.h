@@ -71,10 +71,6 @@ void la_project_reference(const float *V, size_t k, size_t d, const float *P, si
 /* sum x_i^2 accumulated in double (NaN/Inf propagate). */
 double la_dot_self(const float *x, size_t n);
 
-/* C (d x d, row-major, upper triangle) += A^T A for the n rows of A (n x d,
-   float), in double precision.  buf: n*d doubles. */
-void la_gram_t_add(const float *A, size_t n, size_t d, double *C, double *buf);
-
 /* M (d x d, row-major, upper triangle) = B^T B for B (n x d, double). */
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M);
 /* M (d x d, row-major, upper triangle) += B^T B for B (n x d, double). */
