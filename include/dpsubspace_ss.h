@@ -49,6 +49,11 @@ typedef struct {
 int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps, double delta,
                        size_t candidates, dps_rng *rng, float *V, int *released, dps_exact_stats *st);
 
+/* The public bookkeeping of a run, before it runs: fills st's candidates
+   (R, or the default for R = 0), bound, delta_sampling, delta_total and cost
+   (the rest zero).  Same argument checks as dps_exact_subspace (k >= 1). */
+int dps_exact_plan(size_t k, double eps, double delta, size_t candidates, dps_exact_stats *st);
+
 /* The truncated Laplace noise of sensitivity 2 (Geng et al. 2020): support
    [-B, B], B = (2/eps) ln(1 + (e^eps - 1)/(2 delta)), density prop. to
    exp(-eps |x| / 2).  Adding it to a sensitivity-2 value is (eps, delta)-DP. */

@@ -437,6 +437,22 @@ static double s_log_choose(size_t n, size_t r)
 }
 
 /* ------------------------------------------------------------- the estimator */
+int dps_exact_plan(size_t k, double eps, double delta, size_t candidates, dps_exact_stats *st)
+{
+    if (!st || k < 1 || !(eps > 0) || !isfinite(eps) || !(delta > 0 && delta <= 0.5))
+        return DPS_EINVAL;
+    memset(st, 0, sizeof *st);
+    double miss = log1p(-ldexp(1.0, -(int)DPS_MIN(k, 60))); /* ln(1 - 2^-k) < 0 */
+    if (candidates == 0)                                     /* (1 + e^eps) beta <= delta / 100 */
+        candidates = (size_t)ceil((log(delta / 100.0) - log1p(exp(eps))) / miss);
+    st->candidates = candidates;
+    st->bound = dps_tlap_bound(eps, delta);
+    st->delta_sampling = (1.0 + exp(eps)) * exp((double)candidates * miss);
+    st->delta_total = delta + st->delta_sampling;
+    st->cost = dps_zcdp_from_dp(eps, st->delta_total);
+    return DPS_OK;
+}
+
 int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps, double delta, size_t candidates,
                        dps_rng *rng, float *V, int *released, dps_exact_stats *st)
 {
@@ -449,15 +465,8 @@ int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps,
         s_log_choose(n, k - 1) + log((double)n) > log(DPS_EXACT_MAX_WORK))
         return DPS_ELIMIT;
     dps_exact_stats s;
-    memset(&s, 0, sizeof s);
-    double miss = log1p(-ldexp(1.0, -(int)k)); /* ln(1 - 2^-k) < 0 */
-    if (candidates == 0)                        /* (1 + e^eps) beta <= delta / 100 */
-        candidates = (size_t)ceil((log(delta / 100.0) - log1p(exp(eps))) / miss);
-    s.candidates = candidates;
-    s.bound = dps_tlap_bound(eps, delta);
-    s.delta_sampling = (1.0 + exp(eps)) * exp((double)candidates * miss);
-    s.delta_total = delta + s.delta_sampling;
-    s.cost = dps_zcdp_from_dp(eps, s.delta_total);
+    dps_exact_plan(k, eps, delta, candidates, &s);
+    candidates = s.candidates;
 
     ex_data D;
     ex_span S;

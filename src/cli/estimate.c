@@ -34,6 +34,26 @@ static const char s_synopsis[] =
     "  analyze-gauss  the central Analyze Gauss baseline on all rows.  The library\n"
     "                 function spends (2 rho, delta) for the rho it is given, so it\n"
     "                 is called with --rho/2 (the run spends --rho in all).\n"
+    "  exact          Singhal-Steinke DPESE (Algorithm 1) on all rows: releases\n"
+    "                 the k-dim subspace that holds a stable majority of the rows\n"
+    "                 EXACTLY (exact rational arithmetic, no tolerance: rows near\n"
+    "                 a subspace do not count), or NULL (exit 4).  GAP-MAX with\n"
+    "                 truncated Laplace noise over --candidates sampled subspaces.\n"
+    "                 Privacy: (eps, delta + (1 + e^eps)(1 - 2^-k)^R)-DP under\n"
+    "                 replacing one row (--eps, --delta; R candidates), charged\n"
+    "                 as rho = eps^2/2.  Limits: k <= 8, C(n, k-1) n <= 2e9.\n"
+    "Aggregators of the estimator (--aggregator):\n"
+    "  reference      (default) WFC average of projected reference points,\n"
+    "                 delta-approximate rho-zCDP per epoch.\n"
+    "  projection     WFC average of the d x d projections (d <= 10000), same.\n"
+    "  histogram      Singhal-Steinke DPASE: each bucket's projected reference\n"
+    "                 points fall in a cell of a randomly offset grid of side\n"
+    "                 --hist-width; the cell with the largest noisy count\n"
+    "                 (Laplace, threshold 1 + (2/eps) ln(1/(2 delta))) is\n"
+    "                 released, or FAIL.  (eps, delta)-DP per epoch with\n"
+    "                 eps = sqrt(2 --rho), delta = --delta, i.e. it is charged\n"
+    "                 (--rho, --delta) like the others.  Needs buckets that agree\n"
+    "                 to within a cell: only nearly exact subspaces.\n"
     "Task mean (--task mean, DESIGN 3.8): --rho is the total; the subspace gets\n"
     "rho/2 (the estimator runs one epoch at rho/2, Analyze Gauss is called with\n"
     "rho/4) and the Gaussian mean of all rows the other rho/2; the output is the\n"
@@ -50,7 +70,8 @@ static const char s_epilogue[] =
     "                   reason follows in parentheses when it is not released\n"
     "  rows             rows in the completed buckets that were aggregated\n"
     "  buckets          completed buckets aggregated (at most t)\n"
-    "  radius           the radius chosen by the private search (0: not run)\n"
+    "  radius           the radius chosen by the private search (0: not run);\n"
+    "                   histogram aggregator: the cell side\n"
     "  sin              with --truth: sin of the largest principal angle between the\n"
     "                   released and the true subspace (0 same, 1 orthogonal)\n"
     "  ||P-P*||_F       with --truth: Frobenius distance between the two projection\n"
@@ -69,10 +90,15 @@ static const char s_epilogue[] =
     "JSON (to --json FILE, else standard output): method, task, private, seeded,\n"
     "d, k, n_rows, config, epochs [ {epoch, status, reason, rows_used, buckets_used,\n"
     "radius, w_hat, rho_epoch, delta_epoch, rho_total, delta_total, eps_total,\n"
-    "delta_target, sin_to_truth, fro_to_truth} ], rows_nan, rows_inf, rows_zero\n"
+    "delta_target, sin_to_truth, fro_to_truth} ] (histogram aggregator: radius is\n"
+    "the cell side, w_hat the released cell's noisy count), rows_nan, rows_inf, rows_zero\n"
     "(rows that entered as zero vectors), rows_discarded (in incomplete buckets),\n"
     "rows_not_closed, batches_dim, batches_empty, mean (task mean), privacy\n"
-    "(totals of the run), exit_code, error.  Numbers that do not apply are null,\n"
+    "(totals of the run), exit_code, error.  --method exact adds exact {eps, delta,\n"
+    "candidates, delta_sampling (the price of sampling), delta_total (the\n"
+    "guarantee's delta), noise_bound (B of the truncated Laplace), primes,\n"
+    "guarantee}; its one release is the single entry of epochs.\n"
+    "Numbers that do not apply are null,\n"
     "and so is an infinite eps (the spent delta is not below --delta-target).\n"
     "\n"
     "Exit codes: 0 every release succeeded; 1 runtime failure (memory, numerics,\n"
@@ -87,7 +113,8 @@ static const char s_epilogue[] =
 /* Raw values from the command line, before they become a configuration. */
 typedef struct {
     const char *in, *format, *method, *task, *aggregator, *split;
-    size_t dim, k, t, m, window, q, batch, workers;
+    size_t dim, k, t, m, window, q, batch, workers, candidates;
+    double eps, hist_width;
     double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target;
     uint64_t seed, public_seed;
     int close_partial, quiet, help;
@@ -150,8 +177,10 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
         s->method = EST_TOPK;
     else if (strcmp(a->method, "analyze-gauss") == 0)
         s->method = EST_ANALYZE_GAUSS;
+    else if (strcmp(a->method, "exact") == 0)
+        s->method = EST_EXACT;
     else
-        USAGE("--method: '%s' is not a method; give estimator, topk or analyze-gauss", a->method);
+        USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss or exact", a->method);
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;
     else if (strcmp(a->task, "mean") == 0)
@@ -181,6 +210,25 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     for (size_t i = 0; i < sizeof estimator_only / sizeof estimator_only[0]; i++)
         if (s->method != EST_ESTIMATOR && s_given(opts, n_opts, estimator_only[i]))
             USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
+    for (size_t i = 0; i < 2; i++) {
+        const char *f = i ? "--candidates" : "--eps";
+        if (s->method != EST_EXACT && s_given(opts, n_opts, f))
+            USAGE("%s applies only to --method exact (not %s); drop it", f, a->method);
+    }
+    if (s->method == EST_EXACT) {
+        if (s_given(opts, n_opts, "--rho"))
+            USAGE("--method exact is (eps, delta)-DP: give --eps, not --rho");
+        if (s->task == EST_MEAN)
+            USAGE("--task mean is not available with --method exact");
+        if (!(a->eps > 0) || !isfinite(a->eps))
+            USAGE("--eps must be positive (got %g)", a->eps);
+        if (!(a->delta <= 0.5))
+            USAGE("--method exact needs --delta <= 0.5 (got %g)", a->delta);
+    }
+    if (s_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
+        USAGE("--hist-width applies only to --aggregator histogram; drop it");
+    if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
+        USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
     if (a->mean_out && s->task != EST_MEAN)
         USAGE("--mean-out needs --task mean");
     if (s->method == EST_ESTIMATOR && s->task == EST_MEAN && s_given(opts, n_opts, "--out-prefix"))
@@ -218,6 +266,10 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     s->json = a->json;
     s->mean_out = a->mean_out;
     s->quiet = a->quiet;
+    s->eps = a->eps;
+    s->candidates = a->candidates;
+    if (s->method == EST_EXACT)
+        s->rho = NAN; /* not used: config.rho is null in the JSON */
     return 0;
 }
 
@@ -253,9 +305,12 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
             c->aggregator = DPS_AGG_REFERENCE;
         else if (strcmp(a->aggregator, "projection") == 0)
             c->aggregator = DPS_AGG_PROJECTION;
+        else if (strcmp(a->aggregator, "histogram") == 0)
+            c->aggregator = DPS_AGG_HISTOGRAM;
         else
-            USAGE("--aggregator: '%s' is not an aggregator; give reference or projection", a->aggregator);
+            USAGE("--aggregator: '%s' is not an aggregator; give reference, projection or histogram", a->aggregator);
     }
+    c->hist_width = a->hist_width;
     if (a->split) {
         double sp[3];
         if (s_parse_split(a->split, sp))
@@ -493,7 +548,7 @@ int main(int argc, char **argv)
 {
     cli_set_program("dps-estimate");
     est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = 1.0, .delta = 1e-8,
-                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5};
+                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5, .eps = 1.0};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
         {"--in", CLI_OPT_STRING, &a.in, "FILE", "the file argument", "the input (instead of the file argument)", 0},
@@ -502,7 +557,7 @@ int main(int argc, char **argv)
         {"--dim", CLI_OPT_SIZE, &a.dim, "D", "from the file",
          "row length; required for raw, checked against the file otherwise", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Method:", 0},
-        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE) or analyze-gauss",
+        {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator", "estimator, topk (NOT PRIVATE), analyze-gauss or exact",
          0},
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},
@@ -531,7 +586,10 @@ int main(int argc, char **argv)
          "buckets open at once (W < t bounds memory; use only for rows in random order)", 0},
         {"--q", CLI_OPT_SIZE, &a.q, "Q", "10*k", "reference points (reference aggregator)", 0},
         {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
-         "reference (projected reference points) or projection (d x d, d <= 10000)", 0},
+         "reference (projected reference points), projection (d x d, d <= 10000) or histogram (Singhal-Steinke "
+         "grid histogram, (sqrt(2 rho), delta)-DP)", 0},
+        {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
+         "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
         {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", "0.5", "WFC slope of the friend weights, in (0, 1]", 0},
         {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", "0.5",
          "radius search target: the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
@@ -542,6 +600,10 @@ int main(int argc, char **argv)
          "at the end of the input, close a partial epoch too (default: its rows are dropped)", 0},
         {"--workers", CLI_OPT_SIZE, &a.workers, "N", "online CPUs",
          "worker threads (estimator) / BLAS threads (topk, analyze-gauss), 1..256", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Exact case (--method exact only):", 0},
+        {"--eps", CLI_OPT_DOUBLE, &a.eps, "E", "1", "eps of DPESE's (eps, delta)-DP guarantee (delta is --delta)", 0},
+        {"--candidates", CLI_OPT_SIZE, &a.candidates, "R", "auto",
+         "sampled candidate subspaces; auto: the fewest with (1 + e^eps)(1 - 2^-k)^R <= delta/100", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Output:", 0},
         {"--out", CLI_OPT_STRING, &a.out, "FILE", "not written", "the last released k x d basis as float32 .npy", 0},
         {"--out-prefix", CLI_OPT_STRING, &a.out_prefix, "P", "not written",
