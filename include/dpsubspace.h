@@ -241,8 +241,10 @@ typedef struct {
 
 /* The fewest completed buckets with which WFC's noisy count can succeed even
    if every bucket agrees: 1 + s_W (sqrt(2 ln(1/delta_epoch)) + 2), s_W =
-   (1/alpha + 1)/sqrt(2 rho_count).  Below it an epoch is not run (nothing is
-   spent: the bucket count is public); dps_config_check refuses t below it. */
+   (1/alpha + 1)/sqrt(2 rho_count); for the histogram aggregator floor(T) + 1,
+   T = 1 + (2/eps) ln(1/(2 delta_epoch)), eps = sqrt(2 rho_epoch) (the largest
+   cell must hold more than T buckets).  Below it an epoch is not run (nothing
+   is spent: the bucket count is public); dps_config_check refuses t below it. */
 size_t dps_config_min_buckets(const dps_config *cfg);
 
 /* Fill cfg with the defaults above for dimension d and rank k. */

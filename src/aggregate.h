@@ -1,6 +1,7 @@
 /* aggregate.h - private aggregation of an epoch's bucket bases into one basis
    (DESIGN 3.3): reference points (SS_Agg) and projection (Naive_Agg), both
-   through the weighted FriendlyCore average of wfc.h. */
+   through the weighted FriendlyCore average of wfc.h (aggregate.c), and the
+   stability histogram over grid cells of the reference items (histogram.c). */
 #ifndef DPS_AGGREGATE_H
 #define DPS_AGGREGATE_H
 
