@@ -15,7 +15,7 @@ extern "C" {
    n * d <= DPS_EXACT_MAX_ND. */
 #define DPS_EXACT_MAX_K 8
 #define DPS_EXACT_MAX_WORK 2000000000.0
-#define DPS_EXACT_MAX_ND ((size_t)1 << 28)
+#define DPS_EXACT_MAX_ND ((size_t)1 << 26) /* 6 n d bytes of exact integer rows: 400 MB */
 
 typedef struct {
     size_t candidates;     /* R: candidate subspaces sampled                 */
