@@ -162,10 +162,12 @@ typedef struct {
     dps_aggregator aggregator;
     uint64_t rows_used;      /* rows in the completed buckets aggregated       */
     size_t buckets_used;     /* completed buckets (public)                     */
-    double radius;           /* radius chosen by the private search (0 if none) */
+    double radius;           /* radius chosen by the private search (0 if none);
+                                histogram aggregator: the cell side l          */
     double radius_unrelated; /* public: the distance between the items of two
                                 buckets with orthogonal subspaces (sqrt(2kq) for
-                                the reference aggregator, sqrt(2k) projection).
+                                the reference aggregator, sqrt(2k) projection,
+                                sqrt(2k/d) per coordinate for the histogram).
                                 radius / radius_unrelated near 1 means the
                                 buckets did not agree: a basis of little use  */
     double w_hat;            /* noisy friend weight (0 if not run)             */
@@ -215,7 +217,16 @@ typedef struct {
     double tau;          /* radius search target fraction of t (default 1/2) */
     double split_search, split_count, split_mean; /* rho split (0.2, 0.1, 0.7) */
     double xi_min;       /* smallest radius on the grid (default 1e-6)      */
-    double hist_width;   /* histogram aggregator: cell width l (0: default)  */
+    double hist_width;   /* histogram aggregator: cell side l of the grid over
+                            R^{q d} (0: default 0.25 sqrt(k/d), a fraction of
+                            an item's per-coordinate scale).  The histogram
+                            aggregator is (eps, delta)-DP with
+                            eps = sqrt(2 rho_epoch), delta = delta_epoch, which
+                            dps_zcdp_from_dp charges as (rho_epoch,
+                            delta_epoch); its snapshot's radius is l and
+                            radius_unrelated sqrt(2k/d) (the per-coordinate
+                            distance of items of orthogonal subspaces), w_hat
+                            the released cell's noisy count; q*d <= 2^23.  */
     dps_budget cap;      /* cap over all epochs (default: none; eps shown at
                             cap.delta_target, default 1e-5)                  */
     uint64_t public_seed;/* seed of public randomness (default 0)           */
@@ -230,8 +241,10 @@ typedef struct {
 
 /* The fewest completed buckets with which WFC's noisy count can succeed even
    if every bucket agrees: 1 + s_W (sqrt(2 ln(1/delta_epoch)) + 2), s_W =
-   (1/alpha + 1)/sqrt(2 rho_count).  Below it an epoch is not run (nothing is
-   spent: the bucket count is public); dps_config_check refuses t below it. */
+   (1/alpha + 1)/sqrt(2 rho_count); for the histogram aggregator floor(T) + 1,
+   T = 1 + (2/eps) ln(1/(2 delta_epoch)), eps = sqrt(2 rho_epoch) (the largest
+   cell must hold more than T buckets).  Below it an epoch is not run (nothing
+   is spent: the bucket count is public); dps_config_check refuses t below it. */
 size_t dps_config_min_buckets(const dps_config *cfg);
 
 /* Fill cfg with the defaults above for dimension d and rank k. */

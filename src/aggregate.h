@@ -1,6 +1,7 @@
 /* aggregate.h - private aggregation of an epoch's bucket bases into one basis
    (DESIGN 3.3): reference points (SS_Agg) and projection (Naive_Agg), both
-   through the weighted FriendlyCore average of wfc.h. */
+   through the weighted FriendlyCore average of wfc.h (aggregate.c), and the
+   stability histogram over grid cells of the reference items (histogram.c). */
 #ifndef DPS_AGGREGATE_H
 #define DPS_AGGREGATE_H
 
@@ -45,6 +46,43 @@ int agg_reference(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_
                   agg_ws *ws, float *basis, wfc_result *res);
 int agg_projection(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_pool *pool, agg_ws *ws,
                    float *basis, wfc_result *res);
+
+/* ------------------------------------------------- histogram aggregator
+   (histogram.c: the mechanism and its (eps, delta)-DP proof).  Items are the
+   reference aggregator's y^j = Pi_j P^T (in->A must hold A_j = V_j P^T). */
+/* q*d above this is refused (the offset and two coordinate vectors take
+   24 q d bytes: 200 MB at the limit, e.g. q = 40, d = 2e5). */
+#define DPS_HISTOGRAM_MAX_QD ((size_t)1 << 23)
+/* Default cell side = this fraction of sqrt(k/d), the per-coordinate scale
+   of an item (chosen by the width sweep in tools/experiments/README.md). */
+#define AGG_HIST_WIDTH_FRACTION 0.25
+
+typedef struct {
+    int failed;       /* 1: no cell's noisy count passed T (FAIL, a DP output) */
+    double width;     /* cell side l used                                    */
+    double threshold; /* T = 1 + (2/eps) ln(1/(2 delta))                     */
+    double count_hat; /* noisy count of the released cell (released)         */
+    size_t count;     /* its exact count (private: tests only, never released) */
+    size_t cells;     /* non-empty cells (private: tests only)               */
+} agg_hist_result;
+
+/* T = 1 + (2/eps) ln(1/(2 delta)): a cell of true count 1 passes with
+   probability exactly delta. */
+double agg_hist_threshold(double eps, double delta);
+/* 1 if (eps, delta) are in the range of the proof: eps > 0, 0 < delta <= 1/2,
+   ln(1/(1 - delta)) <= eps/2. */
+int agg_hist_params_ok(double eps, double delta);
+/* AGG_HIST_WIDTH_FRACTION * sqrt(k/d). */
+double agg_hist_default_width(size_t k, size_t d);
+/* floor(T) + 1: fewer buckets can never pass T without noise. */
+size_t agg_hist_min_buckets(double eps, double delta);
+/* Run the histogram mechanism on in->t items: (eps, delta)-DP under replacing
+   one item.  width 0 = default.  On success *res says whether it failed; if
+   not, basis (k x d) holds the released basis.  noise: the mechanism's
+   generator (offset, Laplace); pub: public randomness (basis completion).
+   DPS_EINVAL for bad arguments, DPS_ELIMIT above DPS_HISTOGRAM_MAX_QD. */
+int agg_histogram(const agg_input *in, double eps, double delta, double width, dps_rng *noise, dps_rng *pub,
+                  float *basis, agg_hist_result *res);
 
 /* Reference point i (of q) of an epoch: d floats N(0, 1) from the public
    stream dps_rng_new_labelled(public_seed, "reference-points", epoch << 24 | i)

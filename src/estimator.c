@@ -103,8 +103,24 @@ void dps_config_init(dps_config *c, size_t d, size_t k)
     c->workers = s_online_cpus();
 }
 
+/* The reference and histogram aggregators both use the public reference
+   points P and the per-bucket projections A_j = V_j P^T. */
+static int s_uses_reference(const dps_config *c)
+{
+    return c->aggregator == DPS_AGG_REFERENCE || c->aggregator == DPS_AGG_HISTOGRAM;
+}
+
+/* The histogram aggregator is (eps, delta)-DP with eps = sqrt(2 rho_epoch),
+   delta = delta_epoch: dps_zcdp_from_dp(eps, delta) = (rho_epoch, delta_epoch). */
+static double s_hist_eps(const dps_config *c) { return sqrt(2.0 * c->rho_epoch); }
+
 size_t dps_config_min_buckets(const dps_config *c)
 {
+    if (c->aggregator == DPS_AGG_HISTOGRAM) {
+        if (!agg_hist_params_ok(s_hist_eps(c), c->delta_epoch))
+            return 2;
+        return agg_hist_min_buckets(s_hist_eps(c), c->delta_epoch);
+    }
     double split = c->split_search + c->split_count + c->split_mean;
     if (!(split > 0) || !(c->rho_epoch > 0) || !(c->alpha > 0) || !(c->delta_epoch > 0 && c->delta_epoch < 1))
         return 2;
@@ -136,10 +152,15 @@ int dps_config_check(const dps_config *c, const char **why)
         WHY("m (rows per bucket) must be at least k");
     if (c->window < 1 || c->window > c->t)
         WHY("window must satisfy 1 <= W <= t");
-    if (c->aggregator == DPS_AGG_REFERENCE && c->q < c->k)
+    if (s_uses_reference(c) && c->q < c->k)
         WHY("q (reference points) must be at least k");
-    if (c->aggregator != DPS_AGG_REFERENCE && c->aggregator != DPS_AGG_PROJECTION)
+    if (c->aggregator != DPS_AGG_REFERENCE && c->aggregator != DPS_AGG_PROJECTION &&
+        c->aggregator != DPS_AGG_HISTOGRAM)
         WHY("unknown aggregator");
+    if (!(c->hist_width >= 0) || !isfinite(c->hist_width))
+        WHY("hist_width must be >= 0 (0: the default cell width)");
+    if (c->hist_width > 0 && c->aggregator != DPS_AGG_HISTOGRAM)
+        WHY("hist_width is for the histogram aggregator only");
     if (!(c->rho_epoch > 0) || !isfinite(c->rho_epoch))
         WHY("rho_epoch must be positive");
     if (!(c->delta_epoch > 0 && c->delta_epoch < 1))
@@ -174,6 +195,13 @@ int dps_config_check(const dps_config *c, const char **why)
             *why = msg;
         return DPS_EINVAL;
     }
+    if (c->aggregator == DPS_AGG_HISTOGRAM && !agg_hist_params_ok(s_hist_eps(c), c->delta_epoch))
+        WHY("histogram aggregator: needs delta_epoch <= 1/2 and ln(1/(1 - delta_epoch)) <= sqrt(2 rho_epoch)/2");
+    if (c->aggregator == DPS_AGG_HISTOGRAM && c->q > DPS_HISTOGRAM_MAX_QD / c->d) {
+        if (why)
+            *why = "the histogram aggregator keeps q*d-sized cell coordinates: q*d above 2^23 is refused";
+        return DPS_ELIMIT;
+    }
     if (c->aggregator == DPS_AGG_PROJECTION && c->d > DPS_PROJECTION_MAX_D) {
         if (why)
             *why = "the projection aggregator keeps d x d matrices: d above 10000 is refused";
@@ -186,10 +214,13 @@ size_t dps_estimator_memory_bound(const dps_config *c)
 {
     size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
     size_t bufs = c->window + workers + 1;
-    int ref = c->aggregator == DPS_AGG_REFERENCE;
+    int ref = s_uses_reference(c);
     size_t b = bufs * c->m * c->d * sizeof(float) + c->t * c->k * c->d * sizeof(float);
-    b += agg_ws_bytes(c->t, c->k, c->q, c->d, (int)workers, ref);
-    if (ref) /* A, P, and the top-k workspace of the q x d mean */
+    b += agg_ws_bytes(c->t, c->k, c->q, c->d, (int)workers, c->aggregator == DPS_AGG_REFERENCE);
+    if (c->aggregator == DPS_AGG_HISTOGRAM) /* A, P; offset, two cells, centre */
+        b += c->t * c->k * c->q * sizeof(float) + c->q * c->d * sizeof(float) +
+             c->q * c->d * (sizeof(double) + 2 * sizeof(int64_t) + sizeof(float));
+    else if (ref) /* A, P, and the top-k workspace of the q x d mean */
         b += c->t * c->k * c->q * sizeof(float) + c->q * c->d * sizeof(float) + c->q * LA_CHUNK * sizeof(double);
     else /* the d x d double mean, its float noisy copy, the scaled bases */
         b += c->d * c->d * (sizeof(double) + sizeof(float)) + c->t * c->k * c->d * sizeof(double);
@@ -249,7 +280,7 @@ static void s_bucket_job(void *arg, int worker)
             dps_rng_destroy(&pub);
         }
     }
-    if (c->aggregator == DPS_AGG_REFERENCE)
+    if (s_uses_reference(c))
         la_project_reference(V, c->k, c->d, e->P, c->q, e->A + j->id * c->k * c->q);
     pthread_mutex_lock(&e->mu);
     s_give_buffer_locked(e, j->rows);
@@ -292,7 +323,7 @@ static int s_epoch_begin(dps_estimator *e)
     e->next_bucket = 0;
     e->nfree = 0;
     e->n_open = 0;
-    if (c->aggregator == DPS_AGG_REFERENCE) {
+    if (s_uses_reference(c)) {
         /* Public reference points, one labelled stream per point, drawn in
            parallel (the same values whatever the worker count). */
         pool_for(e->pool, c->q, s_reference_job, e);
@@ -368,7 +399,7 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
     e->free_bufs = calloc(e->max_bufs, sizeof *e->free_bufs);
     e->ws = calloc((size_t)c->workers, sizeof *e->ws);
     int ok = e->V && e->done && e->open && e->slots && e->free_bufs && e->ws;
-    if (ok && c->aggregator == DPS_AGG_REFERENCE) {
+    if (ok && s_uses_reference(c)) {
         e->A = dps_aligned_alloc(c->t * c->k * c->q, sizeof(float));
         e->P = dps_aligned_calloc(c->q * c->d, sizeof(float));
         ok = e->A && e->P;
@@ -545,7 +576,9 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     info.seeded = c->seeded;
     info.public_seed = c->public_seed;
     info.radius_unrelated = c->aggregator == DPS_AGG_REFERENCE ? sqrt(2.0 * (double)c->k * (double)c->q)
-                                                               : sqrt(2.0 * (double)c->k);
+                            : c->aggregator == DPS_AGG_HISTOGRAM
+                                ? sqrt(2.0 * (double)c->k / (double)c->d) /* per-coordinate, see dps_config */
+                                : sqrt(2.0 * (double)c->k);
     info.delta_target = c->cap.delta_target > 0 ? c->cap.delta_target : 1e-5;
     info.reason = "";
     dps_zcdp cost = {c->rho_epoch, c->delta_epoch};
@@ -611,9 +644,17 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
         rc = DPS_ENOMEM;
     if (!rc)
         rc = dps_rng_new_labelled(&pub, c->public_seed, "aggregate", e->epoch);
-    if (!rc)
+    agg_hist_result hres;
+    memset(&hres, 0, sizeof hres);
+    if (!rc && c->aggregator == DPS_AGG_HISTOGRAM) {
+        rc = agg_histogram(&in, s_hist_eps(c), c->delta_epoch, c->hist_width, e->noise, pub, basis, &hres);
+        res.failed = hres.failed;
+        res.radius = hres.width;
+        res.W_hat = hres.count_hat;
+    } else if (!rc) {
         rc = c->aggregator == DPS_AGG_REFERENCE ? agg_reference(&in, &p, e->noise, pub, e->pool, e->agg, basis, &res)
                                                 : agg_projection(&in, &p, e->noise, e->pool, e->agg, basis, &res);
+    }
     dps_rng_destroy(&pub);
     info.epoch_cost = cost;
     info.total = dps_accountant_spent(e->acc);
@@ -628,7 +669,11 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
         dps_snapshot_destroy(&none);
         return rc;
     }
-    if (res.failed) {
+    if (res.failed && c->aggregator == DPS_AGG_HISTOGRAM) {
+        info.status = DPS_SNAP_FAILED;
+        info.reason = "no histogram cell's noisy count passed the threshold: the buckets disagree at this cell "
+                      "width; budget spent";
+    } else if (res.failed) {
         info.status = DPS_SNAP_FAILED;
         info.reason = "the noisy count of friends was too low (WFC said FAIL): the buckets disagree; budget spent";
     } else {

@@ -133,6 +133,32 @@ int main(void)
     }
     free(buf);
     dps_snapshot_destroy(&s);
+    /* the histogram aggregator's value round-trips; an unknown value is refused */
+    in.aggregator = DPS_AGG_HISTOGRAM;
+    dps_snapshot_new(&s, &in, basis);
+    dps_snapshot_encode(s, &buf, &len);
+    CHECK(dps_snapshot_decode(buf, len, &back) == DPS_OK, "histogram snapshot decodes");
+    dps_snapshot_get_info(back, &out);
+    CHECK(out.aggregator == DPS_AGG_HISTOGRAM, "histogram aggregator round-trips");
+    dps_snapshot_destroy(&back);
+    free(buf);
+    dps_snapshot_destroy(&s);
+    {
+        Dps__Wire__Snapshot *mm = NULL;
+        in.aggregator = DPS_AGG_REFERENCE;
+        dps_snapshot_new(&s, &in, basis);
+        dps_snapshot_encode(s, &buf, &len);
+        mm = dps__wire__snapshot__unpack(NULL, len, buf);
+        free(buf);
+        mm->aggregator = (Dps__Wire__Aggregator)3;
+        len = dps__wire__snapshot__get_packed_size(mm);
+        buf = malloc(len);
+        dps__wire__snapshot__pack(mm, buf);
+        dps__wire__snapshot__free_unpacked(mm, NULL);
+        CHECK(dps_snapshot_decode(buf, len, &back) == DPS_EPROTO, "unknown aggregator refused");
+        free(buf);
+        dps_snapshot_destroy(&s);
+    }
     in.status = DPS_SNAP_REFUSED;
     in.reason = "cap";
     dps_snapshot_new(&s, &in, NULL);

@@ -49,9 +49,10 @@ int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N])
 {
     est_cov_settings *c = &s->cov;
     if (!est_is_cov(s->method)) {
-        if (given[EST_COV_GIVEN_EPS] || given[EST_COV_GIVEN_EPS_VALUES] || given[EST_COV_GIVEN_COV_OUT])
-            USAGE("--eps, --eps-values and --cov-out apply only to --method iterative, cov-laplace or cov-gaussian; "
-                  "drop them (the other methods take --rho)");
+        if ((given[EST_COV_GIVEN_EPS] && s->method != EST_EXACT) || given[EST_COV_GIVEN_EPS_VALUES] ||
+            given[EST_COV_GIVEN_COV_OUT])
+            USAGE("--eps, --eps-values and --cov-out apply only to --method iterative, cov-laplace, cov-gaussian "
+                  "(--eps also to exact); drop them (the other methods take --rho)");
         return 0;
     }
     const char *m = s_name(s->method);

@@ -19,6 +19,7 @@ const char *est_method_name(est_method m)
     case EST_ITERATIVE: return "iterative";
     case EST_COV_LAPLACE: return "cov-laplace";
     case EST_COV_GAUSSIAN: return "cov-gaussian";
+    case EST_EXACT: return "exact";
     }
     return "unknown";
 }
@@ -55,6 +56,9 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
         fprintf(f, "analyze-gauss  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
         fprintf(f, "  rho %.3f (called with rho %.3g: it spends 2 rho)", rel->rho_epoch, r->analyze_rho);
+        s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
+    } else if (s->method == EST_EXACT) {
+        est_ss_report_line(f, rel, r);
         s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
     } else {
         fprintf(f, "epoch %llu  %s  rows %llu  buckets %.0f  radius %.3g", (unsigned long long)rel->epoch,
@@ -178,6 +182,8 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
     }
     if (est_is_cov(s->method))
         est_cov_json(&j, s, r);
+    if (s->method == EST_EXACT)
+        est_ss_json(&j, s, r);
     cli_json_array_begin(&j, "epochs");
     for (size_t i = 0; i < r->n_rel; i++)
         s_json_release(&j, &r->rel[i]);

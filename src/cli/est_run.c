@@ -488,6 +488,8 @@ int est_run(const est_settings *s, est_result *r)
             code = s_run_topk(s, r, X, n);
         } else if (est_is_cov(s->method)) {
             code = est_cov_run(s, r, X, n, rng);
+        } else if (s->method == EST_EXACT) {
+            code = est_run_exact(s, r, X, n, rng);
         } else {
             code = s_run_analyze(s, r, X, n, rng);
         }
@@ -498,6 +500,13 @@ int est_run(const est_settings *s, est_result *r)
     if (X != s->rows)
         free(X);
     return code;
+}
+
+est_release *est_release_new(est_result *r) { return s_new_release(r); }
+
+int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V)
+{
+    return s_keep_basis(s, r, rel, V);
 }
 
 void est_result_free(est_result *r)

@@ -63,6 +63,26 @@ static const char s_synopsis[] =
     "probability 1 - beta that is the k with sigma_k^2 >= 1.5 T, sigma_{k+1}^2 < T/2.\n"
     "Then the method runs with that k on the same rows; the choice's cost\n"
     "(rho = eps^2/2) is added to the run's totals and counts against the caps.\n"
+    "  exact          Singhal-Steinke DPESE (Algorithm 1) on all rows: releases\n"
+    "                 the k-dim subspace that holds a stable majority of the rows\n"
+    "                 EXACTLY (exact rational arithmetic, no tolerance: rows near\n"
+    "                 a subspace do not count), or NULL (exit 4).  GAP-MAX with\n"
+    "                 truncated Laplace noise over --candidates sampled subspaces.\n"
+    "                 Privacy: (eps, delta + (1 + e^eps)(1 - 2^-k)^R)-DP under\n"
+    "                 replacing one row (--eps, --delta; R candidates), charged\n"
+    "                 as rho = eps^2/2.  Limits: k <= 8, C(n, k-1) n <= 2e9.\n"
+    "Aggregators of the estimator (--aggregator):\n"
+    "  reference      (default) WFC average of projected reference points,\n"
+    "                 delta-approximate rho-zCDP per epoch.\n"
+    "  projection     WFC average of the d x d projections (d <= 10000), same.\n"
+    "  histogram      Singhal-Steinke DPASE: each bucket's projected reference\n"
+    "                 points fall in a cell of a randomly offset grid of side\n"
+    "                 --hist-width; the cell with the largest noisy count\n"
+    "                 (Laplace, threshold 1 + (2/eps) ln(1/(2 delta))) is\n"
+    "                 released, or FAIL.  (eps, delta)-DP per epoch with\n"
+    "                 eps = sqrt(2 --rho), delta = --delta, i.e. it is charged\n"
+    "                 (--rho, --delta) like the others.  Needs buckets that agree\n"
+    "                 to within a cell: only nearly exact subspaces.\n"
     "Task mean (--task mean, DESIGN 3.8): --rho is the total; the subspace gets\n"
     "rho/2 (the estimator runs one epoch at rho/2, Analyze Gauss is called with\n"
     "rho/4) and the Gaussian mean of all rows the other rho/2; the output is the\n"
@@ -79,7 +99,8 @@ static const char s_epilogue[] =
     "                   reason follows in parentheses when it is not released\n"
     "  rows             rows in the completed buckets that were aggregated\n"
     "  buckets          completed buckets aggregated (at most t)\n"
-    "  radius           the radius chosen by the private search (0: not run)\n"
+    "  radius           the radius chosen by the private search (0: not run);\n"
+    "                   histogram aggregator: the cell side\n"
     "  sin              with --truth: sin of the largest principal angle between the\n"
     "                   released and the true subspace (0 same, 1 orthogonal)\n"
     "  ||P-P*||_F       with --truth: Frobenius distance between the two projection\n"
@@ -98,10 +119,15 @@ static const char s_epilogue[] =
     "JSON (to --json FILE, else standard output): method, task, private, seeded,\n"
     "d, k, n_rows, config, epochs [ {epoch, status, reason, rows_used, buckets_used,\n"
     "radius, w_hat, rho_epoch, delta_epoch, rho_total, delta_total, eps_total,\n"
-    "delta_target, sin_to_truth, fro_to_truth} ], rows_nan, rows_inf, rows_zero\n"
+    "delta_target, sin_to_truth, fro_to_truth} ] (histogram aggregator: radius is\n"
+    "the cell side, w_hat the released cell's noisy count), rows_nan, rows_inf, rows_zero\n"
     "(rows that entered as zero vectors), rows_discarded (in incomplete buckets),\n"
     "rows_not_closed, batches_dim, batches_empty, mean (task mean), privacy\n"
-    "(totals of the run), exit_code, error.  Numbers that do not apply are null,\n"
+    "(totals of the run), exit_code, error.  --method exact adds exact {eps, delta,\n"
+    "candidates, delta_sampling (the price of sampling), delta_total (the\n"
+    "guarantee's delta), noise_bound (B of the truncated Laplace), primes,\n"
+    "guarantee}; its one release is the single entry of epochs.\n"
+    "Numbers that do not apply are null,\n"
     "and so is an infinite eps (the spent delta is not below --delta-target).\n"
     "\n"
     "rgrad prints one line (rgrad released|failed, n, groups, iters, mode, error\n"
@@ -129,8 +155,8 @@ static const char s_epilogue[] =
 /* Raw values from the command line, before they become a configuration. */
 typedef struct {
     const char *in, *format, *method, *task, *aggregator, *split;
-    size_t dim, k, t, m, window, q, batch, workers, k_max;
-    double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k;
+    size_t dim, k, t, m, window, q, batch, workers, k_max, candidates;
+    double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k, hist_width;
     uint64_t seed, public_seed;
     int close_partial, quiet, help;
     const char *truth, *out, *out_prefix, *json, *mean_out;
@@ -197,9 +223,11 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
         s->method = EST_ANALYZE_GAUSS;
     else if (strcmp(a->method, "choose-k") == 0)
         s->method = EST_CHOOSE_K;
+    else if (strcmp(a->method, "exact") == 0)
+        s->method = EST_EXACT;
     else if (est_cov_method(a->method, &s->method) != 0)
         USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, iterative, cov-laplace, "
-              "cov-gaussian, rgrad or choose-k", a->method);
+              "cov-gaussian, exact, rgrad or choose-k", a->method);
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;
     else if (strcmp(a->task, "mean") == 0)
@@ -251,6 +279,22 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
         if (s->method != EST_ESTIMATOR && s_given(opts, n_opts, estimator_only[i]) &&
             !(s->method == EST_ITERATIVE && strcmp(estimator_only[i], "--split") == 0))
             USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
+    if (s->method != EST_EXACT && s_given(opts, n_opts, "--candidates"))
+        USAGE("--candidates applies only to --method exact (not %s); drop it", a->method);
+    if (s->method == EST_EXACT) {
+        if (s_given(opts, n_opts, "--rho"))
+            USAGE("--method exact is (eps, delta)-DP: give --eps, not --rho");
+        if (s->task == EST_MEAN)
+            USAGE("--task mean is not available with --method exact");
+        if (!(a->eps > 0) || !isfinite(a->eps))
+            USAGE("--eps must be positive (got %g)", a->eps);
+        if (!(a->delta <= 0.5))
+            USAGE("--method exact needs --delta <= 0.5 (got %g)", a->delta);
+    }
+    if (s_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
+        USAGE("--hist-width applies only to --aggregator histogram; drop it");
+    if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
+        USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
     if (a->mean_out && s->task != EST_MEAN)
         USAGE("--mean-out needs --task mean");
     if (s->method == EST_ESTIMATOR && s->task == EST_MEAN && s_given(opts, n_opts, "--out-prefix"))
@@ -288,6 +332,10 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     s->json = a->json;
     s->mean_out = a->mean_out;
     s->quiet = a->quiet;
+    s->eps = a->eps;
+    s->candidates = a->candidates;
+    if (s->method == EST_EXACT)
+        s->rho = NAN; /* not used: config.rho is null in the JSON */
     s->cov.eps = a->eps;
     s->cov.eps_values = a->eps_values;
     s->cov.split = s->method == EST_ITERATIVE ? a->split : NULL;
@@ -355,9 +403,12 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
             c->aggregator = DPS_AGG_REFERENCE;
         else if (strcmp(a->aggregator, "projection") == 0)
             c->aggregator = DPS_AGG_PROJECTION;
+        else if (strcmp(a->aggregator, "histogram") == 0)
+            c->aggregator = DPS_AGG_HISTOGRAM;
         else
-            USAGE("--aggregator: '%s' is not an aggregator; give reference or projection", a->aggregator);
+            USAGE("--aggregator: '%s' is not an aggregator; give reference, projection or histogram", a->aggregator);
     }
+    c->hist_width = a->hist_width;
     if (a->split) {
         double sp[3];
         if (s_parse_split(a->split, sp))
@@ -675,7 +726,7 @@ int main(int argc, char **argv)
 {
     cli_set_program("dps-estimate");
     est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = 1.0, .delta = 1e-8,
-                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5, .eps_k = 0.1, .beta_k = 0.05};
+                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5, .eps_k = 0.1, .beta_k = 0.05, .eps = 1.0};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
         {"--in", CLI_OPT_STRING, &a.in, "FILE", "the file argument", "the input (instead of the file argument)", 0},
@@ -685,7 +736,8 @@ int main(int argc, char **argv)
          "row length; required for raw, checked against the file otherwise", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Method:", 0},
         {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator",
-         "estimator, topk (NOT PRIVATE), analyze-gauss, iterative, cov-laplace, cov-gaussian, rgrad or choose-k", 0},
+         "estimator, topk (NOT PRIVATE), analyze-gauss, iterative, cov-laplace, cov-gaussian, exact, rgrad or "
+         "choose-k", 0},
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},
         {"--k", CLI_OPT_SIZE, &a.k, "K", "required", "subspace dimension, 1 <= k < d (k <= d: covariance methods)", 0},
@@ -712,8 +764,9 @@ int main(int argc, char **argv)
         {"--public-seed", CLI_OPT_U64, &a.public_seed, "P", "0",
          "seed of the public randomness (reference points)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Covariance methods (iterative, cov-laplace, cov-gaussian):", 0},
-        {"--eps", CLI_OPT_DOUBLE, &a.eps, "E", "required",
-         "the DP budget of the whole run (pure eps-DP; (eps, --delta)-DP for cov-gaussian)", 0},
+        {"--eps", CLI_OPT_DOUBLE, &a.eps, "E", "required (exact: 1)",
+         "the DP budget of the whole run: pure eps-DP (iterative, cov-laplace); (eps, --delta)-DP (cov-gaussian, "
+         "exact)", 0},
         {"--eps-values", CLI_OPT_STRING, &a.eps_values, "X|P%", "0, or 50% with --cov-out / --split adaptive",
          "iterative: the part of --eps for the k eigenvalues, an amount or a share (0: subspace only)", 0},
         {"--cov-out", CLI_OPT_STRING, &a.cov_out, "FILE", "not written",
@@ -725,7 +778,10 @@ int main(int argc, char **argv)
          "buckets open at once (W < t bounds memory; use only for rows in random order)", 0},
         {"--q", CLI_OPT_SIZE, &a.q, "Q", "10*k", "reference points (reference aggregator)", 0},
         {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
-         "reference (projected reference points) or projection (d x d, d <= 10000)", 0},
+         "reference (projected reference points), projection (d x d, d <= 10000) or histogram (Singhal-Steinke "
+         "grid histogram, (sqrt(2 rho), delta)-DP)", 0},
+        {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
+         "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
         {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", "0.5", "WFC slope of the friend weights, in (0, 1]", 0},
         {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", "0.5",
          "radius search target: the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
@@ -738,6 +794,9 @@ int main(int argc, char **argv)
          "at the end of the input, close a partial epoch too (default: its rows are dropped)", 0},
         {"--workers", CLI_OPT_SIZE, &a.workers, "N", "online CPUs",
          "worker threads (estimator) / BLAS threads (topk, analyze-gauss), 1..256", 0},
+        {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Exact case (--method exact only):", 0},
+        {"--candidates", CLI_OPT_SIZE, &a.candidates, "R", "auto",
+         "sampled candidate subspaces; auto: the fewest with (1 + e^eps)(1 - 2^-k)^R <= delta/100", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Output:", 0},
         {"--out", CLI_OPT_STRING, &a.out, "FILE", "not written", "the last released k x d basis as float32 .npy", 0},
         {"--out-prefix", CLI_OPT_STRING, &a.out_prefix, "P", "not written",

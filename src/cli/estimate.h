@@ -2,7 +2,9 @@
      estimate.c     flags, checks, the order of work, exit codes (main);
      est_run.c      running a method (streaming estimator, topk, Analyze
                     Gauss) and the private mean task, filling an est_result;
-     est_report.c   progress lines and the JSON summary.
+     est_report.c   progress lines and the JSON summary;
+     est_ss.c       the Singhal-Steinke methods: --method exact (DPESE) and
+                    the flags of the histogram aggregator.
 
    Who owns what: main owns the est_settings (strings point into argv) and the
    est_result; est_result_free releases what the run functions allocated in
@@ -19,7 +21,7 @@
 #include <stdio.h>
 
 typedef enum { EST_ESTIMATOR = 0, EST_TOPK, EST_ANALYZE_GAUSS, EST_CHOOSE_K, EST_ITERATIVE, EST_COV_LAPLACE,
-               EST_COV_GAUSSIAN } est_method;
+               EST_COV_GAUSSIAN, EST_EXACT } est_method;
 typedef enum { EST_SUBSPACE = 0, EST_MEAN } est_task;
 
 /* What the command line asked for. */
@@ -46,6 +48,8 @@ typedef struct {
     const float *rows;       /* all rows when they were read before the run      */
     size_t n_rows_read;      /* (for choosing k), else NULL; owned by main       */
     est_cov_settings cov;    /* the covariance methods' flags (est_cov.c)       */
+    double eps;              /* --method exact: its (eps, delta) (est_ss.c)     */
+    size_t candidates;       /* --method exact: sampled candidates (0: auto)     */
 } est_settings;
 
 /* One release (an epoch of the estimator, or the single central release). */
@@ -102,6 +106,7 @@ typedef struct {
     const char *out_written; /* set by main: the --out / --mean-out files that  */
     const char *mean_written;/* were written (NULL if not)                      */
     est_cov_result cov;      /* the covariance methods' numbers                 */
+    dps_exact_stats exact;   /* --method exact: the run's bookkeeping            */
 } est_result;
 
 /* Run the settings' method on the input; progress lines as it goes.  Returns
@@ -125,6 +130,17 @@ void est_report_mean(const est_settings *s, const est_result *r);
    to return and its error message (NULL if none).  Returns 0 or -1 on a write
    error. */
 int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exit_code, const char *error);
+
+/* est_run.c's release list and basis keeper, for the methods in other files. */
+est_release *est_release_new(est_result *r);
+int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V);
+
+/* est_ss.c: run --method exact on all rows (X is the caller's); returns an
+   exit code (message printed). */
+int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng);
+/* est_ss.c: the progress line and the JSON block of --method exact. */
+void est_ss_report_line(FILE *f, const est_release *rel, const est_result *r);
+void est_ss_json(cli_json *j, const est_settings *s, const est_result *r);
 
 /* Name of a method / task as used on the command line. */
 const char *est_method_name(est_method m);

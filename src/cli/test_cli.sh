@@ -60,7 +60,7 @@ for f in --in --format --dim --method --task --k --rho --delta --cap-rho --cap-e
     --eps --eps-values --cov-out --k-max --eps-k --beta-k \
     --public-seed --t --m --window --q --aggregator --alpha --tau --split --batch --close-partial --workers \
     --out --out-prefix --json --mean-out --truth --quiet --help --d1 --d2 --r --iters --eta --clip --clip-init \
-    --clip-sigma --streaming --groups --init-obs --truth-matrix; do
+    --clip-sigma --streaming --groups --init-obs --truth-matrix --hist-width --candidates; do
     grep -q -- "^  $f[ ]" out.txt || grep -q -- "^  $f\$" out.txt || missing="$missing $f"
 done
 check "dps-estimate --help lists every flag${missing:+ (missing:$missing)}" [ -z "$missing" ]
@@ -316,6 +316,47 @@ expect_error "rgrad init FAIL (2 groups): exit 4" 4 "rgrad failed" \
 check "rgrad FAIL: status failed in JSON" [ "$(jget rgf.json status)" = failed ]
 expect_error "dps-gen --r without --trace-regression: exit 2" 2 "only with --trace-regression" \
     "$GEN" --d 10 --r 2 --out x.npy
+# ------------------------------------ Singhal-Steinke: histogram, exact
+run "$EST" --help
+check "--help describes DPESE and its guarantee" grep -q "(eps, delta + (1 + e^eps)(1 - 2^-k)^R)-DP" out.txt
+check "--help describes the histogram aggregator's guarantee" grep -q "(eps, delta)-DP per epoch with" out.txt
+run "$GEN" --n 1000 --d 100 --k 4 --seed 3 --tau-over-d 1e5 --out near.npy --basis near_basis.npy
+run "$EST" near.npy --k 4 --aggregator histogram --rho 2 --seed 5 --truth near_basis.npy --json hist.json
+check "histogram on nearly exact data: exit 0" [ "$rc" -eq 0 ]
+check "histogram: released" [ "$(jget hist.json status)" = released ]
+sin=$(jget hist.json sin_to_truth)
+check "histogram: sin_to_truth $sin < 0.2" lt "$sin" 0.2
+check "histogram: radius is the default cell side 0.25 sqrt(k/d) = 0.05" near "$(jget hist.json radius)" 0.05
+check "histogram: aggregator in the JSON config" [ "$(jget hist.json aggregator)" = histogram ]
+run "$EST" rows.npy --k 4 --aggregator histogram --rho 2 --seed 5 --json histfail.json
+check "histogram on the paper's tau = 10 d data: FAIL, exit 4" [ "$rc" -eq 4 ]
+expect_error "--hist-width without the histogram: exit 2" 2 "applies only to --aggregator histogram" \
+    "$EST" rows.npy --k 4 --hist-width 0.1
+expect_error "--hist-width negative: exit 2" 2 "must be a positive cell side" \
+    "$EST" rows.npy --k 4 --aggregator histogram --hist-width -1
+# rows exactly in span{(1,2,0,-1,3,1), (0,1,1,2,-1,2)} (integers), 3 outliers
+awk 'BEGIN { for (i = 0; i < 60; i++) { a = (i % 7) - 3; c = (i % 5) - 2 + (i % 3);
+    printf "%d,%d,%d,%d,%d,%d\n", a, 2*a + c, c, -a + 2*c, 3*a - c, a + 2*c }
+    print "1,0,0,0,0,1"; print "0,3,0,1,0,0"; print "2,0,1,0,5,0" }' > exact.csv
+run "$EST" exact.csv --k 2 --method exact --eps 1 --delta 1e-6 --seed 2 --json exact.json --out exact_v.npy
+check "exact on exact data: exit 0" [ "$rc" -eq 0 ]
+check "exact: released" [ "$(jget exact.json status)" = released ]
+check "exact: candidates auto > 0" lt 0 "$(jget exact.json candidates)"
+check "exact: delta_total = delta + delta_sampling > delta" lt 0.000001 "$(jget exact.json delta_total)"
+check "exact: --out wrote a 2 x 6 basis" [ "$(size exact_v.npy)" = 176 ]
+check "exact: progress line" grep -q "^exact  released  rows 63 " out.txt
+run "$GEN" --n 100 --d 20 --k 2 --seed 4 --out small_near.npy
+run "$EST" small_near.npy --k 2 --method exact --seed 2 --json exactnull.json
+check "exact on rows only near a subspace: NULL, exit 4" [ "$rc" -eq 4 ]
+expect_error "--eps with the estimator: exit 2" 2 "apply only to --method iterative" "$EST" rows.npy --k 4 --eps 1
+expect_error "--candidates with topk: exit 2" 2 "applies only to --method exact" \
+    "$EST" rows.npy --k 4 --method topk --candidates 3
+expect_error "--rho with exact: exit 2" 2 "give --eps, not --rho" "$EST" exact.csv --k 2 --method exact --rho 1
+expect_error "exact --task mean: exit 2" 2 "not available with --method exact" \
+    "$EST" exact.csv --k 2 --method exact --task mean
+expect_error "exact --eps 0: exit 2" 2 "--eps must be positive" "$EST" exact.csv --k 2 --method exact --eps 0
+expect_error "exact --delta 0.7: exit 2" 2 "needs --delta <= 0.5" "$EST" exact.csv --k 2 --method exact --delta 0.7
+expect_error "exact above its limit: exit 2" 2 "above its limit" "$EST" rows.npy --k 4 --method exact --candidates 1
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -404,7 +404,10 @@ static void s_config(const collector_options *o, const ledger *led, dps_config *
     cfg->m = o->m;
     cfg->window = o->window;
     cfg->q = o->q;
-    cfg->aggregator = strcmp(o->aggregator, "projection") == 0 ? DPS_AGG_PROJECTION : DPS_AGG_REFERENCE;
+    cfg->aggregator = strcmp(o->aggregator, "projection") == 0  ? DPS_AGG_PROJECTION
+                      : strcmp(o->aggregator, "histogram") == 0 ? DPS_AGG_HISTOGRAM
+                                                                : DPS_AGG_REFERENCE;
+    cfg->hist_width = o->hist_width;
     cfg->rho_epoch = o->rho_epoch;
     cfg->delta_epoch = o->delta_epoch;
     cfg->alpha = o->alpha;

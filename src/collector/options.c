@@ -25,7 +25,9 @@ static const opt_def s_opts[] = {
     {"window", OPT_U64, F(window), "N", "buckets open at once (default t: an exactly uniform partition;"
                                         " smaller only for shuffled streams)"},
     {"q", OPT_U64, F(q), "N", "reference points (default 10k)"},
-    {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default) or projection (d <= 10000)"},
+    {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default), projection (d <= 10000) or histogram"
+                                                    " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"},
+    {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch (default 1)"},
     {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-8; deltas add up across epochs)"},
     {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused)"},
@@ -248,8 +250,13 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         o->q = 10 * o->k;
     if (!o->window)
         o->window = o->t;
-    if (strcmp(o->aggregator, "reference") && strcmp(o->aggregator, "projection")) {
-        snprintf(err, errlen, "--aggregator: '%s' is neither reference nor projection", o->aggregator);
+    if (strcmp(o->aggregator, "reference") && strcmp(o->aggregator, "projection") &&
+        strcmp(o->aggregator, "histogram")) {
+        snprintf(err, errlen, "--aggregator: '%s' is none of reference, projection, histogram", o->aggregator);
+        return -1;
+    }
+    if (o->hist_width != 0 && strcmp(o->aggregator, "histogram")) {
+        snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
         return -1;
     }
     if (!o->insecure_plaintext && (!o->server_key[0] || !o->authorized_keys[0])) {

@@ -13,6 +13,7 @@ typedef struct {
     char aggregator[16];
     double rho_epoch, delta_epoch, alpha, tau, split_search, split_count, split_mean;
     double cap_rho, cap_eps, delta_target;
+    double hist_width; /* histogram aggregator's cell side (0: default) */
     uint64_t public_seed, seed, workers;
     int seeded;
     /* epochs */

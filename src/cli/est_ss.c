@@ -1,0 +1,111 @@
+/* est_ss.c - dps-estimate's Singhal-Steinke method: --method exact (DPESE,
+   the library's dps_exact_subspace) - run, progress line, JSON block.  The
+   histogram aggregator needs nothing here but its flags (estimate.c): it runs
+   inside the streaming estimator.
+
+   Who owns what: borrows the settings and the rows; fills the caller's
+   est_result (one release; the basis through est_basis_keep). */
+#include "estimate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng)
+{
+    r->rows_subspace = n;
+    for (size_t i = 0; i < n; i++) { /* counted like the other methods; the library treats them as zero rows */
+        const float *x = X + i * r->d;
+        int nan = 0, inf = 0, nz = 0;
+        for (size_t j = 0; j < r->d; j++) {
+            nan |= isnan(x[j]);
+            inf |= isinf(x[j]);
+            nz |= x[j] != 0;
+        }
+        r->rows_nan += nan;
+        r->rows_inf += !nan && inf;
+        r->rows_zero += !nan && !inf && !nz;
+    }
+    est_release *rel = est_release_new(r);
+    float *V = malloc(r->k * r->d * sizeof *V);
+    dps_accountant *acc = NULL;
+    int rc = (rel && V) ? dps_accountant_new(&acc, &s->cfg.cap, NULL) : DPS_ENOMEM;
+    if (rc) {
+        free(V);
+        cli_error("cannot set up the exact method: %s", dps_strerror(rc));
+        return CLI_EXIT_RUNTIME;
+    }
+    rel->rows_used = n;
+    rel->delta_target = s->cfg.cap.delta_target;
+    /* The cost depends only on public values (eps, delta, k, R). */
+    dps_exact_stats plan;
+    dps_exact_plan(r->k, s->eps, s->delta, s->candidates, &plan);
+    r->exact = plan;
+    dps_zcdp cost = plan.cost;
+    int code = 0;
+    if (!dps_accountant_fits(acc, cost)) {
+        rel->status = DPS_SNAP_REFUSED;
+        snprintf(rel->reason, sizeof rel->reason, "running DPESE would pass the privacy budget cap: nothing was spent");
+        rel->rho_epoch = rel->delta_epoch = 0;
+    } else {
+        dps_accountant_charge(acc, cost); /* charged before any noise is drawn */
+        int released = 0;
+        rc = dps_exact_subspace(X, n, r->d, r->k, s->eps, s->delta, s->candidates, rng, V, &released, &r->exact);
+        if (rc == DPS_ELIMIT) {
+            cli_error("--method exact: n = %zu rows with k = %zu is above its limit (k <= %d, C(n, k-1) * n <= %.0e): "
+                      "use fewer rows or --method estimator",
+                      n, r->k, DPS_EXACT_MAX_K, DPS_EXACT_MAX_WORK);
+            code = CLI_EXIT_USAGE;
+        } else if (rc) {
+            cli_error("the exact method failed: %s", dps_strerror(rc));
+            code = CLI_EXIT_RUNTIME;
+        }
+        rel->rho_epoch = cost.rho;
+        rel->delta_epoch = cost.delta;
+        rel->status = released ? DPS_SNAP_RELEASED : DPS_SNAP_FAILED;
+        if (!code && !released)
+            snprintf(rel->reason, sizeof rel->reason,
+                     "DPESE released NULL: no %zu-dimensional subspace holds a stable majority of the rows "
+                     "exactly; budget spent",
+                     r->k);
+        if (!code && released) {
+            rel->reason[0] = '\0';
+            code = est_basis_keep(s, r, rel, V);
+        }
+    }
+    r->spent = dps_accountant_spent(acc);
+    r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
+    rel->rho_total = r->spent.rho;
+    rel->delta_total = r->spent.delta;
+    rel->eps_total = r->eps_total;
+    dps_accountant_destroy(&acc);
+    free(V);
+    if (!code)
+        est_report_release(s, rel, r);
+    return code;
+}
+
+void est_ss_report_line(FILE *f, const est_release *rel, const est_result *r)
+{
+    fprintf(f, "exact  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
+    if (!isnan(rel->sin_to_truth))
+        fprintf(f, "  sin %.3g  ||P-P*||_F %.3g", rel->sin_to_truth, rel->fro_to_truth);
+    fprintf(f, "  (eps %.3g, delta %.3g)-DP  candidates %zu", sqrt(2 * rel->rho_epoch), rel->delta_epoch,
+            r->exact.candidates);
+}
+
+void est_ss_json(cli_json *j, const est_settings *s, const est_result *r)
+{
+    const dps_exact_stats *e = &r->exact;
+    cli_json_object_begin(j, "exact");
+    cli_json_num(j, "eps", s->eps);
+    cli_json_num(j, "delta", s->delta);
+    cli_json_u64(j, "candidates", e->candidates);
+    cli_json_num(j, "delta_sampling", e->delta_sampling);
+    cli_json_num(j, "delta_total", e->delta_total);
+    cli_json_num(j, "noise_bound", e->bound);
+    cli_json_u64(j, "primes", e->primes);
+    cli_json_str(j, "guarantee",
+                 "(eps, delta_total)-DP under replacing one row; charged as rho = eps^2/2 with delta_total");
+    cli_json_object_end(j);
+}

@@ -1,0 +1,197 @@
+/* histvsref.c - dps-histvsref: the histogram aggregator (Singhal-Steinke
+   DPASE) against the reference-point aggregator (SS_Agg + WFC) on the paper's
+   generator (Tsfadia sec. 6, DESIGN 4), subspace only.
+
+   For each repetition: n = 2 t k rows (t = 125) from dps_synth_paper with
+   tau = (tau/d) d, held in memory; one epoch of the streaming estimator per
+   aggregator with rho_epoch = --rho (histogram: eps = sqrt(2 rho)) and
+   delta_epoch = --delta; reports sin of the largest principal angle to the
+   generator's subspace and the status.
+
+   Diagnostic (--pairs P, first repetition only, NOT private: it reads the
+   buckets): for P random pairs of disjoint m-row buckets, the non-private
+   top-k bases V_a, V_b, the items y = Pi P^T with the epoch's public
+   reference points, and the probability that two such items share a cell of
+   side l under a uniform offset, prod_r max(0, 1 - |y_a,r - y_b,r| / l); also
+   ||y_a - y_b||_1 / l.  It says why the histogram fails: the items of two
+   buckets of the same subspace must agree to within l in every one of q d
+   coordinates.
+
+   Output: CSV on stdout
+     d,k,tau_over_d,width_frac,rep,aggregator,sin,status,w_hat,radius,seconds
+   and "# pairs ..." lines on stderr.  Everything is seeded (experiments only). */
+#include <dpsubspace.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int s_run(size_t d, size_t k, double tod, double frac, int rep, uint64_t seed, double rho, double delta,
+                 dps_aggregator agg, const float *X, size_t n, const float *truth, int workers)
+{
+    dps_config c;
+    dps_config_init(&c, d, k);
+    c.aggregator = agg;
+    c.rho_epoch = rho;
+    c.delta_epoch = delta;
+    c.cap.delta_target = 1e-5;
+    c.seeded = 1;
+    c.seed = seed * 1000003u + (uint64_t)rep * 7919u + (uint64_t)agg;
+    c.public_seed = seed * 31u + (uint64_t)rep;
+    if (workers > 0)
+        c.workers = workers;
+    if (agg == DPS_AGG_HISTOGRAM)
+        c.hist_width = frac * sqrt((double)k / (double)d);
+    double t0 = s_now();
+    dps_estimator *e = NULL;
+    dps_snapshot *s = NULL;
+    const char *why = NULL;
+    int rc = dps_config_check(&c, &why);
+    if (rc) {
+        fprintf(stderr, "# config refused: %s\n", why);
+        return rc;
+    }
+    rc = dps_estimator_new(&e, &c);
+    size_t taken = 0;
+    if (!rc)
+        rc = dps_estimator_push(e, X, n, d, &taken);
+    if (!rc)
+        rc = dps_estimator_close_epoch(e, &s);
+    if (!rc) {
+        dps_snapshot_info in;
+        dps_snapshot_get_info(s, &in);
+        const float *V = dps_snapshot_basis(s);
+        double sn = V ? dps_subspace_sin(V, truth, k, d, NULL) : NAN;
+        char sbuf[32] = "";
+        if (isfinite(sn))
+            snprintf(sbuf, sizeof sbuf, "%.6e", sn);
+        printf("%zu,%zu,%g,%g,%d,%s,%s,%s,%.4g,%.4g,%.3f\n", d, k, tod, agg == DPS_AGG_HISTOGRAM ? frac : 0.0, rep,
+               dps_aggregator_name(agg), sbuf, in.status == DPS_SNAP_RELEASED ? "ok" : "fail", in.w_hat, in.radius,
+               s_now() - t0);
+        fflush(stdout);
+    }
+    dps_snapshot_destroy(&s);
+    dps_estimator_destroy(&e);
+    return rc;
+}
+
+/* The non-private diagnostic described at the top. */
+static void s_pairs(size_t d, size_t k, double tod, double frac, const float *X, size_t n, int pairs, uint64_t seed)
+{
+    size_t m = 2 * k, q = 10 * k;
+    double l = frac * sqrt((double)k / (double)d);
+    float *P = malloc(q * d * sizeof *P), *Va = malloc(k * d * sizeof *Va), *Vb = malloc(k * d * sizeof *Vb);
+    double *ya = malloc(q * d * sizeof *ya), *yb = malloc(q * d * sizeof *yb);
+    dps_rng *r = NULL;
+    dps_rng_new_seeded(&r, seed ^ 0x5a5a);
+    dps_reference_points(seed, 0, q, d, P);
+    double lsum = 0, psum = 0;
+    int np = 0;
+    for (int p = 0; p < pairs && p < 1024 && 2 * m <= n; p++) {
+        size_t a = dps_rng_below(r, n / m / 2) * 2 * m, b = a + m; /* two disjoint buckets */
+        if (dps_topk_basis(X + a * d, m, d, k, Va, NULL) || dps_topk_basis(X + b * d, m, d, k, Vb, NULL))
+            continue;
+        for (int w = 0; w < 2; w++) {
+            const float *V = w ? Vb : Va;
+            double *y = w ? yb : ya;
+            for (size_t i = 0; i < q; i++) {
+                double A[64];
+                for (size_t s = 0; s < k; s++) {
+                    double v = 0;
+                    for (size_t c = 0; c < d; c++)
+                        v += (double)V[s * d + c] * P[i * d + c];
+                    A[s] = v;
+                }
+                for (size_t c = 0; c < d; c++) {
+                    double v = 0;
+                    for (size_t s = 0; s < k; s++)
+                        v += A[s] * V[s * d + c];
+                    y[i * d + c] = v;
+                }
+            }
+        }
+        double l1 = 0, logp = 0;
+        for (size_t i = 0; i < q * d; i++) {
+            double dd = fabs(ya[i] - yb[i]);
+            l1 += dd;
+            logp += dd < l ? log1p(-dd / l) : -INFINITY;
+        }
+        lsum += l1 / l;
+        psum += exp(logp);
+        np++;
+    }
+    if (np)
+        fprintf(stderr, "# pairs d=%zu k=%zu tau/d=%g width_frac=%g l=%.3g: mean ||y_a - y_b||_1 / l = %.3g, "
+                        "mean P[same cell] = %.3g over %d pairs\n",
+                d, k, tod, frac, l, lsum / np, psum / np, np);
+    dps_rng_destroy(&r);
+    free(P); free(Va); free(Vb); free(ya); free(yb);
+}
+
+int main(int argc, char **argv)
+{
+    size_t d = 0, k = 4;
+    double tod = 10, frac = 0.25, rho = 2, delta = 1e-5;
+    int reps = 10, pairs = 0, workers = 0;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help")) {
+            printf("usage: dps-histvsref --d D [--k K] [--tau-over-d X] [--width-frac F] [--reps R] [--seed S]\n"
+                   "       [--rho RHO] [--delta DELTA] [--pairs P] [--workers N]\n"
+                   "histogram vs reference aggregator, one epoch each per repetition (see histvsref.c)\n");
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "dps-histvsref: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--d")) d = (size_t)strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--k")) k = (size_t)strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--tau-over-d")) tod = strtod(v, NULL);
+        else if (!strcmp(a, "--width-frac")) frac = strtod(v, NULL);
+        else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--rho")) rho = strtod(v, NULL);
+        else if (!strcmp(a, "--delta")) delta = strtod(v, NULL);
+        else if (!strcmp(a, "--pairs")) pairs = atoi(v);
+        else if (!strcmp(a, "--workers")) workers = atoi(v);
+        else {
+            fprintf(stderr, "dps-histvsref: unknown argument %s\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (d < 2 || k < 1 || k >= d || reps < 1 || !(frac > 0) || k > 64) {
+        fprintf(stderr, "dps-histvsref: need --d >= 2, 1 <= --k < d (k <= 64), --reps >= 1, --width-frac > 0\n");
+        return 2;
+    }
+    size_t n = 2 * 125 * k;
+    float *X = malloc(n * d * sizeof *X), *B = malloc(k * d * sizeof *B);
+    if (!X || !B)
+        return 1;
+    printf("d,k,tau_over_d,width_frac,rep,aggregator,sin,status,w_hat,radius,seconds\n");
+    for (int rep = 0; rep < reps; rep++) {
+        dps_rng *g = NULL;
+        dps_rng_new_labelled(&g, seed, "histvsref-data", (uint64_t)rep);
+        dps_synth_paper(g, n, d, k, tod * (double)d, X, B);
+        dps_rng_destroy(&g);
+        if (rep == 0 && pairs > 0)
+            s_pairs(d, k, tod, frac, X, n, pairs, seed);
+        if (s_run(d, k, tod, frac, rep, seed, rho, delta, DPS_AGG_REFERENCE, X, n, B, workers) ||
+            s_run(d, k, tod, frac, rep, seed, rho, delta, DPS_AGG_HISTOGRAM, X, n, B, workers))
+            return 1;
+    }
+    free(X);
+    free(B);
+    return 0;
+}
