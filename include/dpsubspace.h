@@ -145,8 +145,12 @@ typedef enum {
 typedef enum {
     DPS_AGG_REFERENCE  = 0, /* SS_Agg: projected reference points (default) */
     DPS_AGG_PROJECTION = 1, /* Naive_Agg: projection matrices in R^{d^2}       */
-    DPS_AGG_HISTOGRAM  = 2  /* SS21 DPASE: stability histogram over cells of the
+    DPS_AGG_HISTOGRAM  = 2, /* SS21 DPASE: stability histogram over cells of the
                                reference-point items ((eps, delta)-DP)           */
+    DPS_AGG_COVARIANCE = 3  /* no buckets: the epoch's C = sum x x^T and iterative
+                               eigenvector sampling (Amin et al. Alg. 1), pure
+                               eps-DP with eps = sqrt(2 rho_epoch), delta 0;
+                               d <= DPS_COV_MAX_D (dpsubspace_cov.h)            */
 } dps_aggregator;
 
 const char *dps_status_name(dps_status s);

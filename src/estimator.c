@@ -12,7 +12,11 @@
    slot, drawn without replacement).  With W = t every arrangement of the
    epoch's t*m rows into buckets is equally likely.  The choice depends only on
    the generator, never on the rows: a row with NaN/Inf or zero norm takes its
-   slot as the zero vector (DESIGN 2), so one changed row changes one bucket. */
+   slot as the zero vector (DESIGN 2), so one changed row changes one bucket.
+
+   The covariance mechanism (DPS_AGG_COVARIANCE) has no buckets: each admitted
+   row is added to the epoch's C = sum x x^T (d x d, double) in blocks of
+   COV_BLOCK rows, and the close runs iterative eigenvector sampling on C. */
 #include "aggregate.h"
 #include "estimator_internal.h"
 #include "internal.h"
@@ -69,10 +73,17 @@ struct dps_estimator {
     size_t buckets_done;     /* this epoch (guarded) */
     uint64_t buckets_total;  /* all epochs (guarded) */
 
+    double *C;               /* covariance mechanism: the epoch's sum x x^T (upper) */
+    double *C_block;         /* ... its pending rows (COV_BLOCK x d, double)   */
+    float *C_row;            /* ... one admitted row                          */
+    size_t C_pending;
+
     dps_stats stats;         /* owned by the pushing thread, but for the two above */
     dps_bucket_hook hook;    /* tests only */
     void *hook_arg;
 };
+
+enum { COV_BLOCK = 64 }; /* rows per syrk update of the covariance mechanism */
 
 /* ----------------------------------------------------------------- config */
 static int s_online_cpus(void)
@@ -116,6 +127,8 @@ static double s_hist_eps(const dps_config *c) { return sqrt(2.0 * c->rho_epoch);
 
 size_t dps_config_min_buckets(const dps_config *c)
 {
+    if (c->aggregator == DPS_AGG_COVARIANCE) /* no buckets; any t*m >= 1 rows can be released */
+        return 2;
     if (c->aggregator == DPS_AGG_HISTOGRAM) {
         if (!agg_hist_params_ok(s_hist_eps(c), c->delta_epoch))
             return 2;
@@ -155,7 +168,7 @@ int dps_config_check(const dps_config *c, const char **why)
     if (s_uses_reference(c) && c->q < c->k)
         WHY("q (reference points) must be at least k");
     if (c->aggregator != DPS_AGG_REFERENCE && c->aggregator != DPS_AGG_PROJECTION &&
-        c->aggregator != DPS_AGG_HISTOGRAM)
+        c->aggregator != DPS_AGG_HISTOGRAM && c->aggregator != DPS_AGG_COVARIANCE)
         WHY("unknown aggregator");
     if (!(c->hist_width >= 0) || !isfinite(c->hist_width))
         WHY("hist_width must be >= 0 (0: the default cell width)");
@@ -202,6 +215,11 @@ int dps_config_check(const dps_config *c, const char **why)
             *why = "the histogram aggregator keeps q*d-sized cell coordinates: q*d above 2^23 is refused";
         return DPS_ELIMIT;
     }
+    if (c->aggregator == DPS_AGG_COVARIANCE && c->d > DPS_COV_MAX_D) {
+        if (why)
+            *why = "the covariance mechanism keeps a d x d matrix: d above 4096 is refused";
+        return DPS_ELIMIT;
+    }
     if (c->aggregator == DPS_AGG_PROJECTION && c->d > DPS_PROJECTION_MAX_D) {
         if (why)
             *why = "the projection aggregator keeps d x d matrices: d above 10000 is refused";
@@ -213,6 +231,8 @@ int dps_config_check(const dps_config *c, const char **why)
 size_t dps_estimator_memory_bound(const dps_config *c)
 {
     size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
+    if (c->aggregator == DPS_AGG_COVARIANCE) /* C, its block, the sampler's d x d work (covariance.c) */
+        return c->d * c->d * sizeof(double) * 4 + COV_BLOCK * c->d * sizeof(double) + c->t * c->k * c->d * sizeof(float);
     size_t bufs = c->window + workers + 1;
     int ref = s_uses_reference(c);
     size_t b = bufs * c->m * c->d * sizeof(float) + c->t * c->k * c->d * sizeof(float);
@@ -408,8 +428,14 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
         ok = (e->ws[i] = la_ws_new(c->m, c->k)) != NULL;
     if (ok)
         ok = (e->pool = pool_new(c->workers)) != NULL;
-    if (ok)
+    if (ok && c->aggregator == DPS_AGG_COVARIANCE) {
+        e->C = calloc(c->d * c->d, sizeof *e->C);
+        e->C_block = malloc(COV_BLOCK * c->d * sizeof *e->C_block);
+        e->C_row = malloc(c->d * sizeof *e->C_row);
+        ok = e->C && e->C_block && e->C_row;
+    } else if (ok) {
         ok = (e->agg = agg_ws_new(c->t, c->k, c->q, c->d, c->workers, c->aggregator == DPS_AGG_REFERENCE)) != NULL;
+    }
     if (!ok) {
         dps_estimator_destroy(&e);
         return DPS_ENOMEM;
@@ -443,6 +469,9 @@ void dps_estimator_destroy(dps_estimator **pe)
     free(e->V);
     free(e->A);
     free(e->P);
+    free(e->C);
+    free(e->C_block);
+    free(e->C_row);
     dps_rng_destroy(&e->noise);
     dps_rng_destroy(&e->part);
     dps_accountant_destroy(&e->acc);
@@ -478,6 +507,33 @@ static void s_admit_row(dps_estimator *e, const float *src, float *dst)
         e->stats.rows_zero++;
 }
 
+/* The covariance mechanism's pending rows into C. */
+static void s_cov_flush(dps_estimator *e)
+{
+    la_syrk_rows_add_double(e->C_block, e->C_pending, e->cfg.d, e->C);
+    e->C_pending = 0;
+}
+
+/* The covariance mechanism's push: every row of the epoch enters C (no
+   partition, nothing discarded). */
+static size_t s_cov_push(dps_estimator *e, const float *rows, size_t n_rows)
+{
+    size_t d = e->cfg.d, cap = e->cfg.t * e->cfg.m, taken = 0;
+    while (taken < n_rows && e->stats.rows_in_epoch < cap) {
+        s_admit_row(e, rows + taken * d, e->C_row);
+        double *dst = e->C_block + e->C_pending * d;
+        for (size_t i = 0; i < d; i++)
+            dst[i] = e->C_row[i];
+        if (++e->C_pending == COV_BLOCK)
+            s_cov_flush(e);
+        taken++;
+        e->stats.rows_accepted++;
+        e->stats.rows_in_epoch++;
+    }
+    e->epoch_started = 1;
+    return taken;
+}
+
 int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_t dim, size_t *n_taken)
 {
     if (n_taken)
@@ -498,7 +554,11 @@ int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_
     size_t cap = c->t * c->m;
     size_t taken = 0;
     int rc = DPS_OK;
-    while (taken < n_rows) {
+    if (c->aggregator == DPS_AGG_COVARIANCE) {
+        taken = s_cov_push(e, rows, n_rows);
+        rc = taken < n_rows ? DPS_EFULL : DPS_OK;
+    }
+    while (taken < n_rows && c->aggregator != DPS_AGG_COVARIANCE) {
         if (e->stats.rows_in_epoch >= cap) {
             rc = DPS_EFULL;
             break;
@@ -544,12 +604,35 @@ int dps_estimator_epoch_full(const dps_estimator *e)
 static int s_finish(dps_estimator *e, const dps_snapshot_info *info, const float *basis, dps_snapshot **out)
 {
     int rc = dps_snapshot_new(out, info, basis);
+    if (e->C) { /* the covariance mechanism: the epoch's rows are used once */
+        memset(e->C, 0, e->cfg.d * e->cfg.d * sizeof *e->C);
+        e->C_pending = 0;
+    }
     e->epoch++;
     e->epoch_started = 0;
     e->stats.epoch = e->epoch;
     e->stats.epochs_closed++;
     e->stats.rows_in_epoch = 0;
     return rc;
+}
+
+/* COVARIANCE MECHANISM.  The epoch's rows (unit norm, or zero) give C = sum
+   x x^T; iterative eigenvector sampling (dps_cov_iterative, Amin et al.
+   Alg. 1; proof in src/covariance.c) releases k directions with pure
+   eps-DP under replacing one row, eps = sqrt(2 rho_epoch), no eigenvalues.
+   Pure eps-DP is eps^2/2 = rho_epoch-zCDP (Bun-Steinke 2016, Prop. 1.4), so
+   the epoch is charged (rho_epoch, 0).  n = the epoch's row count (public). */
+static int s_cov_release(dps_estimator *e, float *basis)
+{
+    const dps_config *c = &e->cfg;
+    size_t d = c->d;
+    s_cov_flush(e);
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = i + 1; j < d; j++)
+            e->C[j * d + i] = e->C[i * d + j];
+    dps_iterative_params p = {.k = c->k, .eps = sqrt(2.0 * c->rho_epoch), .eps_values = 0,
+                              .split = DPS_SPLIT_UNIFORM};
+    return dps_cov_iterative(e->C, (size_t)e->stats.rows_in_epoch, d, &p, e->noise, basis, NULL, NULL, NULL);
 }
 
 int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
@@ -571,31 +654,37 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     info.d = c->d;
     info.k = c->k;
     info.aggregator = c->aggregator;
+    int cov = c->aggregator == DPS_AGG_COVARIANCE;
     info.buckets_used = t_eff;
-    info.rows_used = (uint64_t)t_eff * c->m;
+    info.rows_used = cov ? e->stats.rows_in_epoch : (uint64_t)t_eff * c->m;
     info.seeded = c->seeded;
     info.public_seed = c->public_seed;
-    info.radius_unrelated = c->aggregator == DPS_AGG_REFERENCE ? sqrt(2.0 * (double)c->k * (double)c->q)
+    info.radius_unrelated = cov ? 0.0 /* no buckets, no radius */
+                            : c->aggregator == DPS_AGG_REFERENCE ? sqrt(2.0 * (double)c->k * (double)c->q)
                             : c->aggregator == DPS_AGG_HISTOGRAM
                                 ? sqrt(2.0 * (double)c->k / (double)c->d) /* per-coordinate, see dps_config */
                                 : sqrt(2.0 * (double)c->k);
     info.delta_target = c->cap.delta_target > 0 ? c->cap.delta_target : 1e-5;
     info.reason = "";
-    dps_zcdp cost = {c->rho_epoch, c->delta_epoch};
+    dps_zcdp cost = {c->rho_epoch, cov ? 0.0 : c->delta_epoch};
 
-    size_t need = dps_config_min_buckets(c);
+    size_t need = cov ? 1 : dps_config_min_buckets(c);
+    size_t have = cov ? (size_t)e->stats.rows_in_epoch : t_eff;
     char why[200];
-    if (t_eff < need) {
+    if (have < need) {
         info.status = DPS_SNAP_FAILED;
-        snprintf(why, sizeof why,
-                 "only %zu buckets completed and the mechanism needs %zu to succeed: it did not run, nothing was spent",
-                 t_eff, need);
+        if (cov)
+            snprintf(why, sizeof why, "no rows arrived in this epoch: the mechanism did not run, nothing was spent");
+        else
+            snprintf(why, sizeof why,
+                     "only %zu buckets completed and the mechanism needs %zu to succeed: it did not run, nothing was "
+                     "spent", t_eff, need);
         info.reason = why;
     } else if (!dps_accountant_fits(e->acc, cost)) {
         info.status = DPS_SNAP_REFUSED;
         info.reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
     }
-    if (t_eff < need || info.status == DPS_SNAP_REFUSED) {
+    if (have < need || info.status == DPS_SNAP_REFUSED) {
         info.total = dps_accountant_spent(e->acc);
         info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
         return s_finish(e, &info, NULL, out);
@@ -625,7 +714,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
        order of their ids only when W = t... any order is fine for privacy, but
        keep only the done ones, packed, so the input is the same on every run. */
     size_t k = c->k, d = c->d, q = c->q, j2 = 0;
-    for (size_t j = 0; j < c->t; j++) {
+    for (size_t j = 0; j < c->t && !cov; j++) {
         if (!e->done[j])
             continue;
         if (j2 != j) {
@@ -646,7 +735,9 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
         rc = dps_rng_new_labelled(&pub, c->public_seed, "aggregate", e->epoch);
     agg_hist_result hres;
     memset(&hres, 0, sizeof hres);
-    if (!rc && c->aggregator == DPS_AGG_HISTOGRAM) {
+    if (!rc && cov) {
+        rc = s_cov_release(e, basis);
+    } else if (!rc && c->aggregator == DPS_AGG_HISTOGRAM) {
         rc = agg_histogram(&in, s_hist_eps(c), c->delta_epoch, c->hist_width, e->noise, pub, basis, &hres);
         res.failed = hres.failed;
         res.radius = hres.width;

@@ -25,6 +25,7 @@ const char *dps_aggregator_name(dps_aggregator a)
     case DPS_AGG_REFERENCE: return "reference";
     case DPS_AGG_PROJECTION: return "projection";
     case DPS_AGG_HISTOGRAM: return "histogram";
+    case DPS_AGG_COVARIANCE: return "covariance";
     }
     return "unknown";
 }

@@ -130,6 +130,66 @@ static dps_snapshot *s_run_epoch(dps_estimator *e, const float *rows, size_t n, 
     return s;
 }
 
+/* The covariance mechanism (DPS_AGG_COVARIANCE): no buckets, every row of
+   the epoch used, charged (rho_epoch, 0), refused above DPS_COV_MAX_D.
+   Accuracy: with rows near a 2-dim span (tau = 1e4 d) C is about
+   (n/2)(b1 b1' + b2 b2'); each exponential-mechanism draw has density
+   exp((eps/2) u'C u) on the sphere, whose angle to the span obeys, for large
+   eps n/2, sin^2 ~ chi^2_{d-2} / (eps n / 2) (Laplace approximation).  With
+   n = 1000, eps = 2 (rho = 2), d = 20: eps n/2 = 1000, and P[chi^2_18 > 60]
+   < 1e-5, so sin^2 < 0.06 per draw; two draws: sin of the subspace < 0.5 with
+   a wide margin for the approximation. */
+static void s_test_covariance(void)
+{
+    size_t d = 20, k = 2, t = 125, m = 8, n = t * m;
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 41);
+    float *X = malloc(n * d * sizeof *X), *B = malloc(k * d * sizeof *B);
+    dps_synth_paper(rng, n, d, k, 1e4 * d, X, B);
+    dps_config c = s_cfg(d, k, t, m, 9);
+    c.aggregator = DPS_AGG_COVARIANCE;
+    c.rho_epoch = 2.0;
+    const char *why = NULL;
+    CHECK(dps_config_check(&c, &why) == DPS_OK, "covariance config: %s", why);
+    ledger l = {0};
+    c.commit = s_commit;
+    c.commit_arg = &l;
+    dps_estimator *e = NULL;
+    CHECK(dps_estimator_new(&e, &c) == DPS_OK, "covariance estimator");
+    double worst = 0;
+    for (int ep = 0; ep < 3 && e; ep++) {
+        dps_snapshot *snap = s_run_epoch(e, X, n, d);
+        dps_snapshot_info in;
+        dps_snapshot_get_info(snap, &in);
+        CHECK(in.status == DPS_SNAP_RELEASED && in.aggregator == DPS_AGG_COVARIANCE, "covariance released");
+        CHECK(in.rows_used == n && in.buckets_used == 0, "every row used: %llu", (unsigned long long)in.rows_used);
+        CHECK(in.epoch_cost.rho == 2.0 && in.epoch_cost.delta == 0.0, "charged (rho, 0)");
+        CHECK(!dps_snapshot_weak(&in), "not flagged weak (no radius)");
+        double sn = dps_snapshot_basis(snap) ? dps_subspace_sin(dps_snapshot_basis(snap), B, k, d, NULL) : 1;
+        worst = fmax(worst, sn);
+        dps_snapshot_destroy(&snap);
+    }
+    NOTE("covariance mechanism: worst sin over 3 epochs %.3f (bound 0.5)", worst);
+    CHECK(worst < 0.5, "covariance accuracy %g", worst);
+    CHECK(l.calls == 3 && fabs(l.rho_seen - 6.0) < 1e-12, "ledger saw 3 charges of rho 2");
+    dps_stats st;
+    dps_estimator_get_stats(e, &st);
+    CHECK(st.rows_discarded == 0 && st.rows_accepted == 3 * n, "no row discarded");
+    /* An epoch with no rows is not run and spends nothing. */
+    dps_snapshot *none = NULL;
+    dps_estimator_close_epoch(e, &none);
+    dps_snapshot_info in;
+    dps_snapshot_get_info(none, &in);
+    CHECK(in.status == DPS_SNAP_FAILED && in.epoch_cost.rho == 0 && l.calls == 3, "empty epoch: not run");
+    dps_snapshot_destroy(&none);
+    dps_estimator_destroy(&e);
+    dps_config_init(&c, DPS_COV_MAX_D + 1, 2);
+    c.aggregator = DPS_AGG_COVARIANCE;
+    CHECK(dps_config_check(&c, &why) == DPS_ELIMIT, "covariance d limit");
+    free(X); free(B);
+    dps_rng_destroy(&rng);
+}
+
 int main(void)
 {
     dps_rng *rng = NULL;
@@ -425,5 +485,6 @@ int main(void)
         CHECK(dps_estimator_new(&e, &c) == DPS_EINVAL && e == NULL, "new refuses");
     }
     dps_rng_destroy(&rng);
+    s_test_covariance();
     return check_summary();
 }

@@ -133,16 +133,18 @@ int main(void)
     }
     free(buf);
     dps_snapshot_destroy(&s);
-    /* the histogram aggregator's value round-trips; an unknown value is refused */
-    in.aggregator = DPS_AGG_HISTOGRAM;
-    dps_snapshot_new(&s, &in, basis);
-    dps_snapshot_encode(s, &buf, &len);
-    CHECK(dps_snapshot_decode(buf, len, &back) == DPS_OK, "histogram snapshot decodes");
-    dps_snapshot_get_info(back, &out);
-    CHECK(out.aggregator == DPS_AGG_HISTOGRAM, "histogram aggregator round-trips");
-    dps_snapshot_destroy(&back);
-    free(buf);
-    dps_snapshot_destroy(&s);
+    /* the histogram and covariance values round-trip; an unknown value is refused */
+    for (int a = DPS_AGG_HISTOGRAM; a <= DPS_AGG_COVARIANCE; a++) {
+        in.aggregator = (dps_aggregator)a;
+        dps_snapshot_new(&s, &in, basis);
+        dps_snapshot_encode(s, &buf, &len);
+        CHECK(dps_snapshot_decode(buf, len, &back) == DPS_OK, "%s snapshot decodes", dps_aggregator_name(a));
+        dps_snapshot_get_info(back, &out);
+        CHECK(out.aggregator == (dps_aggregator)a, "%s aggregator round-trips", dps_aggregator_name(a));
+        dps_snapshot_destroy(&back);
+        free(buf);
+        dps_snapshot_destroy(&s);
+    }
     {
         Dps__Wire__Snapshot *mm = NULL;
         in.aggregator = DPS_AGG_REFERENCE;
@@ -150,7 +152,7 @@ int main(void)
         dps_snapshot_encode(s, &buf, &len);
         mm = dps__wire__snapshot__unpack(NULL, len, buf);
         free(buf);
-        mm->aggregator = (Dps__Wire__Aggregator)3;
+        mm->aggregator = (Dps__Wire__Aggregator)4;
         len = dps__wire__snapshot__get_packed_size(mm);
         buf = malloc(len);
         dps__wire__snapshot__pack(mm, buf);

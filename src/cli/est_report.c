@@ -61,8 +61,10 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
         est_ss_report_line(f, rel, r);
         s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
     } else {
-        fprintf(f, "epoch %llu  %s  rows %llu  buckets %.0f  radius %.3g", (unsigned long long)rel->epoch,
-                dps_status_name(rel->status), (unsigned long long)rel->rows_used, rel->buckets_used, rel->radius);
+        fprintf(f, "epoch %llu  %s  rows %llu", (unsigned long long)rel->epoch, dps_status_name(rel->status),
+                (unsigned long long)rel->rows_used);
+        if (s->cfg.aggregator != DPS_AGG_COVARIANCE) /* no buckets, no radius */
+            fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
         s_truth_part(f, rel);
         fprintf(f, "  rho this epoch %.3f", rel->rho_epoch);
         s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);

@@ -83,6 +83,10 @@ static const char s_synopsis[] =
     "                 eps = sqrt(2 --rho), delta = --delta, i.e. it is charged\n"
     "                 (--rho, --delta) like the others.  Needs buckets that agree\n"
     "                 to within a cell: only nearly exact subspaces.\n"
+    "  covariance     no buckets: each epoch's C = sum x x^T of its t*m rows and\n"
+    "                 iterative eigenvector sampling (as --method iterative, no\n"
+    "                 eigenvalues): pure eps-DP per epoch with eps = sqrt(2 --rho),\n"
+    "                 i.e. charged (--rho, 0).  d <= 4096 (a d x d matrix).\n"
     "Task mean (--task mean, DESIGN 3.8): --rho is the total; the subspace gets\n"
     "rho/2 (the estimator runs one epoch at rho/2, Analyze Gauss is called with\n"
     "rho/4) and the Gaussian mean of all rows the other rho/2; the output is the\n"
@@ -405,8 +409,11 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
             c->aggregator = DPS_AGG_PROJECTION;
         else if (strcmp(a->aggregator, "histogram") == 0)
             c->aggregator = DPS_AGG_HISTOGRAM;
+        else if (strcmp(a->aggregator, "covariance") == 0)
+            c->aggregator = DPS_AGG_COVARIANCE;
         else
-            USAGE("--aggregator: '%s' is not an aggregator; give reference, projection or histogram", a->aggregator);
+            USAGE("--aggregator: '%s' is not an aggregator; give reference, projection, histogram or covariance",
+                  a->aggregator);
     }
     c->hist_width = a->hist_width;
     if (a->split) {
@@ -778,8 +785,9 @@ int main(int argc, char **argv)
          "buckets open at once (W < t bounds memory; use only for rows in random order)", 0},
         {"--q", CLI_OPT_SIZE, &a.q, "Q", "10*k", "reference points (reference aggregator)", 0},
         {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
-         "reference (projected reference points), projection (d x d, d <= 10000) or histogram (Singhal-Steinke "
-         "grid histogram, (sqrt(2 rho), delta)-DP)", 0},
+         "reference (projected reference points), projection (d x d, d <= 10000), histogram (Singhal-Steinke "
+         "grid histogram, (sqrt(2 rho), delta)-DP) or covariance (no buckets: each epoch's sum x x^T and iterative "
+         "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096)", 0},
         {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
          "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
         {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", "0.5", "WFC slope of the friend weights, in (0, 1]", 0},

@@ -406,6 +406,7 @@ static void s_config(const collector_options *o, const ledger *led, dps_config *
     cfg->q = o->q;
     cfg->aggregator = strcmp(o->aggregator, "projection") == 0  ? DPS_AGG_PROJECTION
                       : strcmp(o->aggregator, "histogram") == 0 ? DPS_AGG_HISTOGRAM
+                      : strcmp(o->aggregator, "covariance") == 0 ? DPS_AGG_COVARIANCE
                                                                 : DPS_AGG_REFERENCE;
     cfg->hist_width = o->hist_width;
     cfg->rho_epoch = o->rho_epoch;

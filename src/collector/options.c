@@ -25,8 +25,11 @@ static const opt_def s_opts[] = {
     {"window", OPT_U64, F(window), "N", "buckets open at once (default t: an exactly uniform partition;"
                                         " smaller only for shuffled streams)"},
     {"q", OPT_U64, F(q), "N", "reference points (default 10k)"},
-    {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default), projection (d <= 10000) or histogram"
-                                                    " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"},
+    {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default), projection (d <= 10000), histogram"
+                                                    " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"
+                                                    " or covariance (no buckets: the epoch's sum x x^T and"
+                                                    " iterative eigenvector sampling, pure eps-DP with"
+                                                    " eps = sqrt(2 rho-epoch), d <= 4096)"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch (default 1)"},
     {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-8; deltas add up across epochs)"},
@@ -251,8 +254,9 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     if (!o->window)
         o->window = o->t;
     if (strcmp(o->aggregator, "reference") && strcmp(o->aggregator, "projection") &&
-        strcmp(o->aggregator, "histogram")) {
-        snprintf(err, errlen, "--aggregator: '%s' is none of reference, projection, histogram", o->aggregator);
+        strcmp(o->aggregator, "histogram") && strcmp(o->aggregator, "covariance")) {
+        snprintf(err, errlen, "--aggregator: '%s' is none of reference, projection, histogram, covariance",
+                 o->aggregator);
         return -1;
     }
     if (o->hist_width != 0 && strcmp(o->aggregator, "histogram")) {

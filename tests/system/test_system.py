@@ -463,6 +463,46 @@ def test_weak_snapshot():
     c.stop()
 
 
+def test_other_mechanisms():
+    """The collector runs the histogram aggregator and the covariance mechanism end to end."""
+    rng = np.random.default_rng(12)
+    # covariance: no buckets, every row of the epoch used, pure eps-DP charged (rho, 0).  With eps = 2,
+    # n = 240 rows near a 2-dim span in d = 20, each exponential-mechanism draw has sin^2 about
+    # chi^2_18 / (eps n / 2) = 18/240 (see tests/test_estimator.c): sin < 0.6 with a wide margin.
+    c = Collector("cov", d=20, k=2, t=60, extra=("--aggregator", "covariance", "--rho-epoch", "2")).start()
+    sub = c.subscriber()
+    rows, basis = synth(240, 20, 2, 2e4, rng)
+    send_rows(c, rows)
+    s = sub.recv(10000)
+    ok = s is not None and s.status == "released" and s.aggregator == "covariance"
+    check(ok, f"covariance snapshot released ({s and s.describe()})")
+    if ok:
+        check(s.rows_used == 240 and s.buckets_used == 0, "covariance: all 240 rows used, no buckets")
+        check(s.rho_epoch == 2.0 and s.delta_epoch == 0.0, "covariance: charged (rho 2, delta 0)")
+        sn = sin_angle(s.basis, basis)
+        check(sn < 0.6 and not s.weak, f"covariance: sin {sn:.3f} to the truth, not flagged weak")
+    total, epochs = ledger_invariants(c, "covariance")
+    check(epochs == [0] and abs(total - 2.0) < 1e-12, "covariance: the ledger has epoch 0 at rho 2")
+    sub.close()
+    c.stop()
+    bad = subprocess.run([COLLECTOR, "--d", "5000", "--k", "2", "--aggregator", "covariance", "--insecure-plaintext",
+                          "--state-dir", os.path.join(TMP, "covbig")], capture_output=True, text=True)
+    check(bad.returncode == 2 and "4096" in bad.stderr, f"covariance refuses d = 5000: {bad.stderr.strip()}")
+    # histogram: nearly exact rows (tau = 1e6 d), so every bucket lands in one cell.
+    c = Collector("hist", d=40, k=2, t=60, extra=("--aggregator", "histogram")).start()
+    sub = c.subscriber()
+    rows, basis = synth(240, 40, 2, 4e7, rng)
+    send_rows(c, rows)
+    s = sub.recv(10000)
+    ok = s is not None and s.status == "released" and s.aggregator == "histogram"
+    check(ok, f"histogram snapshot released ({s and s.describe()})")
+    if ok:
+        sn = sin_angle(s.basis, basis)
+        check(sn < 0.2, f"histogram: sin {sn:.3f} to the truth")
+    sub.close()
+    c.stop()
+
+
 def fill_epochs(c, n_epochs, rng, seed_rows=None):
     rows, _ = synth(c.t * c.m * n_epochs, c.d, c.k, 10.0 * c.d, rng)
     send_rows(c, rows)
@@ -555,7 +595,7 @@ def test_crashes():
 
 def main():
     tests = [test_end_to_end_tcp_curve, test_bad_input_ipc, test_plaintext_rules, test_budget_cap,
-             test_backpressure, test_period_and_config_file, test_weak_snapshot, test_crashes]
+             test_backpressure, test_period_and_config_file, test_weak_snapshot, test_other_mechanisms, test_crashes]
     for t in tests:
         t0 = time.time()
         print(f"{t.__name__}:", flush=True)
