@@ -94,6 +94,12 @@ const cli_opt *cli_opt_find(const cli_opt *opts, size_t n_opts, const char *name
     return NULL;
 }
 
+int cli_opt_given(const cli_opt *opts, size_t n_opts, const char *name)
+{
+    const cli_opt *o = cli_opt_find(opts, n_opts, name);
+    return o && o->given;
+}
+
 /* The table entry whose name equals the first len bytes of arg, or NULL. */
 static cli_opt *s_find_n(cli_opt *opts, size_t n_opts, const char *arg, size_t len)
 {

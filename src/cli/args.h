@@ -82,6 +82,16 @@ int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const ch
 
 /* The table entry named name, or NULL. */
 const cli_opt *cli_opt_find(const cli_opt *opts, size_t n_opts, const char *name);
+/* 1 if the option named name is in the table and was given. */
+int cli_opt_given(const cli_opt *opts, size_t n_opts, const char *name);
+
+/* Print a usage error (one line) and return CLI_EXIT_USAGE from the calling
+   function. */
+#define CLI_USAGE(...)              \
+    do {                            \
+        cli_error(__VA_ARGS__);     \
+        return CLI_EXIT_USAGE;      \
+    } while (0)
 
 /* Print --help: synopsis (free text), every option with its value, default and
    meaning, word-wrapped, then epilogue (free text, may be NULL). */

@@ -39,11 +39,6 @@ static const char *s_name(est_method m)
     return m == EST_ITERATIVE ? "iterative" : m == EST_COV_LAPLACE ? "cov-laplace" : "cov-gaussian";
 }
 
-#define USAGE(...)              \
-    do {                        \
-        cli_error(__VA_ARGS__); \
-        return CLI_EXIT_USAGE;  \
-    } while (0)
 
 int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N])
 {
@@ -51,23 +46,23 @@ int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N])
     if (!est_is_cov(s->method)) {
         if ((given[EST_COV_GIVEN_EPS] && s->method != EST_EXACT) || given[EST_COV_GIVEN_EPS_VALUES] ||
             given[EST_COV_GIVEN_COV_OUT])
-            USAGE("--eps, --eps-values and --cov-out apply only to --method iterative, cov-laplace, cov-gaussian "
+            CLI_USAGE("--eps, --eps-values and --cov-out apply only to --method iterative, cov-laplace, cov-gaussian "
                   "(--eps also to exact); drop them (the other methods take --rho)");
         return 0;
     }
     const char *m = s_name(s->method);
     if (s->task != EST_SUBSPACE)
-        USAGE("--task mean is not available for --method %s; drop --task", m);
+        CLI_USAGE("--task mean is not available for --method %s; drop --task", m);
     if (given[EST_COV_GIVEN_RHO])
-        USAGE("--method %s is (eps, delta)-DP and takes --eps, not --rho; give --eps", m);
+        CLI_USAGE("--method %s is (eps, delta)-DP and takes --eps, not --rho; give --eps", m);
     if (!given[EST_COV_GIVEN_EPS])
-        USAGE("--method %s needs --eps E (its privacy budget, > 0)", m);
+        CLI_USAGE("--method %s needs --eps E (its privacy budget, > 0)", m);
     if (!(c->eps > 0) || !isfinite(c->eps))
-        USAGE("--eps must be positive and finite (got %g)", c->eps);
+        CLI_USAGE("--eps must be positive and finite (got %g)", c->eps);
     if (s->method != EST_COV_GAUSSIAN && given[EST_COV_GIVEN_DELTA])
-        USAGE("--method %s is pure eps-DP and takes no --delta; drop it", m);
+        CLI_USAGE("--method %s is pure eps-DP and takes no --delta; drop it", m);
     if (s->method != EST_ITERATIVE && (given[EST_COV_GIVEN_EPS_VALUES] || given[EST_COV_GIVEN_SPLIT]))
-        USAGE("--eps-values and --split apply to --method iterative only (not %s); drop them", m);
+        CLI_USAGE("--eps-values and --split apply to --method iterative only (not %s); drop them", m);
     c->split_v = DPS_SPLIT_UNIFORM;
     if (c->split) {
         if (strcmp(c->split, "uniform") == 0)
@@ -75,7 +70,7 @@ int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N])
         else if (strcmp(c->split, "adaptive") == 0)
             c->split_v = DPS_SPLIT_ADAPTIVE;
         else
-            USAGE("--split: '%s' is not a split for --method iterative; give uniform or adaptive", c->split);
+            CLI_USAGE("--split: '%s' is not a split for --method iterative; give uniform or adaptive", c->split);
     }
     c->eps_values_abs = 0;
     if (s->method == EST_ITERATIVE) {
@@ -88,21 +83,21 @@ int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N])
             double x;
             int share = len > 0 && v[len - 1] == '%';
             if (len == 0 || len >= sizeof buf)
-                USAGE("--eps-values: '%s' is not a number or a share like 50%%", v);
+                CLI_USAGE("--eps-values: '%s' is not a number or a share like 50%%", v);
             memcpy(buf, v, len + 1);
             if (share)
                 buf[len - 1] = '\0';
             if (cli_parse_double(buf, &x) || !(x >= 0))
-                USAGE("--eps-values: '%s' is not a non-negative number or a share like 50%%", v);
+                CLI_USAGE("--eps-values: '%s' is not a non-negative number or a share like 50%%", v);
             c->eps_values_abs = share ? c->eps * x / 100 : x;
             if (!(c->eps_values_abs < c->eps))
-                USAGE("--eps-values %g must be less than --eps %g (the rest samples the directions)",
+                CLI_USAGE("--eps-values %g must be less than --eps %g (the rest samples the directions)",
                       c->eps_values_abs, c->eps);
         }
         if (c->split_v == DPS_SPLIT_ADAPTIVE && !(c->eps_values_abs > 0))
-            USAGE("--split adaptive allocates by the noisy eigenvalues: give --eps-values > 0");
+            CLI_USAGE("--split adaptive allocates by the noisy eigenvalues: give --eps-values > 0");
         if (c->cov_out && !(c->eps_values_abs > 0))
-            USAGE("--cov-out needs the eigenvalues: give --eps-values > 0 (e.g. 50%%)");
+            CLI_USAGE("--cov-out needs the eigenvalues: give --eps-values > 0 (e.g. 50%%)");
     }
     if (c->cov_out) {
         cli_msg msg;
@@ -111,32 +106,11 @@ int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N])
             return CLI_EXIT_USAGE;
         }
         if ((s->out && strcmp(s->out, c->cov_out) == 0) || (s->json && strcmp(s->json, c->cov_out) == 0))
-            USAGE("--cov-out names the same file as --out or --json; give different files");
+            CLI_USAGE("--cov-out names the same file as --out or --json; give different files");
     }
     return 0;
 }
 
-/* Append a release (as est_run.c's helper does: numbers that do not apply
-   are NaN).  NULL when out of memory. */
-static est_release *s_new_release(est_result *r)
-{
-    if (r->n_rel == r->cap_rel) {
-        size_t cap = r->cap_rel ? 2 * r->cap_rel : 8;
-        est_release *nr = realloc(r->rel, cap * sizeof *nr);
-        if (!nr)
-            return NULL;
-        r->rel = nr;
-        r->cap_rel = cap;
-    }
-    est_release *e = &r->rel[r->n_rel++];
-    memset(e, 0, sizeof *e);
-    e->status = DPS_SNAP_FAILED;
-    snprintf(e->reason, sizeof e->reason, "did not run");
-    e->buckets_used = e->radius = e->w_hat = NAN;
-    e->rho_epoch = e->delta_epoch = e->rho_total = e->delta_total = e->eps_total = e->delta_target = NAN;
-    e->sin_to_truth = e->fro_to_truth = NAN;
-    return e;
-}
 
 /* Count NaN / Inf / zero rows as the other methods report them. */
 static void s_count_rows(const float *X, size_t n, size_t d, est_result *r)
@@ -200,7 +174,7 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
     double *C = calloc(d * d, sizeof *C);
     double *Ch = (c->cov_out || s->method != EST_ITERATIVE) ? calloc(d * d, sizeof *Ch) : NULL;
     float *V = malloc(k * d * sizeof *V);
-    est_release *rel = s_new_release(r);
+    est_release *rel = est_release_new(r);
     dps_accountant *acc = NULL;
     int rc = (C && V && rel && (Ch || !(c->cov_out || s->method != EST_ITERATIVE)))
                  ? dps_accountant_new(&acc, &s->cfg.cap, &s->cfg.spent_before)
@@ -247,28 +221,12 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
         } else {
             rel->status = DPS_SNAP_RELEASED;
             rel->reason[0] = '\0';
-            if (!(r->basis = malloc(k * d * sizeof *r->basis))) {
-                cli_error("out of memory keeping the released basis");
-                code = CLI_EXIT_RUNTIME;
-            } else {
-                memcpy(r->basis, V, k * d * sizeof *V);
-                if (s->truth_basis) {
-                    double fro = NAN;
-                    rel->sin_to_truth = dps_subspace_sin(V, s->truth_basis, k, d, &fro);
-                    rel->fro_to_truth = fro;
-                }
-            }
+            code = est_basis_keep(s, r, rel, V);
             if (!code && c->cov_out && !(code = s_write_cov(c->cov_out, Ch, d)))
                 cr->cov_written = c->cov_out;
         }
     }
-    r->spent = dps_accountant_spent(acc);
-    r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
-    rel->rho_total = r->spent.rho;
-    rel->delta_total = r->spent.delta;
-    rel->eps_total = r->eps_total;
-    if (!code)
-        est_report_release(s, rel, r);
+    code = est_release_finish(s, r, rel, acc, code);
 out:
     dps_accountant_destroy(&acc);
     free(C);

@@ -24,57 +24,47 @@ static const char *const s_not_rgrad[] = {"--k", "--k-max", "--eps-k", "--beta-k
                                           "--out-prefix", "--mean-out", "--truth", "--cap-rho", "--cap-eps",
                                           "--workers"};
 
-static int s_given(const cli_opt *opts, size_t n, const char *name)
-{
-    const cli_opt *o = cli_opt_find(opts, n, name);
-    return o && o->given;
-}
 
-#define USAGE(...)              \
-    do {                        \
-        cli_error(__VA_ARGS__); \
-        return CLI_EXIT_USAGE;  \
-    } while (0)
 
 /* Flags to a configuration (d1, d2, r known).  0 or CLI_EXIT_USAGE. */
 static int s_config(const est_rgrad_flags *f, const est_rgrad_common *c, const cli_opt *opts, size_t n_opts,
                     dps_rgrad_config *cfg)
 {
     for (size_t i = 0; i < sizeof s_not_rgrad / sizeof s_not_rgrad[0]; i++)
-        if (s_given(opts, n_opts, s_not_rgrad[i]))
-            USAGE("%s does not apply to --method rgrad; drop it (rgrad takes --d1 --d2 --r, see --help)",
+        if (cli_opt_given(opts, n_opts, s_not_rgrad[i]))
+            CLI_USAGE("%s does not apply to --method rgrad; drop it (rgrad takes --d1 --d2 --r, see --help)",
                   s_not_rgrad[i]);
-    if (!s_given(opts, n_opts, "--d1") || !s_given(opts, n_opts, "--d2") || !s_given(opts, n_opts, "--r"))
-        USAGE("--method rgrad needs --d1, --d2 and --r (the shape of X_i and the rank); see --help");
+    if (!cli_opt_given(opts, n_opts, "--d1") || !cli_opt_given(opts, n_opts, "--d2") || !cli_opt_given(opts, n_opts, "--r"))
+        CLI_USAGE("--method rgrad needs --d1, --d2 and --r (the shape of X_i and the rank); see --help");
     if (f->r < 1 || f->r >= f->d1 || f->r >= f->d2)
-        USAGE("--r must satisfy 1 <= r < min(d1, d2) (got r = %zu, d1 = %zu, d2 = %zu)", f->r, f->d1, f->d2);
+        CLI_USAGE("--r must satisfy 1 <= r < min(d1, d2) (got r = %zu, d1 = %zu, d2 = %zu)", f->r, f->d1, f->d2);
     if (!(c->rho > 0) || !isfinite(c->rho))
-        USAGE("--rho must be positive (got %g)", c->rho);
+        CLI_USAGE("--rho must be positive (got %g)", c->rho);
     if (!(c->delta > 0 && c->delta < 1))
-        USAGE("--delta must be in (0, 1) (got %g)", c->delta);
+        CLI_USAGE("--delta must be in (0, 1) (got %g)", c->delta);
     if (!(c->delta_target > 0 && c->delta_target < 1))
-        USAGE("--delta-target must be in (0, 1) (got %g)", c->delta_target);
+        CLI_USAGE("--delta-target must be in (0, 1) (got %g)", c->delta_target);
     dps_rgrad_config_init(cfg, f->d1, f->d2, f->r);
-    if (s_given(opts, n_opts, "--iters"))
+    if (cli_opt_given(opts, n_opts, "--iters"))
         cfg->iters = f->iters;
-    if (s_given(opts, n_opts, "--eta"))
+    if (cli_opt_given(opts, n_opts, "--eta"))
         cfg->eta = f->eta;
-    if (s_given(opts, n_opts, "--clip"))
+    if (cli_opt_given(opts, n_opts, "--clip"))
         cfg->clip_grad = f->clip;
-    if (s_given(opts, n_opts, "--clip-init"))
+    if (cli_opt_given(opts, n_opts, "--clip-init"))
         cfg->clip_init = f->clip_init;
-    if (s_given(opts, n_opts, "--clip-sigma"))
+    if (cli_opt_given(opts, n_opts, "--clip-sigma"))
         cfg->clip_sigma = f->clip_sigma;
-    if (s_given(opts, n_opts, "--groups")) {
+    if (cli_opt_given(opts, n_opts, "--groups")) {
         if (f->groups < 2)
-            USAGE("--groups must be at least 2 (got %zu); leave it out for the automatic choice", f->groups);
+            CLI_USAGE("--groups must be at least 2 (got %zu); leave it out for the automatic choice", f->groups);
         cfg->groups = f->groups;
     }
-    if (s_given(opts, n_opts, "--init-obs")) {
+    if (cli_opt_given(opts, n_opts, "--init-obs")) {
         if (!f->streaming)
-            USAGE("--init-obs applies only with --streaming (batch mode reads all observations everywhere)");
+            CLI_USAGE("--init-obs applies only with --streaming (batch mode reads all observations everywhere)");
         if (f->init_obs < 1)
-            USAGE("--init-obs must be at least 1");
+            CLI_USAGE("--init-obs must be at least 1");
         cfg->init_obs = f->init_obs;
     }
     cfg->streaming = f->streaming;
@@ -84,7 +74,7 @@ static int s_config(const est_rgrad_flags *f, const est_rgrad_common *c, const c
     const char *why = NULL;
     int rc = dps_rgrad_config_check(cfg, 1u << 30, &why); /* n is checked after reading */
     if (rc)
-        USAGE("impossible rgrad settings: %s (see --help)", why ? why : dps_strerror(rc));
+        CLI_USAGE("impossible rgrad settings: %s (see --help)", why ? why : dps_strerror(rc));
     return 0;
 }
 
@@ -164,12 +154,12 @@ int est_rgrad_main(const est_rgrad_flags *f, const est_rgrad_common *c, const cl
             return CLI_EXIT_USAGE;
         }
     if (c->out && c->json && strcmp(c->out, c->json) == 0)
-        USAGE("--out and --json name the same file '%s'; give different files", c->out);
+        CLI_USAGE("--out and --json name the same file '%s'; give different files", c->out);
     if (!c->input)
-        USAGE("no input: give a .npy of rows [vec(X_i), y_i] (dps-gen --trace-regression); see --help");
+        CLI_USAGE("no input: give a .npy of rows [vec(X_i), y_i] (dps-gen --trace-regression); see --help");
     cli_format fmt = CLI_FMT_AUTO;
     if (c->format && cli_format_parse(c->format, &fmt))
-        USAGE("--format: '%s' is not a format; give npy, csv or raw", c->format);
+        CLI_USAGE("--format: '%s' is not a format; give npy, csv or raw", c->format);
     if (fmt == CLI_FMT_AUTO)
         fmt = cli_format_from_path(c->input);
     size_t D = cfg.d1 * cfg.d2, n = 0, d = 0;

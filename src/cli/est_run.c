@@ -16,7 +16,7 @@
 /* ------------------------------------------------------------- helpers */
 /* Append a release marked "failed: did not run" with every number that does
    not apply set to NaN; NULL when out of memory. */
-static est_release *s_new_release(est_result *r)
+est_release *est_release_new(est_result *r)
 {
     if (r->n_rel == r->cap_rel) {
         size_t cap = r->cap_rel ? 2 * r->cap_rel : 8;
@@ -38,7 +38,7 @@ static est_release *s_new_release(est_result *r)
 
 /* Keep V (k x d) as the last released basis and measure it against the
    truth.  Returns 0 or CLI_EXIT_RUNTIME (message printed). */
-static int s_keep_basis(const est_settings *s, est_result *r, est_release *rel, const float *V)
+int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V)
 {
     size_t kd = r->k * r->d;
     if (!r->basis && !(r->basis = malloc(kd * sizeof *r->basis))) {
@@ -52,6 +52,18 @@ static int s_keep_basis(const est_settings *s, est_result *r, est_release *rel, 
         rel->fro_to_truth = fro;
     }
     return 0;
+}
+
+int est_release_finish(const est_settings *s, est_result *r, est_release *rel, const dps_accountant *acc, int code)
+{
+    r->spent = dps_accountant_spent(acc);
+    r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
+    rel->rho_total = r->spent.rho;
+    rel->delta_total = r->spent.delta;
+    rel->eps_total = r->eps_total;
+    if (!code)
+        est_report_release(s, rel, r);
+    return code;
 }
 
 /* Count rows with NaN, Inf (and no NaN) or zero norm, like the estimator
@@ -134,7 +146,7 @@ static int s_close_epoch(const est_settings *s, est_result *r, dps_estimator *e)
     }
     dps_snapshot_info in;
     dps_snapshot_get_info(snap, &in);
-    est_release *rel = s_new_release(r);
+    est_release *rel = est_release_new(r);
     if (!rel) {
         dps_snapshot_destroy(&snap);
         cli_error("out of memory recording the epoch");
@@ -156,7 +168,7 @@ static int s_close_epoch(const est_settings *s, est_result *r, dps_estimator *e)
     int code = 0;
     const float *V = dps_snapshot_basis(snap);
     if (V) {
-        code = s_keep_basis(s, r, rel, V);
+        code = est_basis_keep(s, r, rel, V);
         if (!code && s->out_prefix) {
             size_t len = strlen(s->out_prefix) + 32;
             char *path = malloc(len);
@@ -263,7 +275,7 @@ static int s_run_topk(const est_settings *s, est_result *r, float *X, size_t n)
     s_scan_rows(X, n, r->d, 1, r);
     r->rows_subspace = n;
     float *V = malloc(r->k * r->d * sizeof *V);
-    est_release *rel = s_new_release(r);
+    est_release *rel = est_release_new(r);
     if (!V || !rel) {
         free(V);
         cli_error("out of memory for the basis");
@@ -278,7 +290,7 @@ static int s_run_topk(const est_settings *s, est_result *r, float *X, size_t n)
     rel->status = DPS_SNAP_RELEASED;
     snprintf(rel->reason, sizeof rel->reason, "NOT PRIVATE: the exact top-%zu subspace of the rows, no noise", r->k);
     rel->rows_used = n;
-    int code = s_keep_basis(s, r, rel, V);
+    int code = est_basis_keep(s, r, rel, V);
     free(V);
     est_report_release(s, rel, r);
     return code;
@@ -295,7 +307,7 @@ static int s_run_analyze(const est_settings *s, est_result *r, float *X, size_t 
     dps_zcdp cost = {rho_sub, s->delta};
     dps_accountant *acc = NULL;
     float *V = malloc(r->k * r->d * sizeof *V);
-    est_release *rel = s_new_release(r);
+    est_release *rel = est_release_new(r);
     int rc = (V && rel) ? dps_accountant_new(&acc, &s->cfg.cap, &s->cfg.spent_before) : DPS_ENOMEM;
     if (rc) {
         free(V);
@@ -325,17 +337,11 @@ static int s_run_analyze(const est_settings *s, est_result *r, float *X, size_t 
             snprintf(rel->reason, sizeof rel->reason,
                      "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent");
         if (!code && released)
-            code = s_keep_basis(s, r, rel, V);
+            code = est_basis_keep(s, r, rel, V);
     }
-    r->spent = dps_accountant_spent(acc);
-    r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
-    rel->rho_total = r->spent.rho;
-    rel->delta_total = r->spent.delta;
-    rel->eps_total = r->eps_total;
+    code = est_release_finish(s, r, rel, acc, code);
     dps_accountant_destroy(&acc);
     free(V);
-    if (!code)
-        est_report_release(s, rel, r);
     return code;
 }
 
@@ -502,12 +508,6 @@ int est_run(const est_settings *s, est_result *r)
     return code;
 }
 
-est_release *est_release_new(est_result *r) { return s_new_release(r); }
-
-int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V)
-{
-    return s_keep_basis(s, r, rel, V);
-}
 
 void est_result_free(est_result *r)
 {

@@ -73,15 +73,9 @@ int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n
             code = est_basis_keep(s, r, rel, V);
         }
     }
-    r->spent = dps_accountant_spent(acc);
-    r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
-    rel->rho_total = r->spent.rho;
-    rel->delta_total = r->spent.delta;
-    rel->eps_total = r->eps_total;
+    code = est_release_finish(s, r, rel, acc, code);
     dps_accountant_destroy(&acc);
     free(V);
-    if (!code)
-        est_report_release(s, rel, r);
     return code;
 }
 

@@ -169,19 +169,7 @@ typedef struct {
     const char *eps_values, *cov_out;
 } est_args;
 
-/* 1 if the option named name was given. */
-static int s_given(const cli_opt *opts, size_t n, const char *name)
-{
-    const cli_opt *o = cli_opt_find(opts, n, name);
-    return o && o->given;
-}
 
-/* Print a usage error and return CLI_EXIT_USAGE from the calling function. */
-#define USAGE(...)                  \
-    do {                            \
-        cli_error(__VA_ARGS__);     \
-        return CLI_EXIT_USAGE;      \
-    } while (0)
 
 /* Parse "S:C:M" into three positive numbers. */
 static int s_parse_split(const char *v, double out[3])
@@ -215,10 +203,10 @@ static int s_parse_split(const char *v, double out[3])
 static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
 {
     if (a->in && pos)
-        USAGE("give the input once: either --in FILE or a file argument, not both");
+        CLI_USAGE("give the input once: either --in FILE or a file argument, not both");
     s->input = a->in ? a->in : pos;
     if (!s->input)
-        USAGE("no input: give a .npy, .csv or raw float32 file (or - for standard input); see --help");
+        CLI_USAGE("no input: give a .npy, .csv or raw float32 file (or - for standard input); see --help");
     if (strcmp(a->method, "estimator") == 0)
         s->method = EST_ESTIMATOR;
     else if (strcmp(a->method, "topk") == 0)
@@ -230,79 +218,79 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     else if (strcmp(a->method, "exact") == 0)
         s->method = EST_EXACT;
     else if (est_cov_method(a->method, &s->method) != 0)
-        USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, iterative, cov-laplace, "
+        CLI_USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, iterative, cov-laplace, "
               "cov-gaussian, exact, rgrad or choose-k", a->method);
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;
     else if (strcmp(a->task, "mean") == 0)
         s->task = EST_MEAN;
     else
-        USAGE("--task: '%s' is not a task; give subspace or mean", a->task);
+        CLI_USAGE("--task: '%s' is not a task; give subspace or mean", a->task);
     s->format = CLI_FMT_AUTO;
     if (a->format && cli_format_parse(a->format, &s->format))
-        USAGE("--format: '%s' is not a format; give npy, csv or raw", a->format);
-    int k_max = s_given(opts, n_opts, "--k-max");
-    if (s_given(opts, n_opts, "--k") && k_max)
-        USAGE("give --k K (a known k) or --k-max K (choose k privately), not both");
+        CLI_USAGE("--format: '%s' is not a format; give npy, csv or raw", a->format);
+    int k_max = cli_opt_given(opts, n_opts, "--k-max");
+    if (cli_opt_given(opts, n_opts, "--k") && k_max)
+        CLI_USAGE("give --k K (a known k) or --k-max K (choose k privately), not both");
     if (s->method == EST_CHOOSE_K && !k_max)
-        USAGE("--method choose-k needs --k-max K, the largest k to consider");
-    if (!k_max && (s_given(opts, n_opts, "--eps-k") || s_given(opts, n_opts, "--beta-k")))
-        USAGE("--eps-k and --beta-k apply only with --k-max (choosing k privately)");
-    if (!s_given(opts, n_opts, "--k") && !k_max)
-        USAGE("--k K is required (the subspace dimension, 1 <= k < d), or --k-max K to choose it; see --help");
+        CLI_USAGE("--method choose-k needs --k-max K, the largest k to consider");
+    if (!k_max && (cli_opt_given(opts, n_opts, "--eps-k") || cli_opt_given(opts, n_opts, "--beta-k")))
+        CLI_USAGE("--eps-k and --beta-k apply only with --k-max (choosing k privately)");
+    if (!cli_opt_given(opts, n_opts, "--k") && !k_max)
+        CLI_USAGE("--k K is required (the subspace dimension, 1 <= k < d), or --k-max K to choose it; see --help");
     if (!k_max && a->k < 1)
-        USAGE("--k must be at least 1 (got 0)");
+        CLI_USAGE("--k must be at least 1 (got 0)");
     if (k_max && (a->k_max < 1 || a->k_max > EST_K_MAX_LIMIT))
-        USAGE("--k-max must be in 1..%d (got %zu)", EST_K_MAX_LIMIT, a->k_max);
+        CLI_USAGE("--k-max must be in 1..%d (got %zu)", EST_K_MAX_LIMIT, a->k_max);
     if (k_max && !(a->eps_k > 0 && isfinite(a->eps_k)))
-        USAGE("--eps-k must be positive (got %g)", a->eps_k);
+        CLI_USAGE("--eps-k must be positive (got %g)", a->eps_k);
     if (k_max && !(a->beta_k > 0 && a->beta_k < 1))
-        USAGE("--beta-k must be in (0, 1) (got %g)", a->beta_k);
+        CLI_USAGE("--beta-k must be in (0, 1) (got %g)", a->beta_k);
     if (s->method == EST_CHOOSE_K && s->task == EST_MEAN)
-        USAGE("--method choose-k only chooses k; --task mean needs a subspace method");
+        CLI_USAGE("--method choose-k only chooses k; --task mean needs a subspace method");
     s->k_max = k_max ? a->k_max : 0;
     s->eps_k = a->eps_k;
     s->beta_k = a->beta_k;
     if (a->batch < 1)
-        USAGE("--batch must be at least 1 (got 0)");
+        CLI_USAGE("--batch must be at least 1 (got 0)");
     if (!(a->rho > 0))
-        USAGE("--rho must be positive (got %g)", a->rho);
+        CLI_USAGE("--rho must be positive (got %g)", a->rho);
     if (!(a->delta > 0 && a->delta < 1))
-        USAGE("--delta must be in (0, 1) (got %g)", a->delta);
+        CLI_USAGE("--delta must be in (0, 1) (got %g)", a->delta);
     if (!(a->delta_target > 0 && a->delta_target < 1))
-        USAGE("--delta-target must be in (0, 1) (got %g)", a->delta_target);
+        CLI_USAGE("--delta-target must be in (0, 1) (got %g)", a->delta_target);
     if (a->cap_rho < 0 || a->cap_eps < 0)
-        USAGE("--cap-rho and --cap-eps must be >= 0 (0 means no cap)");
+        CLI_USAGE("--cap-rho and --cap-eps must be >= 0 (0 means no cap)");
     static const char *const estimator_only[] = {"--t", "--m", "--window", "--q", "--aggregator", "--alpha",
                                                  "--tau", "--split", "--public-seed", "--batch",
                                                  "--close-partial", "--out-prefix"};
     for (size_t i = 0; i < est_rgrad_n_only_flags; i++)
-        if (s_given(opts, n_opts, est_rgrad_only_flags[i]))
-            USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
+        if (cli_opt_given(opts, n_opts, est_rgrad_only_flags[i]))
+            CLI_USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
     for (size_t i = 0; i < sizeof estimator_only / sizeof estimator_only[0]; i++)
-        if (s->method != EST_ESTIMATOR && s_given(opts, n_opts, estimator_only[i]) &&
+        if (s->method != EST_ESTIMATOR && cli_opt_given(opts, n_opts, estimator_only[i]) &&
             !(s->method == EST_ITERATIVE && strcmp(estimator_only[i], "--split") == 0))
-            USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
-    if (s->method != EST_EXACT && s_given(opts, n_opts, "--candidates"))
-        USAGE("--candidates applies only to --method exact (not %s); drop it", a->method);
+            CLI_USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
+    if (s->method != EST_EXACT && cli_opt_given(opts, n_opts, "--candidates"))
+        CLI_USAGE("--candidates applies only to --method exact (not %s); drop it", a->method);
     if (s->method == EST_EXACT) {
-        if (s_given(opts, n_opts, "--rho"))
-            USAGE("--method exact is (eps, delta)-DP: give --eps, not --rho");
+        if (cli_opt_given(opts, n_opts, "--rho"))
+            CLI_USAGE("--method exact is (eps, delta)-DP: give --eps, not --rho");
         if (s->task == EST_MEAN)
-            USAGE("--task mean is not available with --method exact");
+            CLI_USAGE("--task mean is not available with --method exact");
         if (!(a->eps > 0) || !isfinite(a->eps))
-            USAGE("--eps must be positive (got %g)", a->eps);
+            CLI_USAGE("--eps must be positive (got %g)", a->eps);
         if (!(a->delta <= 0.5))
-            USAGE("--method exact needs --delta <= 0.5 (got %g)", a->delta);
+            CLI_USAGE("--method exact needs --delta <= 0.5 (got %g)", a->delta);
     }
-    if (s_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
-        USAGE("--hist-width applies only to --aggregator histogram; drop it");
+    if (cli_opt_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
+        CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
     if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
-        USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
+        CLI_USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
     if (a->mean_out && s->task != EST_MEAN)
-        USAGE("--mean-out needs --task mean");
-    if (s->method == EST_ESTIMATOR && s->task == EST_MEAN && s_given(opts, n_opts, "--out-prefix"))
-        USAGE("--out-prefix is for several epochs; --task mean uses one: use --out");
+        CLI_USAGE("--mean-out needs --task mean");
+    if (s->method == EST_ESTIMATOR && s->task == EST_MEAN && cli_opt_given(opts, n_opts, "--out-prefix"))
+        CLI_USAGE("--out-prefix is for several epochs; --task mean uses one: use --out");
     const char *outs[][2] = {{a->out, "--out"}, {a->json, "--json"}, {a->mean_out, "--mean-out"}};
     for (size_t i = 0; i < 3; i++) {
         cli_msg m;
@@ -312,7 +300,7 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
         }
         for (size_t j = 0; j < i; j++)
             if (outs[i][0] && outs[j][0] && strcmp(outs[i][0], outs[j][0]) == 0)
-                USAGE("%s and %s name the same file '%s'; give different files", outs[j][1], outs[i][1], outs[i][0]);
+                CLI_USAGE("%s and %s name the same file '%s'; give different files", outs[j][1], outs[i][1], outs[i][0]);
     }
     if (a->out_prefix) {
         cli_msg m;
@@ -328,7 +316,7 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     s->close_partial = a->close_partial;
     s->rho = a->rho;
     s->delta = a->delta;
-    s->seeded = s_given(opts, n_opts, "--seed");
+    s->seeded = cli_opt_given(opts, n_opts, "--seed");
     s->seed = a->seed;
     s->truth = a->truth;
     s->out = a->out;
@@ -345,11 +333,11 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     s->cov.split = s->method == EST_ITERATIVE ? a->split : NULL;
     s->cov.cov_out = a->cov_out;
     int given[EST_COV_GIVEN_N] = {
-        [EST_COV_GIVEN_RHO] = s_given(opts, n_opts, "--rho"), [EST_COV_GIVEN_DELTA] = s_given(opts, n_opts, "--delta"),
-        [EST_COV_GIVEN_EPS] = s_given(opts, n_opts, "--eps"),
-        [EST_COV_GIVEN_EPS_VALUES] = s_given(opts, n_opts, "--eps-values"),
-        [EST_COV_GIVEN_SPLIT] = s_given(opts, n_opts, "--split"),
-        [EST_COV_GIVEN_COV_OUT] = s_given(opts, n_opts, "--cov-out")};
+        [EST_COV_GIVEN_RHO] = cli_opt_given(opts, n_opts, "--rho"), [EST_COV_GIVEN_DELTA] = cli_opt_given(opts, n_opts, "--delta"),
+        [EST_COV_GIVEN_EPS] = cli_opt_given(opts, n_opts, "--eps"),
+        [EST_COV_GIVEN_EPS_VALUES] = cli_opt_given(opts, n_opts, "--eps-values"),
+        [EST_COV_GIVEN_SPLIT] = cli_opt_given(opts, n_opts, "--split"),
+        [EST_COV_GIVEN_COV_OUT] = cli_opt_given(opts, n_opts, "--cov-out")};
     return est_cov_check(s, given);
 }
 
@@ -357,12 +345,12 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
 static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s)
 {
     if (s->k_max && s->k_max >= d)
-        USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
+        CLI_USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
     if (est_is_cov(s->method)) { /* d x d methods: 1 <= k <= d, no estimator configuration */
         if (a->k > d)
-            USAGE("--k %zu must be at most the row dimension d = %zu of the input; lower --k", a->k, d);
+            CLI_USAGE("--k %zu must be at most the row dimension d = %zu of the input; lower --k", a->k, d);
         if (d > DPS_COV_MAX_D)
-            USAGE("--method %s forms d x d matrices and refuses d = %zu (limit %d); use --method estimator",
+            CLI_USAGE("--method %s forms d x d matrices and refuses d = %zu (limit %d); use --method estimator",
                   a->method, d, DPS_COV_MAX_D);
         dps_config_init(&s->cfg, d, 1);
         s->cfg.k = a->k;
@@ -371,35 +359,35 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
         s->cfg.cap.delta_target = a->delta_target;
         s->cfg.seeded = s->seeded;
         s->cfg.seed = a->seed;
-        if (s_given(opts, n_opts, "--workers")) {
+        if (cli_opt_given(opts, n_opts, "--workers")) {
             if (a->workers < 1 || a->workers > 256)
-                USAGE("--workers must be in 1..256 (got %zu)", a->workers);
+                CLI_USAGE("--workers must be in 1..256 (got %zu)", a->workers);
             s->cfg.workers = (int)a->workers;
         }
         return 0;
     }
     if (a->k >= d)
-        USAGE("--k %zu must be less than the row dimension d = %zu of the input; lower --k", a->k, d);
+        CLI_USAGE("--k %zu must be less than the row dimension d = %zu of the input; lower --k", a->k, d);
     if (s->method == EST_ANALYZE_GAUSS && d > DPS_ANALYZE_GAUSS_MAX_D)
-        USAGE("analyze-gauss forms a d x d matrix and refuses d = %zu (limit %d); use --method estimator", d,
+        CLI_USAGE("analyze-gauss forms a d x d matrix and refuses d = %zu (limit %d); use --method estimator", d,
               DPS_ANALYZE_GAUSS_MAX_D);
     if (s->batch > SIZE_MAX / sizeof(float) / d)
-        USAGE("--batch %zu is too large for rows of %zu values; lower it", s->batch, d);
+        CLI_USAGE("--batch %zu is too large for rows of %zu values; lower it", s->batch, d);
     dps_config *c = &s->cfg;
     dps_config_init(c, d, a->k);
-    if (s_given(opts, n_opts, "--t")) {
+    if (cli_opt_given(opts, n_opts, "--t")) {
         c->t = a->t;
         c->window = a->t; /* the window follows t unless given */
     }
-    if (s_given(opts, n_opts, "--m"))
+    if (cli_opt_given(opts, n_opts, "--m"))
         c->m = a->m;
-    if (s_given(opts, n_opts, "--window"))
+    if (cli_opt_given(opts, n_opts, "--window"))
         c->window = a->window;
-    if (s_given(opts, n_opts, "--q"))
+    if (cli_opt_given(opts, n_opts, "--q"))
         c->q = a->q;
-    if (s_given(opts, n_opts, "--workers")) {
+    if (cli_opt_given(opts, n_opts, "--workers")) {
         if (a->workers < 1 || a->workers > 256)
-            USAGE("--workers must be in 1..256 (got %zu)", a->workers);
+            CLI_USAGE("--workers must be in 1..256 (got %zu)", a->workers);
         c->workers = (int)a->workers;
     }
     if (a->aggregator) {
@@ -412,14 +400,14 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
         else if (strcmp(a->aggregator, "covariance") == 0)
             c->aggregator = DPS_AGG_COVARIANCE;
         else
-            USAGE("--aggregator: '%s' is not an aggregator; give reference, projection, histogram or covariance",
+            CLI_USAGE("--aggregator: '%s' is not an aggregator; give reference, projection, histogram or covariance",
                   a->aggregator);
     }
     c->hist_width = a->hist_width;
     if (a->split) {
         double sp[3];
         if (s_parse_split(a->split, sp))
-            USAGE("--split: '%s' is not three positive numbers S:C:M, e.g. 0.2:0.1:0.7", a->split);
+            CLI_USAGE("--split: '%s' is not three positive numbers S:C:M, e.g. 0.2:0.1:0.7", a->split);
         c->split_search = sp[0];
         c->split_count = sp[1];
         c->split_mean = sp[2];
@@ -437,9 +425,9 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
     const char *why = NULL;
     int rc = dps_config_check(c, &why);
     if (rc == DPS_ELIMIT)
-        USAGE("%s; use --aggregator reference", why);
+        CLI_USAGE("%s; use --aggregator reference", why);
     if (rc)
-        USAGE("impossible settings: %s (see --help)", why ? why : dps_strerror(rc));
+        CLI_USAGE("impossible settings: %s (see --help)", why ? why : dps_strerror(rc));
     return 0;
 }
 
@@ -589,7 +577,7 @@ static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_resu
 {
     size_t d = cli_reader_dim(s->reader), n = 0;
     if (s->k_max >= d)
-        USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
+        CLI_USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
     dps_config *c = &s->cfg; /* what the JSON and the cap need before the full configuration */
     c->d = d;
     c->cap = (dps_budget){a->cap_rho, a->cap_eps, a->delta_target};
@@ -600,7 +588,7 @@ static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_resu
     int fits = dps_accountant_fits(acc, dps_zcdp_from_pure(s->eps_k));
     dps_accountant_destroy(&acc);
     if (!fits)
-        USAGE("choosing k with --eps-k %g (rho %g) alone would pass the budget cap; lower --eps-k or raise the cap",
+        CLI_USAGE("choosing k with --eps-k %g (rho %g) alone would pass the budget cap; lower --eps-k or raise the cap",
               s->eps_k, dps_zcdp_from_pure(s->eps_k).rho);
     cli_msg m;
     int code = cli_reader_read_all(s->reader, rows, &n, &m);
@@ -844,7 +832,7 @@ int main(int argc, char **argv)
         return rc;
     if (strcmp(a.method, "rgrad") == 0) {
         if (a.in && n_pos)
-            USAGE("give the input once: either --in FILE or a file argument, not both");
+            CLI_USAGE("give the input once: either --in FILE or a file argument, not both");
         est_rgrad_common c = {.input = a.in ? a.in : (n_pos ? pos[0] : NULL), .format = a.format, .out = a.out,
                               .json = a.json, .dim = a.dim, .rho = a.rho, .delta = a.delta,
                               .delta_target = a.delta_target, .seeded = cli_opt_find(opts, n_opts, "--seed")->given,

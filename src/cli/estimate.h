@@ -134,6 +134,9 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
 /* est_run.c's release list and basis keeper, for the methods in other files. */
 est_release *est_release_new(est_result *r);
 int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V);
+/* The end of a central (one-release) method: the run's totals from acc into r
+   and rel, and the progress line when code is 0.  Returns code. */
+int est_release_finish(const est_settings *s, est_result *r, est_release *rel, const dps_accountant *acc, int code);
 
 /* est_ss.c: run --method exact on all rows (X is the caller's); returns an
    exit code (message printed). */
