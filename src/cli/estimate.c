@@ -520,8 +520,9 @@ static int s_outcome(const est_settings *s, const est_result *r, char *msg, size
             snprintf(what, sizeof what, "epoch %llu", (unsigned long long)first->epoch);
         else
             snprintf(what, sizeof what, "%s", est_method_name(s->method));
-        const char *todo = first->status == DPS_SNAP_REFUSED
-                               ? "raise --cap-rho/--cap-eps, or spend less per release"
+        const char *todo = first->status == DPS_SNAP_REFUSED ? "raise --cap-rho/--cap-eps, or spend less per release"
+                           : s->method == EST_EXACT
+                               ? "give more rows lying exactly in a k-dimensional subspace, or a larger --eps"
                                : "give more rows per epoch, a larger --rho, or check that the rows lie near a "
                                  "k-dimensional subspace";
         snprintf(msg, n, "%s %s: %s; %s (%zu of %zu releases not made)", what,
