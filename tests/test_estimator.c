@@ -183,6 +183,54 @@ static void s_test_covariance(void)
     CHECK(in.status == DPS_SNAP_FAILED && in.epoch_cost.rho == 0 && l.calls == 3, "empty epoch: not run");
     dps_snapshot_destroy(&none);
     dps_estimator_destroy(&e);
+
+    /* The epoch spends what it is charged: with every row = e_1 (d = 3, 10
+       rows), C = 10 e_1 e_1' exactly, and the released direction's sin^2 to
+       e_1 has the law of dps_cov_iterative at eps = sqrt(2 rho) = 1.  Compare
+       the mean over 1500 epochs with 6000 direct draws at eps = 1 (within 5
+       combined se) and at eps = 2 (the law a doubled exponent would give:
+       more than 5 se away). */
+    {
+        size_t dd = 3, nn = 10;
+        float *E1 = calloc(nn * dd, sizeof *E1);
+        double *C1 = calloc(dd * dd, sizeof *C1);
+        for (size_t i = 0; i < nn; i++)
+            E1[i * dd] = 1.0f;
+        C1[0] = (double)nn;
+        dps_config ce = s_cfg(dd, 1, 5, 2, 77);
+        ce.aggregator = DPS_AGG_COVARIANCE;
+        ce.rho_epoch = 0.5;
+        ce.workers = 1;
+        dps_estimator *ee = NULL;
+        CHECK(dps_estimator_new(&ee, &ce) == DPS_OK, "small covariance estimator");
+        double m_ep = 0, v_ep = 0, m1 = 0, v1 = 0, m2 = 0, v2 = 0;
+        size_t R_ep = 1500, R = 6000;
+        for (size_t r = 0; r < R_ep && ee; r++) {
+            dps_snapshot *sn = s_run_epoch(ee, E1, nn, dd);
+            const float *v = dps_snapshot_basis(sn);
+            double s2 = v ? 1.0 - (double)v[0] * v[0] : 1.0;
+            m_ep += s2 / R_ep;
+            v_ep += s2 * s2 / R_ep;
+            dps_snapshot_destroy(&sn);
+        }
+        for (int which = 0; which < 2; which++)
+            for (size_t r = 0; r < R; r++) {
+                dps_iterative_params ip = {.k = 1, .eps = which ? 2.0 : 1.0, .eps_values = 0,
+                                           .split = DPS_SPLIT_UNIFORM};
+                float v[3];
+                dps_cov_iterative(C1, nn, dd, &ip, rng, v, NULL, NULL, NULL);
+                double s2 = 1.0 - (double)v[0] * v[0];
+                *(which ? &m2 : &m1) += s2 / R;
+                *(which ? &v2 : &v1) += s2 * s2 / R;
+            }
+        double se1 = sqrt((v_ep - m_ep * m_ep) / R_ep + (v1 - m1 * m1) / R);
+        double se2 = sqrt((v_ep - m_ep * m_ep) / R_ep + (v2 - m2 * m2) / R);
+        NOTE("covariance epoch: mean sin^2 %.4f; direct eps 1: %.4f, eps 2: %.4f", m_ep, m1, m2);
+        CHECK(fabs(m_ep - m1) < 5 * se1, "epoch draws at eps = sqrt(2 rho): %g vs %g (se %g)", m_ep, m1, se1);
+        CHECK(fabs(m_ep - m2) > 5 * se2, "and not at twice that: %g vs %g (se %g)", m_ep, m2, se2);
+        dps_estimator_destroy(&ee);
+        free(E1); free(C1);
+    }
     dps_config_init(&c, DPS_COV_MAX_D + 1, 2);
     c.aggregator = DPS_AGG_COVARIANCE;
     CHECK(dps_config_check(&c, &why) == DPS_ELIMIT, "covariance d limit");
