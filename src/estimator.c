@@ -231,8 +231,10 @@ int dps_config_check(const dps_config *c, const char **why)
 size_t dps_estimator_memory_bound(const dps_config *c)
 {
     size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
-    if (c->aggregator == DPS_AGG_COVARIANCE) /* C, its block, the sampler's d x d work (covariance.c) */
-        return c->d * c->d * sizeof(double) * 4 + COV_BLOCK * c->d * sizeof(double) + c->t * c->k * c->d * sizeof(float);
+    if (c->aggregator == DPS_AGG_COVARIANCE) /* C; the sampler's S, S2, P, Z (covariance.c) and an eigen-
+                                                decomposition's copy and vectors (la_syevr_top): 7 d x d doubles
+                                                (7.5 measured by tools/bench/bench-covariance; bound 8); C's block; V */
+        return c->d * c->d * sizeof(double) * 8 + COV_BLOCK * c->d * sizeof(double) + c->t * c->k * c->d * sizeof(float);
     size_t bufs = c->window + workers + 1;
     int ref = s_uses_reference(c);
     size_t b = bufs * c->m * c->d * sizeof(float) + c->t * c->k * c->d * sizeof(float);
