@@ -83,51 +83,15 @@ static size_t s_ref_cols(size_t n, size_t d, size_t elem, double cap_gb)
 int main(int argc, char **argv)
 {
     opts o = {0, 0, 125, 0, 0, 2, 1e-3, 1, 0, 1, 1, 2.0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t one;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            s_usage(stdout);
-            return 0;
-        } else if ((!strcmp(a, "--d") || !strcmp(a, "--k") || !strcmp(a, "--t") || !strcmp(a, "--window")) && v) {
-            if (b_parse_list(v, &one, 1) != 1) {
-                fprintf(stderr, "bench-aggregate: bad value for %s: %s\n", a, v);
-                return 2;
-            }
-            if (!strcmp(a, "--d"))
-                o.d = one;
-            else if (!strcmp(a, "--k"))
-                o.k = one;
-            else if (!strcmp(a, "--t"))
-                o.t = one;
-            else
-                o.window = one;
-            i++;
-        } else if (!strcmp(a, "--workers") && v) {
-            o.workers = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--noise") && v) {
-            o.noise = atof(v);
-            i++;
-        } else if (!strcmp(a, "--seed") && v) {
-            o.seed = strtoull(v, NULL, 10);
-            i++;
-        } else if (!strcmp(a, "--ref-max-gb") && v) {
-            o.ref_max_gb = atof(v);
-            i++;
-        } else if (!strcmp(a, "--no-ref")) {
-            o.ref = 0;
-        } else if (!strcmp(a, "--no-lib-gram")) {
-            o.lib_gram = 0;
-        } else if (!strcmp(a, "--force")) {
-            o.force = 1;
-        } else {
-            fprintf(stderr, "bench-aggregate: unknown or incomplete option %s\n", a);
-            s_usage(stderr);
-            return 2;
-        }
-    }
+    const b_flag flags[] = {
+        {"--d", 'z', &o.d}, {"--k", 'z', &o.k}, {"--t", 'z', &o.t}, {"--window", 'z', &o.window},
+        {"--workers", 'i', &o.workers}, {"--noise", 'd', &o.noise}, {"--seed", 'u', &o.seed},
+        {"--ref-max-gb", 'd', &o.ref_max_gb}, {"--no-ref", '0', &o.ref}, {"--no-lib-gram", '0', &o.lib_gram},
+        {"--force", '1', &o.force},
+    };
+    int prc = b_parse_flags(argc, argv, flags, sizeof flags / sizeof flags[0], "bench-aggregate", s_usage);
+    if (prc >= 0)
+        return prc;
     if (!o.d || !o.k || o.workers < 1 || !(o.noise >= 0) || !(o.ref_max_gb > 0)) {
         s_usage(stderr);
         return 2;

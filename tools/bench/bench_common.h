@@ -383,6 +383,55 @@ static inline size_t b_parse_list(const char *s, size_t *out, size_t n)
     return c;
 }
 
+/* A benchmark's flags: "--name VALUE" (kind 'z': a size, 1e4 allowed; 'i':
+   int; 'd': double; 'u': uint64) or a bare "--name" (kind '1': sets the int
+   to 1, '0': sets it to 0). */
+typedef struct {
+    const char *name;
+    char kind;
+    void *dst;
+} b_flag;
+
+/* Parse argv against the table; --help / -h prints usage to stdout.  Returns
+   -1 to go on, 0 after --help, 2 after a bad or unknown flag (said on
+   stderr, then the usage). */
+static inline int b_parse_flags(int argc, char **argv, const b_flag *f, size_t nf, const char *prog,
+                                void (*usage)(FILE *))
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        const b_flag *hit = NULL;
+        for (size_t j = 0; j < nf && !hit; j++)
+            if (!strcmp(a, f[j].name))
+                hit = &f[j];
+        int bare = hit && (hit->kind == '1' || hit->kind == '0');
+        if (!hit || (!bare && !v)) {
+            fprintf(stderr, "%s: unknown or incomplete option %s\n", prog, a);
+            usage(stderr);
+            return 2;
+        }
+        char *end = NULL;
+        switch (hit->kind) {
+        case '1': *(int *)hit->dst = 1; break;
+        case '0': *(int *)hit->dst = 0; break;
+        case 'z': end = b_parse_list(v, (size_t *)hit->dst, 1) == 1 ? (char *)"" : NULL; break;
+        case 'i': *(int *)hit->dst = (int)strtol(v, &end, 10); break;
+        case 'd': *(double *)hit->dst = strtod(v, &end); break;
+        case 'u': *(uint64_t *)hit->dst = strtoull(v, &end, 10); break;
+        }
+        if (!bare && (!end || *end)) {
+            fprintf(stderr, "%s: bad value for %s: %s\n", prog, a, v);
+            return 2;
+        }
+        i += !bare;
+    }
+    return -1;
+}
+
 static inline double b_peak_rss_bytes(void)
 {
     struct rusage ru;

@@ -85,58 +85,15 @@ static void s_regen_rows(uint64_t seed0, const float *B, size_t k, size_t d, siz
 int main(int argc, char **argv)
 {
     opts o = {0, 0, 125, 0, 0, 64, 2, 1e-3, 1.0, 1, 0, 1, 2.0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t one;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            s_usage(stdout);
-            return 0;
-        } else if ((!strcmp(a, "--d") || !strcmp(a, "--k") || !strcmp(a, "--t") || !strcmp(a, "--m") ||
-                    !strcmp(a, "--rows") || !strcmp(a, "--batch")) &&
-                   v) {
-            if (b_parse_list(v, &one, 1) != 1) {
-                fprintf(stderr, "bench-covariance: bad value for %s: %s\n", a, v);
-                return 2;
-            }
-            if (!strcmp(a, "--d"))
-                o.d = one;
-            else if (!strcmp(a, "--k"))
-                o.k = one;
-            else if (!strcmp(a, "--t"))
-                o.t = one;
-            else if (!strcmp(a, "--m"))
-                o.m = one;
-            else if (!strcmp(a, "--rows"))
-                o.rows = one;
-            else
-                o.batch = one;
-            i++;
-        } else if (!strcmp(a, "--workers") && v) {
-            o.workers = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--rho") && v) {
-            o.rho = atof(v);
-            i++;
-        } else if (!strcmp(a, "--noise") && v) {
-            o.noise = atof(v);
-            i++;
-        } else if (!strcmp(a, "--seed") && v) {
-            o.seed = strtoull(v, NULL, 10);
-            i++;
-        } else if (!strcmp(a, "--ref-max-gb") && v) {
-            o.ref_max_gb = atof(v);
-            i++;
-        } else if (!strcmp(a, "--no-ref")) {
-            o.ref = 0;
-        } else if (!strcmp(a, "--force")) {
-            o.force = 1;
-        } else {
-            fprintf(stderr, "bench-covariance: unknown or incomplete option %s\n", a);
-            s_usage(stderr);
-            return 2;
-        }
-    }
+    const b_flag flags[] = {
+        {"--d", 'z', &o.d}, {"--k", 'z', &o.k}, {"--t", 'z', &o.t}, {"--m", 'z', &o.m}, {"--rows", 'z', &o.rows},
+        {"--batch", 'z', &o.batch}, {"--workers", 'i', &o.workers}, {"--rho", 'd', &o.rho},
+        {"--noise", 'd', &o.noise}, {"--seed", 'u', &o.seed}, {"--ref-max-gb", 'd', &o.ref_max_gb},
+        {"--no-ref", '0', &o.ref}, {"--force", '1', &o.force},
+    };
+    int prc = b_parse_flags(argc, argv, flags, sizeof flags / sizeof flags[0], "bench-covariance", s_usage);
+    if (prc >= 0)
+        return prc;
     if (!o.d || !o.k || o.workers < 1 || !(o.noise >= 0) || !(o.rho > 0) || !(o.ref_max_gb > 0) || !o.batch) {
         s_usage(stderr);
         return 2;
