@@ -454,4 +454,45 @@ static inline double b_rss_bytes(void)
     return kb * 1024.0;
 }
 
+
+/* ----------------------------------------------------------- epoch close */
+/* What a timed dps_estimator_close_epoch gave: wall and CPU seconds, peak RSS
+   after it, the snapshot's info (reason not kept) and sin of its basis to
+   truth (-1 when not released); rc is the call's result. */
+typedef struct {
+    int rc;
+    double seconds, cpu, maxrss, sin;
+    dps_snapshot_info info;
+} b_closed;
+
+/* Close est's epoch, timed, then destroy est (the caller's pointer is
+   cleared).  Prints progress to stderr with the monotonic window (for perf),
+   and on failure the "# close failed" and RESULT lines. */
+static inline b_closed b_close_epoch_timed(dps_estimator **est, const float *truth, size_t k, size_t d)
+{
+    b_closed c;
+    memset(&c, 0, sizeof c);
+    c.sin = -1;
+    dps_snapshot *snap = NULL;
+    double t0 = b_now(), c0 = b_cpu();
+    c.rc = dps_estimator_close_epoch(*est, &snap);
+    c.seconds = b_now() - t0;
+    c.cpu = b_cpu() - c0;
+    c.maxrss = b_peak_rss_bytes();
+    fprintf(stderr, "progress: d=%zu k=%zu: closed in %.2f s (CLOCK_MONOTONIC %.6f to %.6f: for perf record -k mono, "
+            "perf report --time)\n", d, k, c.seconds, t0, t0 + c.seconds);
+    if (c.rc) {
+        printf("# close failed: %s\n", dps_strerror(c.rc));
+        printf("RESULT d=%zu k=%zu status=error-close\n", d, k);
+    } else {
+        dps_snapshot_get_info(snap, &c.info);
+        c.info.reason = "";
+        if (c.info.status == DPS_SNAP_RELEASED)
+            c.sin = dps_subspace_sin(dps_snapshot_basis(snap), truth, k, d, NULL);
+    }
+    dps_snapshot_destroy(&snap);
+    dps_estimator_destroy(est);
+    return c;
+}
+
 #endif

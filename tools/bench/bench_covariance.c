@@ -208,25 +208,11 @@ int main(int argc, char **argv)
     /* ---- close: iterative eigenvector sampling ---- */
     fprintf(stderr, "progress: d=%zu k=%zu: closing the epoch (iterative sampling, k=%zu draws)... (%.1f s)\n", d,
             k, k, b_now() - tp0);
-    dps_snapshot *snap = NULL;
-    double tc0 = b_now(), cc0 = b_cpu();
-    rc = dps_estimator_close_epoch(est, &snap);
-    double t_close = b_now() - tc0, c_close = b_cpu() - cc0;
-    double maxrss_close = b_peak_rss_bytes();
-    fprintf(stderr, "progress: d=%zu k=%zu: closed in %.2f s (CLOCK_MONOTONIC %.6f to %.6f: for perf record -k mono, "
-            "perf report --time)\n", d, k, t_close, tc0, tc0 + t_close);
-    if (rc) {
-        printf("# close failed: %s\n", dps_strerror(rc));
-        printf("RESULT d=%zu k=%zu status=error-close\n", d, k);
+    b_closed cl = b_close_epoch_timed(&est, truth, k, d);
+    if (cl.rc)
         return 1;
-    }
-    dps_snapshot_info info;
-    dps_snapshot_get_info(snap, &info);
-    double sinv = -1;
-    if (info.status == DPS_SNAP_RELEASED)
-        sinv = dps_subspace_sin(dps_snapshot_basis(snap), truth, k, d, NULL);
-    dps_snapshot_destroy(&snap);
-    dps_estimator_destroy(&est);
+    double t_close = cl.seconds, c_close = cl.cpu, maxrss_close = cl.maxrss, sinv = cl.sin;
+    dps_snapshot_info info = cl.info;
 
     /* Each row is (nearly) a uniform unit vector of a k-dim span: lambda_i ~ N/k.
        Amin et al.: direction i is found when eps_i lambda_i / 2 is well above d. */
