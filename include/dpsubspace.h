@@ -155,6 +155,9 @@ typedef enum {
 
 const char *dps_status_name(dps_status s);
 const char *dps_aggregator_name(dps_aggregator a);
+/* The aggregator named name (as dps_aggregator_name spells it) into *out;
+   DPS_EINVAL for another name. */
+int dps_aggregator_from_name(const char *name, dps_aggregator *out);
 
 typedef struct dps_snapshot dps_snapshot;
 

@@ -30,6 +30,16 @@ const char *dps_aggregator_name(dps_aggregator a)
     return "unknown";
 }
 
+int dps_aggregator_from_name(const char *name, dps_aggregator *out)
+{
+    for (int a = DPS_AGG_REFERENCE; a <= DPS_AGG_COVARIANCE && name; a++)
+        if (strcmp(name, dps_aggregator_name((dps_aggregator)a)) == 0) {
+            *out = (dps_aggregator)a;
+            return DPS_OK;
+        }
+    return DPS_EINVAL;
+}
+
 int dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const float *basis)
 {
     if (!out || !info)

@@ -21,19 +21,6 @@ int est_is_cov(est_method m)
     return m == EST_ITERATIVE || m == EST_COV_LAPLACE || m == EST_COV_GAUSSIAN;
 }
 
-int est_cov_method(const char *name, est_method *m)
-{
-    if (strcmp(name, "iterative") == 0)
-        *m = EST_ITERATIVE;
-    else if (strcmp(name, "cov-laplace") == 0)
-        *m = EST_COV_LAPLACE;
-    else if (strcmp(name, "cov-gaussian") == 0)
-        *m = EST_COV_GAUSSIAN;
-    else
-        return -1;
-    return 0;
-}
-
 static const char *s_name(est_method m)
 {
     return m == EST_ITERATIVE ? "iterative" : m == EST_COV_LAPLACE ? "cov-laplace" : "cov-gaussian";

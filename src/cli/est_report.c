@@ -8,6 +8,7 @@
 #include "json.h"
 
 #include <math.h>
+#include <string.h>
 
 const char *est_method_name(est_method m)
 {
@@ -22,6 +23,16 @@ const char *est_method_name(est_method m)
     case EST_EXACT: return "exact";
     }
     return "unknown";
+}
+
+int est_method_from_name(const char *name, est_method *m)
+{
+    for (int i = EST_ESTIMATOR; i <= EST_EXACT; i++)
+        if (strcmp(name, est_method_name((est_method)i)) == 0) {
+            *m = (est_method)i;
+            return 0;
+        }
+    return -1;
 }
 
 const char *est_task_name(est_task t) { return t == EST_MEAN ? "mean" : "subspace"; }

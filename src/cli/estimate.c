@@ -209,17 +209,7 @@ static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, c
     s->input = a->in ? a->in : pos;
     if (!s->input)
         CLI_USAGE("no input: give a .npy, .csv or raw float32 file (or - for standard input); see --help");
-    if (strcmp(a->method, "estimator") == 0)
-        s->method = EST_ESTIMATOR;
-    else if (strcmp(a->method, "topk") == 0)
-        s->method = EST_TOPK;
-    else if (strcmp(a->method, "analyze-gauss") == 0)
-        s->method = EST_ANALYZE_GAUSS;
-    else if (strcmp(a->method, "choose-k") == 0)
-        s->method = EST_CHOOSE_K;
-    else if (strcmp(a->method, "exact") == 0)
-        s->method = EST_EXACT;
-    else if (est_cov_method(a->method, &s->method) != 0)
+    if (est_method_from_name(a->method, &s->method) != 0)
         CLI_USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, iterative, cov-laplace, "
               "cov-gaussian, exact, rgrad or choose-k", a->method);
     if (strcmp(a->task, "subspace") == 0)
@@ -393,15 +383,7 @@ static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts,
         c->workers = (int)a->workers;
     }
     if (a->aggregator) {
-        if (strcmp(a->aggregator, "reference") == 0)
-            c->aggregator = DPS_AGG_REFERENCE;
-        else if (strcmp(a->aggregator, "projection") == 0)
-            c->aggregator = DPS_AGG_PROJECTION;
-        else if (strcmp(a->aggregator, "histogram") == 0)
-            c->aggregator = DPS_AGG_HISTOGRAM;
-        else if (strcmp(a->aggregator, "covariance") == 0)
-            c->aggregator = DPS_AGG_COVARIANCE;
-        else
+        if (dps_aggregator_from_name(a->aggregator, &c->aggregator) != DPS_OK)
             CLI_USAGE("--aggregator: '%s' is not an aggregator; give reference, projection, histogram or covariance",
                   a->aggregator);
     }

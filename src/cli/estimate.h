@@ -147,18 +147,19 @@ void est_ss_json(cli_json *j, const est_settings *s, const est_result *r);
 
 /* Name of a method / task as used on the command line. */
 const char *est_method_name(est_method m);
+/* The method named name (rgrad excepted: main dispatches it first) into *m;
+   0, or -1 for another name. */
+int est_method_from_name(const char *name, est_method *m);
 const char *est_task_name(est_task t);
 
 /* The covariance methods (est_cov.c).  est_is_cov: 1 for iterative,
-   cov-laplace, cov-gaussian.  est_cov_method: 0 and *m set if name is one of
-   them.  est_cov_check: flag checks that need no input (given[] says which
+   cov-laplace, cov-gaussian.  est_cov_check: flag checks that need no input (given[] says which
    generic flags were on the command line: see EST_COV_GIVEN_*); returns 0 or
    CLI_EXIT_USAGE (message printed).  est_cov_run: the run on all n rows.
    est_cov_report / est_cov_json: its progress line and "dp" JSON member. */
 enum { EST_COV_GIVEN_RHO, EST_COV_GIVEN_DELTA, EST_COV_GIVEN_EPS, EST_COV_GIVEN_EPS_VALUES, EST_COV_GIVEN_SPLIT,
        EST_COV_GIVEN_COV_OUT, EST_COV_GIVEN_N };
 int est_is_cov(est_method m);
-int est_cov_method(const char *name, est_method *m);
 int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N]);
 int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rng *rng);
 void est_cov_report(FILE *f, const est_settings *s, const est_release *rel, const est_result *r);

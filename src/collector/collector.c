@@ -404,10 +404,7 @@ static void s_config(const collector_options *o, const ledger *led, dps_config *
     cfg->m = o->m;
     cfg->window = o->window;
     cfg->q = o->q;
-    cfg->aggregator = strcmp(o->aggregator, "projection") == 0  ? DPS_AGG_PROJECTION
-                      : strcmp(o->aggregator, "histogram") == 0 ? DPS_AGG_HISTOGRAM
-                      : strcmp(o->aggregator, "covariance") == 0 ? DPS_AGG_COVARIANCE
-                                                                : DPS_AGG_REFERENCE;
+    dps_aggregator_from_name(o->aggregator, &cfg->aggregator); /* checked by options_finish */
     cfg->hist_width = o->hist_width;
     cfg->rho_epoch = o->rho_epoch;
     cfg->delta_epoch = o->delta_epoch;

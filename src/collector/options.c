@@ -1,6 +1,8 @@
 /* options.c - the settings table, its parsers and the help text. */
 #include "options.h"
 
+#include "dpsubspace.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -253,8 +255,8 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         o->q = 10 * o->k;
     if (!o->window)
         o->window = o->t;
-    if (strcmp(o->aggregator, "reference") && strcmp(o->aggregator, "projection") &&
-        strcmp(o->aggregator, "histogram") && strcmp(o->aggregator, "covariance")) {
+    dps_aggregator agg;
+    if (dps_aggregator_from_name(o->aggregator, &agg) != DPS_OK) {
         snprintf(err, errlen, "--aggregator: '%s' is none of reference, projection, histogram, covariance",
                  o->aggregator);
         return -1;
