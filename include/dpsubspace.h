@@ -273,6 +273,8 @@ typedef struct {
     uint64_t rows_in_epoch;    /* rows taken by the open epoch            */
     size_t buckets_done_epoch; /* completed buckets in the open epoch     */
     uint64_t epochs_closed;
+    uint64_t epochs_internal_error; /* published FAILED because a mechanism
+                                       returned an error after the charge  */
 } dps_stats;
 
 typedef struct dps_estimator dps_estimator;
@@ -297,8 +299,13 @@ int  dps_estimator_epoch_full(const dps_estimator *est);
    privately, charge the accountant, and return the snapshot (the caller owns
    it).  A refusal or a FAIL is a snapshot too (see dps_status).  Rows of
    buckets left incomplete are discarded (each row is used in one epoch only).
-   Returns DPS_ECOMMIT if the commit hook failed (no snapshot, no charge kept),
-   or an error for resource failures. */
+   Once the commit hook has made the charge durable, every outcome is a
+   snapshot and the return is DPS_OK: an error of the mechanism gives a FAILED
+   snapshot whose reason names it (and counts in epochs_internal_error), never
+   a gap (the snapshot is allocated before the charge).
+   Returns DPS_ECOMMIT if the commit hook failed (no snapshot, no charge kept,
+   the epoch's rows dropped), or DPS_ENOMEM before the charge (nothing spent,
+   the epoch stays open and may be closed again). */
 int  dps_estimator_close_epoch(dps_estimator *est, dps_snapshot **out);
 void dps_estimator_get_stats(const dps_estimator *est, dps_stats *out);
 dps_zcdp dps_estimator_spent(const dps_estimator *est);

@@ -3,38 +3,28 @@
    clipped to unit norm (x / max(1, ||x||)) so the guarantees hold for any input. */
 #include "internal.h"
 #include "linalg.h"
+#include "rows.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-/* Row i's clipping factor 1/max(1, ||x||), or 0 for a row with NaN/Inf. */
-static double s_clip_factor(const float *x, size_t d)
-{
-    double ss = la_dot_self(x, d);
-    if (!isfinite(ss))
-        return 0.0;
-    return ss > 1 ? 1 / sqrt(ss) : 1.0;
-}
-
-/* X itself if every row is finite with norm <= 1, else a clipped copy (NaN/Inf
-   rows zero); *owned says whether to free it. */
+/* X itself if every row is finite and safely inside the unit ball, else a
+   copy with every row clipped by row_unit (NaN/Inf rows zero, ||row|| <= 1
+   exactly: src/rows.c); *owned says whether to free it. */
 static const float *s_clipped(const float *X, size_t n, size_t d, float **owned)
 {
     *owned = NULL;
     size_t i = 0;
-    while (i < n && s_clip_factor(X + i * d, d) == 1.0)
+    while (i < n && row_fits_unit_ball(X + i * d, d))
         i++;
     if (i == n)
         return X;
     float *Y = dps_aligned_alloc(n * d, sizeof(float));
     if (!Y)
         return NULL;
-    for (i = 0; i < n; i++) {
-        float f = (float)s_clip_factor(X + i * d, d);
-        for (size_t j = 0; j < d; j++)
-            Y[i * d + j] = f == 0 ? 0.0f : X[i * d + j] * f;
-    }
+    for (i = 0; i < n; i++)
+        row_unit(X + i * d, d, ROW_CLIP, Y + i * d);
     *owned = Y;
     return Y;
 }
@@ -154,14 +144,16 @@ int dps_gaussian_mean(const float *X, size_t n, size_t d, double rho, dps_rng *r
 {
     if (!X || !rng || !out || n == 0 || d == 0 || !(rho > 0))
         return DPS_EINVAL;
+    float *row = malloc(d * sizeof *row); /* one clipped row at a time */
+    if (!row)
+        return DPS_ENOMEM;
     memset(out, 0, d * sizeof *out);
-    for (size_t i = 0; i < n; i++) { /* the mean of the clipped rows, without a copy */
-        double f = s_clip_factor(X + i * d, d);
-        if (f == 0)
-            continue;
+    for (size_t i = 0; i < n; i++) {
+        row_unit(X + i * d, d, ROW_CLIP, row);
         for (size_t j = 0; j < d; j++)
-            out[j] += f * X[i * d + j];
+            out[j] += row[j];
     }
+    free(row);
     double sigma = (2.0 / (double)n) / sqrt(2.0 * rho);
     for (size_t j = 0; j < d; j++)
         out[j] = out[j] / (double)n + dps_rng_gaussian(rng, sigma);

@@ -8,6 +8,7 @@
 #include "cov_internal.h"
 #include "internal.h"
 #include "linalg.h"
+#include "rows.h"
 
 #include <math.h>
 #include <string.h>
@@ -23,22 +24,25 @@ int dps_cov_accumulate(const float *X, size_t n, size_t d, double *C, uint64_t *
         return DPS_ELIMIT;
     enum { ROWS = 64 };
     double *B = malloc(ROWS * d * sizeof *B);
-    if (!B)
+    float *row = malloc(d * sizeof *row);
+    if (!B || !row) {
+        free(B);
+        free(row);
         return DPS_ENOMEM;
+    }
     uint64_t bad = 0;
     for (size_t i0 = 0; i0 < n; i0 += ROWS) {
         size_t r = DPS_MIN((size_t)ROWS, n - i0);
-        for (size_t i = 0; i < r; i++) {
-            const float *x = X + (i0 + i) * d;
-            double ss = la_dot_self(x, d);
-            double f = !isfinite(ss) ? 0.0 : ss > 1 ? 1 / sqrt(ss) : 1.0;
-            bad += f == 0.0;
+        for (size_t i = 0; i < r; i++) { /* clipped into the unit ball exactly: src/rows.c */
+            row_kind kind = row_unit(X + (i0 + i) * d, d, ROW_CLIP, row);
+            bad += kind == ROW_NAN || kind == ROW_INF;
             for (size_t j = 0; j < d; j++)
-                B[i * d + j] = f == 0.0 ? 0.0 : f * x[j];
+                B[i * d + j] = row[j];
         }
         la_syrk_rows_add_double(B, r, d, C); /* upper triangle */
     }
     free(B);
+    free(row);
     for (size_t i = 0; i < d; i++)
         for (size_t j = i + 1; j < d; j++)
             C[j * d + i] = C[i * d + j];

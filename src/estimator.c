@@ -22,6 +22,7 @@
 #include "internal.h"
 #include "linalg.h"
 #include "pool.h"
+#include "rows.h"
 #include "snapshot.h"
 #include "wfc.h"
 
@@ -293,22 +294,26 @@ static void s_bucket_job(void *arg, int worker)
     int rc = la_topk_rows(e->ws[worker], j->rows, c->m, c->d, c->k, V, NULL, &rank, NULL);
     if (rc != DPS_OK)
         rank = 0; /* a numerical failure makes the bucket a public random outlier */
+    int usable = 1;
     if (rank < c->k) {
         /* Rank below k (zero rows, repeats): complete from public randomness,
-           orthogonal to what the bucket has. */
+           orthogonal to what the bucket has.  Without memory for the
+           generator the bucket is left out of the epoch (its basis would be
+           unfinished): a resource failure, which no row can cause. */
         dps_rng *pub = NULL;
-        if (dps_rng_new_labelled(&pub, c->public_seed, "completion", e->epoch * c->t + j->id) == DPS_OK) {
+        usable = dps_rng_new_labelled(&pub, c->public_seed, "completion", e->epoch * c->t + j->id) == DPS_OK;
+        if (usable) {
             la_complete_basis(V, rank, c->k, c->d, pub);
             dps_rng_destroy(&pub);
         }
     }
-    if (s_uses_reference(c))
+    if (usable && s_uses_reference(c))
         la_project_reference(V, c->k, c->d, e->P, c->q, e->A + j->id * c->k * c->q);
     pthread_mutex_lock(&e->mu);
     s_give_buffer_locked(e, j->rows);
-    e->done[j->id] = 1;
-    e->buckets_done++;
-    e->buckets_total++;
+    e->done[j->id] = (unsigned char)usable;
+    e->buckets_done += (size_t)usable;
+    e->buckets_total += (size_t)usable;
     pthread_mutex_unlock(&e->mu);
     free(j);
 }
@@ -485,28 +490,17 @@ void dps_estimator_destroy(dps_estimator **pe)
 
 /* ------------------------------------------------------------------- push */
 
-/* Copy one row into dst, normalised; a row with NaN, Inf or zero norm becomes
-   the zero vector and is counted. */
+/* Copy one row into dst, normalised to norm 1 (at most: src/rows.c); a row
+   with NaN, Inf or zero norm becomes the zero vector and is counted.  Every
+   float row is either of these: no row can make a bucket or C non-finite. */
 static void s_admit_row(dps_estimator *e, const float *src, float *dst)
 {
-    size_t d = e->cfg.d;
-    double ss = la_dot_self(src, d); /* double accumulation: no overflow for floats */
-    if (isfinite(ss) && ss > 0) {
-        float inv = (float)(1.0 / sqrt(ss));
-        for (size_t i = 0; i < d; i++)
-            dst[i] = src[i] * inv;
-        return;
+    switch (row_unit(src, e->cfg.d, ROW_NORMALISE, dst)) {
+    case ROW_OK: break;
+    case ROW_NAN: e->stats.rows_nan++; break;
+    case ROW_INF: e->stats.rows_inf++; break;
+    case ROW_ZERO: e->stats.rows_zero++; break;
     }
-    int nan = 0;
-    for (size_t i = 0; i < d && !nan; i++)
-        nan = isnan(src[i]);
-    memset(dst, 0, d * sizeof *dst);
-    if (nan)
-        e->stats.rows_nan++;
-    else if (!isfinite(ss))
-        e->stats.rows_inf++;
-    else
-        e->stats.rows_zero++;
 }
 
 /* The covariance mechanism's pending rows into C. */
@@ -603,9 +597,9 @@ int dps_estimator_epoch_full(const dps_estimator *e)
 }
 
 /* ------------------------------------------------------------------ close */
-static int s_finish(dps_estimator *e, const dps_snapshot_info *info, const float *basis, dps_snapshot **out)
+/* The epoch's end: its rows are used once, the next epoch starts empty. */
+static void s_epoch_end(dps_estimator *e)
 {
-    int rc = dps_snapshot_new(out, info, basis);
     if (e->C) { /* the covariance mechanism: the epoch's rows are used once */
         memset(e->C, 0, e->cfg.d * e->cfg.d * sizeof *e->C);
         e->C_pending = 0;
@@ -615,6 +609,14 @@ static int s_finish(dps_estimator *e, const dps_snapshot_info *info, const float
     e->stats.epoch = e->epoch;
     e->stats.epochs_closed++;
     e->stats.rows_in_epoch = 0;
+}
+
+/* A snapshot that did not run the mechanism (nothing charged), and the end of
+   the epoch. */
+static int s_finish(dps_estimator *e, const dps_snapshot_info *info, const float *basis, dps_snapshot **out)
+{
+    int rc = dps_snapshot_new(out, info, basis);
+    s_epoch_end(e);
     return rc;
 }
 
@@ -692,17 +694,26 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
         return s_finish(e, &info, NULL, out);
     }
 
+    /* Everything the release needs that could fail for want of memory is
+       allocated before the charge: the snapshot and the basis it will own. */
+    size_t k = c->k, d = c->d, q = c->q, j2 = 0;
+    dps_snapshot *snap = snapshot_reserve();
+    float *basis = dps_aligned_calloc(k * d, sizeof(float));
+    if (!snap || !basis) {
+        free(snap);
+        free(basis);
+        return DPS_ENOMEM; /* before the charge: nothing spent, the epoch stays open */
+    }
     dps_zcdp before = dps_accountant_spent(e->acc);
     dps_zcdp after = {before.rho + cost.rho, before.delta + cost.delta};
     if (c->commit && c->commit(c->commit_arg, e->epoch, cost, after) != 0) {
-        dps_snapshot *none = NULL;
-        s_finish(e, &info, NULL, &none); /* the epoch's rows are dropped */
-        dps_snapshot_destroy(&none);
+        free(snap);
+        free(basis);
+        s_epoch_end(e); /* the epoch's rows are dropped */
         return DPS_ECOMMIT;
     }
-    int rc = dps_accountant_charge(e->acc, cost);
-    if (rc)
-        return rc;
+    /* From here on the charge is on disk: every path ends in *out = snap. */
+    int rc = dps_accountant_charge(e->acc, cost); /* cannot fail: it fits (checked above) */
 
     double split = c->split_search + c->split_count + c->split_mean;
     wfc_params p = {
@@ -715,7 +726,6 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     /* Aggregate the completed buckets in bucket order.  Buckets finished in
        order of their ids only when W = t... any order is fine for privacy, but
        keep only the done ones, packed, so the input is the same on every run. */
-    size_t k = c->k, d = c->d, q = c->q, j2 = 0;
     for (size_t j = 0; j < c->t && !cov; j++) {
         if (!e->done[j])
             continue;
@@ -729,10 +739,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     agg_input in = {e->V, e->A, t_eff, k, d, q, e->xi_max};
     wfc_result res;
     memset(&res, 0, sizeof res);
-    float *basis = dps_aligned_calloc(k * d, sizeof(float));
     dps_rng *pub = NULL;
-    if (!basis)
-        rc = DPS_ENOMEM;
     if (!rc)
         rc = dps_rng_new_labelled(&pub, c->public_seed, "aggregate", e->epoch);
     agg_hist_result hres;
@@ -754,15 +761,36 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
     info.radius = res.radius;
     info.w_hat = res.W_hat;
+    char internal[200];
     if (rc) {
-        /* The budget stays charged: the mechanism may have drawn noise. */
-        free(basis);
-        dps_snapshot *none = NULL;
-        s_finish(e, &info, NULL, &none);
-        dps_snapshot_destroy(&none);
-        return rc;
-    }
-    if (res.failed && c->aggregator == DPS_AGG_HISTOGRAM) {
+        /* AFTER THE CHARGE NOTHING MAY DEPEND ON AN ERROR THE DATA CAN CAUSE.
+           Every row reaching a mechanism is finite with norm <= 1 (s_admit_row,
+           src/rows.c) and every bucket basis is finite with orthonormal rows
+           (s_bucket_job), so the errors that can still reach this line are
+           the following, none of which the rows can cause:
+           - DPS_ENOMEM: the labelled generator, the aggregators' and the
+             covariance sampler's scratch; every size is a function of the
+             public configuration (d, k, t, q, the bucket count);
+           - DPS_EINVAL / DPS_ELIMIT from a mechanism's argument checks: the
+             arguments are the configuration, checked at dps_estimator_new,
+             and the row count (public); C and the bases are finite;
+           - DPS_ENUMERIC: LAPACK reporting non-convergence (dsyevr, dgesdd)
+             on a finite matrix made of the data and the noise, or the
+             Bingham sampler passing its cap of 1e9 proposals.  These are the
+             residual risk: in principle they depend on the data, no input is
+             known to cause them, and their probability is not in delta.
+           Whatever the cause, the epoch is published as FAILED, budget
+           spent, like a FAIL of the mechanism: never a silent gap, so the
+           outcome differs from a run without the error only in the basis
+           being withheld.  The snapshot and the basis were allocated before
+           the charge, so this path allocates nothing. */
+        snprintf(internal, sizeof internal,
+                 "the mechanism stopped on an internal error after the budget was charged (%s): published as "
+                 "FAILED; budget spent", dps_strerror(rc));
+        info.status = DPS_SNAP_FAILED;
+        info.reason = internal;
+        e->stats.epochs_internal_error++;
+    } else if (res.failed && c->aggregator == DPS_AGG_HISTOGRAM) {
         info.status = DPS_SNAP_FAILED;
         info.reason = "no histogram cell's noisy count passed the threshold: the buckets disagree at this cell "
                       "width; budget spent";
@@ -772,9 +800,10 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     } else {
         info.status = DPS_SNAP_RELEASED;
     }
-    rc = s_finish(e, &info, info.status == DPS_SNAP_RELEASED ? basis : NULL, out);
-    free(basis);
-    return rc;
+    snapshot_fill(snap, &info, basis); /* takes basis */
+    s_epoch_end(e);
+    *out = snap;
+    return DPS_OK;
 }
 
 void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)

@@ -65,6 +65,21 @@ int dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const fl
     return DPS_OK;
 }
 
+dps_snapshot *snapshot_reserve(void) { return calloc(1, sizeof(dps_snapshot)); }
+
+void snapshot_fill(dps_snapshot *s, const dps_snapshot_info *info, float *basis)
+{
+    s->info = *info;
+    snprintf(s->reason, sizeof s->reason, "%s", info->reason ? info->reason : "");
+    s->info.reason = s->reason;
+    if (info->status == DPS_SNAP_RELEASED && basis) {
+        s->basis = basis;
+    } else {
+        s->info.status = info->status == DPS_SNAP_RELEASED ? DPS_SNAP_FAILED : info->status; /* no basis: none */
+        free(basis);
+    }
+}
+
 void dps_snapshot_destroy(dps_snapshot **s)
 {
     if (!s || !*s)

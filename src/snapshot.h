@@ -11,4 +11,12 @@ struct dps_snapshot {
     float *basis; /* k x d when released, else NULL */
 };
 
+/* The estimator's way to publish without allocating after a charge: it
+   allocates an empty snapshot (snapshot_reserve) and the basis buffer before
+   the commit hook, then snapshot_fill sets the outcome and takes `basis`
+   (freed here unless the status is RELEASED, when the snapshot owns it).
+   Neither can fail once reserved. */
+dps_snapshot *snapshot_reserve(void);
+void snapshot_fill(dps_snapshot *s, const dps_snapshot_info *info, float *basis);
+
 #endif

@@ -1,0 +1,87 @@
+/* rows.c - rows into the unit ball, exactly (see rows.h).
+
+   Why ||dst|| <= 1 holds for every float row (u = 2^-53, the double unit
+   roundoff; S = the exact sum of squares; d <= 2^40):
+   1. Each x_i^2 is exact in double: a float has 24 significant bits (48 for
+      the product, <= 53) and its square lies in [2^-298, 2^256], inside the
+      normal double range.  So the sum of squares neither overflows nor
+      underflows: any non-zero row has ss > 0 and a finite 1/sqrt(ss) (this is
+      what the old float inverse lacked: for a row of entries 1e-41 it
+      overflowed to +inf, and for entries near 3e38 it was a subnormal float
+      with a few bits of precision).
+   2. Adding d non-negative terms in any order gives ss = S(1 + theta),
+      |theta| <= g := d 2^-52 (the standard bound (d-1)u/(1-(d-1)u)).
+   3. Margin m = 2^-24 + g.  CLIP leaves x unchanged only when ss <= 1 - m,
+      and then S <= (1 - m)/(1 - g) < 1.
+   4. Otherwise dst_i = toward_zero(x_i * c), c = (1 - m)/sqrt(ss) computed in
+      double (m, 1 - m, the root, the quotient and the product: at most six
+      roundings of (1 + u) each), so |dst_i| <= |x_i| (1 - m)(1 + 7u)/sqrt(ss)
+      and ||dst|| <= (1 - m)(1 + 7u) sqrt(S/ss) <= (1 - m)(1 + 7u)(1 + g) < 1,
+      since 2^-24 > 7u + 7ug.  Rounding toward zero (not to nearest) is what
+      makes the float step unable to add length.
+   A normalised row loses at most m + 2^-23 + 8u of its length (rounding
+   toward zero costs at most 2^-23 relative per entry; subnormal results lose
+   less than 2^-149 each): for d <= 2^26 its norm is at least 1 - 2^-21. */
+#include "rows.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Sum of x_i^2 in double, four partial sums (an order of additions the bound
+   in 2. covers); NaN or Inf if an entry is. */
+static double s_sum_squares(const float *x, size_t d)
+{
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+        double v0 = x[i], v1 = x[i + 1], v2 = x[i + 2], v3 = x[i + 3];
+        a0 += v0 * v0;
+        a1 += v1 * v1;
+        a2 += v2 * v2;
+        a3 += v3 * v3;
+    }
+    for (; i < d; i++) {
+        double v = x[i];
+        a0 += v * v;
+    }
+    return (a0 + a1) + (a2 + a3);
+}
+
+static double s_margin(size_t d) { return 0x1p-24 + (double)d * 0x1p-52; }
+
+int row_fits_unit_ball(const float *x, size_t d)
+{
+    double ss = s_sum_squares(x, d);
+    return isfinite(ss) && ss <= 1.0 - s_margin(d);
+}
+
+row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst)
+{
+    double ss = s_sum_squares(x, d);
+    if (!isfinite(ss)) {
+        int nan = 0;
+        for (size_t i = 0; i < d && !nan; i++)
+            nan = isnan(x[i]);
+        memset(dst, 0, d * sizeof *dst);
+        return nan ? ROW_NAN : ROW_INF;
+    }
+    if (ss == 0) { /* only an all-zero row: see 1. */
+        memset(dst, 0, d * sizeof *dst);
+        return ROW_ZERO;
+    }
+    double m = s_margin(d);
+    if (mode == ROW_CLIP && ss <= 1.0 - m) {
+        if (dst != x)
+            memcpy(dst, x, d * sizeof *dst);
+        return ROW_OK;
+    }
+    double c = (1.0 - m) / sqrt(ss);
+    for (size_t i = 0; i < d; i++) {
+        double w = (double)x[i] * c;
+        float f = (float)w;
+        if (fabs((double)f) > fabs(w))
+            f = nextafterf(f, 0.0f);
+        dst[i] = f;
+    }
+    return ROW_OK;
+}

@@ -1,0 +1,32 @@
+/* rows.h - the one place a row is brought into the unit ball.  Every
+   mechanism's sensitivity argument assumes ||x||_2 <= 1 for each row; this
+   module makes that hold exactly in floating point, for every float input
+   (NaN, Inf, zero, subnormal, near FLT_MAX), and says what it did. */
+#ifndef DPS_ROWS_H
+#define DPS_ROWS_H
+
+#include <stddef.h>
+
+typedef enum {
+    ROW_NORMALISE, /* every finite non-zero row to norm 1 (the streaming estimator, DESIGN 2) */
+    ROW_CLIP,      /* x / max(1, ||x||) (the central methods) */
+} row_mode;
+
+typedef enum {
+    ROW_OK,   /* dst holds the scaled row */
+    ROW_ZERO, /* every entry zero: dst is the zero vector */
+    ROW_NAN,  /* some entry NaN: dst is the zero vector */
+    ROW_INF,  /* some entry infinite (and none NaN): dst is the zero vector */
+} row_kind;
+
+/* Write x (d floats) scaled by `mode` to dst (d floats; dst == x is allowed).
+   Guarantee: ||dst||_2 <= 1 in exact arithmetic on the stored floats, for
+   every d <= 2^40 (the argument is in rows.c).  A normalised row has norm at
+   least 1 - 2^-21.  Returns what kind of row x was. */
+row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst);
+
+/* 1 if x is finite and row_unit(x, ROW_CLIP) would copy it unchanged
+   (its norm is safely below 1), else 0. */
+int row_fits_unit_ball(const float *x, size_t d);
+
+#endif
