@@ -49,6 +49,11 @@ typedef struct {
 int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps, double delta,
                        size_t candidates, dps_rng *rng, float *V, int *released, dps_exact_stats *st);
 
+/* DPS_OK if n rows of dimension d with rank k are within the limits above,
+   DPS_ELIMIT if not, DPS_EINVAL for k < 1 or k >= d: all public sizes, so a
+   caller checks them before charging (dps_exact_subspace checks them too). */
+int dps_exact_check_limits(size_t n, size_t d, size_t k);
+
 /* The public bookkeeping of a run, before it runs: fills st's candidates
    (R, or the default for R = 0), bound, delta_sampling, delta_total and cost
    (the rest zero).  Same argument checks as dps_exact_subspace (k >= 1). */

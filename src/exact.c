@@ -453,6 +453,16 @@ int dps_exact_plan(size_t k, double eps, double delta, size_t candidates, dps_ex
     return DPS_OK;
 }
 
+int dps_exact_check_limits(size_t n, size_t d, size_t k)
+{
+    if (k < 1 || k >= d)
+        return DPS_EINVAL;
+    if (k > DPS_EXACT_MAX_K || n > DPS_EXACT_MAX_ND / d ||
+        s_log_choose(n, k - 1) + log((double)n) > log(DPS_EXACT_MAX_WORK))
+        return DPS_ELIMIT;
+    return DPS_OK;
+}
+
 int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps, double delta, size_t candidates,
                        dps_rng *rng, float *V, int *released, dps_exact_stats *st)
 {
@@ -461,9 +471,9 @@ int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps,
     if (!X || !rng || !V || !released || n < 1 || k < 1 || k >= d || !(eps > 0) || !isfinite(eps) ||
         !(delta > 0 && delta <= 0.5))
         return DPS_EINVAL;
-    if (k > DPS_EXACT_MAX_K || n > DPS_EXACT_MAX_ND / d ||
-        s_log_choose(n, k - 1) + log((double)n) > log(DPS_EXACT_MAX_WORK))
-        return DPS_ELIMIT;
+    int rc = dps_exact_check_limits(n, d, k);
+    if (rc)
+        return rc;
     dps_exact_stats s;
     dps_exact_plan(k, eps, delta, candidates, &s);
     candidates = s.candidates;
@@ -478,7 +488,7 @@ int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps,
     size_t words = (n + 63) / 64, n_seen = 0;
     uint64_t *seen = calloc(words * DPS_MIN(candidates, (size_t)4096), sizeof *seen);
     uint64_t *cur = calloc(words, sizeof *cur);
-    int rc = s_data_init(&D, X, n, d, k);
+    rc = s_data_init(&D, X, n, d, k);
     if (!rc)
         rc = (outside && mem && chosen && best_pts && seen && cur) ? s_span_new(&S, &D) : DPS_ENOMEM;
     s.primes = D.np;

@@ -25,11 +25,12 @@ int est_choose_k(const est_settings *s, const float *X, size_t n, size_t d, dps_
                   n < d ? n : d, DPS_CHOOSE_K_MAX_DIM);
         return CLI_EXIT_USAGE;
     }
-    if (rc) {
-        cli_error("choosing k failed: %s", dps_strerror(rc));
-        return CLI_EXIT_RUNTIME;
-    }
     r->spent = dps_zcdp_from_pure(s->eps_k); /* the run's first charge */
+    if (rc) { /* after the charge: exit 4 like "no k found" (see est_release_internal_error) */
+        cli_error("choosing k stopped on an internal error after its budget was charged (%s): nothing else was "
+                  "run; eps %g was spent", dps_strerror(rc), s->eps_k);
+        return CLI_EXIT_PRIVACY;
+    }
     if (s->progress) {
         fprintf(s->progress, "choose-k  k %zu  (of at most %zu)  eps %g (pure; zCDP rho %.4g)  threshold %.3g  noisy sigma^2:",
                 c->k, c->k_max, c->eps, r->spent.rho, c->threshold);

@@ -203,8 +203,7 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
                 rc = dps_cov_topk(Ch, d, k, V, NULL);
         }
         if (rc) {
-            cli_error("--method %s failed: %s", s_name(s->method), dps_strerror(rc));
-            code = CLI_EXIT_RUNTIME;
+            est_release_internal_error(rel, s_name(s->method), rc);
         } else {
             rel->status = DPS_SNAP_RELEASED;
             rel->reason[0] = '\0';

@@ -230,9 +230,12 @@ int est_rgrad_main(const est_rgrad_flags *f, const est_rgrad_common *c, const cl
     if (!code) {
         rc = dps_rgrad_fit(X, y, n, &cfg, rng, L, &st);
         ran = 1;
-        if (rc) {
-            cli_error("the fit failed: %s", dps_strerror(rc));
-            code = CLI_EXIT_RUNTIME;
+        if (rc) { /* after spending: reported like a FAIL, exit 4 (see est_release_internal_error) */
+            snprintf(msg, sizeof msg,
+                     "rgrad stopped on an internal error after spending (%s): published as failed, nothing "
+                     "released; budget spent", dps_strerror(rc));
+            st.init_failed = 1;
+            code = CLI_EXIT_PRIVACY;
         }
     }
     double err = NAN, rel = NAN;

@@ -66,6 +66,28 @@ int est_release_finish(const est_settings *s, est_result *r, est_release *rel, c
     return code;
 }
 
+/* AFTER THE CHARGE NOTHING MAY DEPEND ON AN ERROR THE DATA CAN CAUSE.  The
+   central methods clip every row into the unit ball (src/rows.c: NaN/Inf rows
+   become zero, every row finite with norm <= 1, whatever its magnitude), so
+   the errors their mechanisms can still return after the charge are:
+   - DPS_ENOMEM: scratch whose size is a function of n, d, k (public);
+   - DPS_ENUMERIC: LAPACK non-convergence (dsyevr, dgesdd) on a finite matrix
+     of data plus noise, or the Bingham sampler's proposal cap (iterative);
+     in principle data-dependent, no input is known to cause them, and their
+     probability is not in delta;
+   - rgrad: an SVD's DPS_ENUMERIC, as above.
+   (Argument and limit errors are checked before the charge.)  Each is
+   published as a FAILED release, exit 4, budget spent: the same observable
+   outcome as the mechanism's own FAIL, so an error differs from a run
+   without it only in the basis being withheld. */
+void est_release_internal_error(est_release *rel, const char *method, int rc)
+{
+    rel->status = DPS_SNAP_FAILED;
+    snprintf(rel->reason, sizeof rel->reason,
+             "%s stopped on an internal error after the budget was charged (%s): published as FAILED; budget spent",
+             method, dps_strerror(rc));
+}
+
 /* Count rows with NaN, Inf (and no NaN) or zero norm, like the estimator
    does; with zero_bad, NaN/Inf rows are overwritten by zeros (so that a
    non-private SVD sees the same input the estimator would). */
@@ -326,17 +348,15 @@ static int s_run_analyze(const est_settings *s, est_result *r, float *X, size_t 
         dps_accountant_charge(acc, cost); /* charged before the mechanism draws noise */
         int released = 0;
         rc = dps_analyze_gauss(X, n, r->d, r->k, r->analyze_rho, s->delta, rng, V, &released);
-        if (rc) {
-            cli_error("Analyze Gauss failed: %s", dps_strerror(rc));
-            code = CLI_EXIT_RUNTIME;
-        }
         rel->rho_epoch = cost.rho;
         rel->delta_epoch = cost.delta;
-        rel->status = released ? DPS_SNAP_RELEASED : DPS_SNAP_FAILED;
-        if (!code && !released)
+        rel->status = released && !rc ? DPS_SNAP_RELEASED : DPS_SNAP_FAILED;
+        if (rc)
+            est_release_internal_error(rel, "Analyze Gauss", rc);
+        else if (!released)
             snprintf(rel->reason, sizeof rel->reason,
                      "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent");
-        if (!code && released)
+        else
             code = est_basis_keep(s, r, rel, V);
     }
     code = est_release_finish(s, r, rel, acc, code);
@@ -417,9 +437,14 @@ static int s_run_mean(const est_settings *s, est_result *r, const float *X, size
     } else {
         dps_accountant_charge(acc, cost);
         rc = dps_gaussian_mean(X, n, d, rho_mean, rng, xt);
-        if (rc) {
-            cli_error("the Gaussian mean failed: %s", dps_strerror(rc));
-            code = CLI_EXIT_RUNTIME;
+        if (rc) { /* after the charge: reported like a FAIL (see est_release_internal_error) */
+            mr->status = "failed";
+            mr->rho = rho_mean;
+            snprintf(mr->reason, sizeof mr->reason,
+                     "the Gaussian mean stopped on an internal error after the budget was charged (%s): nothing "
+                     "released; budget spent", dps_strerror(rc));
+            free(mr->released);
+            mr->released = NULL;
         } else {
             dps_project(r->basis, r->k, d, xt, mr->released);
             s_exact_mean(X, n, d, exact);

@@ -43,6 +43,14 @@ int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n
     r->exact = plan;
     dps_zcdp cost = plan.cost;
     int code = 0;
+    if (dps_exact_check_limits(n, r->d, r->k) != DPS_OK) { /* public sizes: checked before the charge */
+        cli_error("--method exact: n = %zu rows with k = %zu is above its limit (k <= %d, C(n, k-1) * n <= %.0e, "
+                  "n d <= 2^26): use fewer rows or --method estimator",
+                  n, r->k, DPS_EXACT_MAX_K, DPS_EXACT_MAX_WORK);
+        dps_accountant_destroy(&acc);
+        free(V);
+        return CLI_EXIT_USAGE;
+    }
     if (!dps_accountant_fits(acc, cost)) {
         rel->status = DPS_SNAP_REFUSED;
         snprintf(rel->reason, sizeof rel->reason, "running DPESE would pass the privacy budget cap: nothing was spent");
@@ -51,24 +59,17 @@ int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n
         dps_accountant_charge(acc, cost); /* charged before any noise is drawn */
         int released = 0;
         rc = dps_exact_subspace(X, n, r->d, r->k, s->eps, s->delta, s->candidates, rng, V, &released, &r->exact);
-        if (rc == DPS_ELIMIT) {
-            cli_error("--method exact: n = %zu rows with k = %zu is above its limit (k <= %d, C(n, k-1) * n <= %.0e): "
-                      "use fewer rows or --method estimator",
-                      n, r->k, DPS_EXACT_MAX_K, DPS_EXACT_MAX_WORK);
-            code = CLI_EXIT_USAGE;
-        } else if (rc) {
-            cli_error("the exact method failed: %s", dps_strerror(rc));
-            code = CLI_EXIT_RUNTIME;
-        }
         rel->rho_epoch = cost.rho;
         rel->delta_epoch = cost.delta;
-        rel->status = released ? DPS_SNAP_RELEASED : DPS_SNAP_FAILED;
-        if (!code && !released)
+        rel->status = released && !rc ? DPS_SNAP_RELEASED : DPS_SNAP_FAILED;
+        if (rc)
+            est_release_internal_error(rel, "DPESE", rc);
+        else if (!released)
             snprintf(rel->reason, sizeof rel->reason,
                      "DPESE released NULL: no %zu-dimensional subspace holds a stable majority of the rows "
                      "exactly; budget spent",
                      r->k);
-        if (!code && released) {
+        else {
             rel->reason[0] = '\0';
             code = est_basis_keep(s, r, rel, V);
         }

@@ -137,6 +137,11 @@ int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const
 /* The end of a central (one-release) method: the run's totals from acc into r
    and rel, and the progress line when code is 0.  Returns code. */
 int est_release_finish(const est_settings *s, est_result *r, est_release *rel, const dps_accountant *acc, int code);
+/* A central method's mechanism returned rc after its charge: rel becomes
+   FAILED with a reason naming rc (exit 4, like a FAIL of the mechanism),
+   never a runtime error without a release (issue 9; the list of such errors
+   is at the definition in est_run.c). */
+void est_release_internal_error(est_release *rel, const char *method, int rc);
 
 /* est_ss.c: run --method exact on all rows (X is the caller's); returns an
    exit code (message printed). */

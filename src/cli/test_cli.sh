@@ -358,5 +358,43 @@ expect_error "exact --eps 0: exit 2" 2 "--eps must be positive" "$EST" exact.csv
 expect_error "exact --delta 0.7: exit 2" 2 "needs --delta <= 0.5" "$EST" exact.csv --k 2 --method exact --delta 0.7
 expect_error "exact above its limit: exit 2" 2 "above its limit" "$EST" rows.npy --k 4 --method exact --candidates 1
 
+# ---------------------------------------------------------- hostile rows
+# Issue 9: one row must not decide whether a release happens.  Row 8 of a
+# near-rank-2 CSV replaced by every entry 1e-41 (subnormal), every entry 3e38,
+# a NaN, or +Inf/-Inf: every method ends the same way as on the clean rows
+# (same exit code, a release record), and bad rows are counted.  Before the
+# fix the covariance epoch on the 1e-41 row exited 1 with nothing released.
+awk 'BEGIN { srand(3); for (i = 0; i < 500; i++) { a = rand() - 0.5; b = rand() - 0.5; s = "";
+    for (j = 0; j < 20; j++) { v = a * ((j % 2) ? 1 : -1) + b * ((j % 3) ? 1 : -1) + 0.01 * (rand() - 0.5);
+        s = s (j ? "," : "") sprintf("%.6g", v) } print s } }' > h_base.csv
+hostile_row() { awk -v v="$1" 'BEGIN { for (j = 0; j < 20; j++) printf "%s%s", (j ? "," : ""), v; print "" }'; }
+awk -v r="$(hostile_row 1e-41)" 'NR == 8 { print r; next } { print }' h_base.csv > h_tiny.csv
+awk -v r="$(hostile_row 3e38)" 'NR == 8 { print r; next } { print }' h_base.csv > h_huge.csv
+awk -F, -v OFS=, 'NR == 8 { $4 = "nan" } { print }' h_base.csv > h_nan.csv
+awk -F, -v OFS=, 'NR == 8 { $4 = "inf"; $5 = "-inf" } { print }' h_base.csv > h_inf.csv
+for m in "--k 2 --method estimator --aggregator reference" "--k 2 --method estimator --aggregator projection" \
+    "--k 2 --method estimator --aggregator histogram" "--k 2 --method estimator --aggregator covariance" \
+    "--k 2 --method analyze-gauss" "--k 2 --method iterative --eps 2" "--k 2 --method cov-laplace --eps 2" \
+    "--k 2 --method cov-gaussian --eps 2" "--k 2 --method exact --eps 2" "--k 2 --method estimator --task mean" \
+    "--k 2 --method analyze-gauss --task mean" "--method choose-k --k-max 3 --eps-k 1" \
+    "--method iterative --k-max 3 --eps-k 1 --eps 2"; do
+    # shellcheck disable=SC2086 # $m is a list of flags
+    run "$EST" h_base.csv $m --seed 3 --json h_base.json
+    base_rc=$rc
+    base_n=$(jall h_base.json status | wc -l)
+    diff=""
+    for f in tiny huge nan inf; do
+        # shellcheck disable=SC2086
+        run "$EST" "h_$f.csv" $m --seed 3 --json "h_$f.json"
+        [ "$rc" -eq "$base_rc" ] && [ "$(jall "h_$f.json" status | wc -l)" -eq "$base_n" ] || diff="$diff $f(exit $rc)"
+    done
+    check "hostile rows, $m: every input ends like the clean one (exit $base_rc)${diff:+; differs:$diff}" \
+        [ -z "$diff" -a "$base_rc" -ne 1 ]
+done
+check "hostile rows: the NaN row counted" [ "$(jget h_nan.json rows_nan)" = 1 ]
+check "hostile rows: the Inf row counted" [ "$(jget h_inf.json rows_inf)" = 1 ]
+check "hostile rows: the 1e-41 and 3e38 rows are ordinary rows" \
+    [ "$(jget h_tiny.json rows_zero)" = 0 -a "$(jget h_huge.json rows_inf)" = 0 ]
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -164,8 +164,8 @@ static int s_close_epoch(collector *c)
         s_stop = 1;
         return rc;
     }
-    if (rc) {
-        log_error("closing epoch %" PRIu64 " failed: %s", st.epoch, dps_strerror(rc));
+    if (rc) { /* before the charge (dps_estimator_close_epoch): nothing spent, the epoch stays open */
+        log_error("closing epoch %" PRIu64 " failed before its charge: %s", st.epoch, dps_strerror(rc));
         return rc;
     }
     log_debug("epoch %" PRIu64 " aggregated in %" PRIu64 " ms", st.epoch, net_now_ms() - t0);
@@ -294,6 +294,7 @@ static void s_status(collector *c)
         {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
         {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused},
         {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
+        {"epochs_internal_error", es.epochs_internal_error},
     };
     for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
         snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", wire_reject_name(r));
