@@ -231,6 +231,39 @@ int main(void)
              n, d1, d2, r, e0, e, bound, st.groups, st.sd_iter, (unsigned long long)st.nonprivate_clipped_grad,
              (unsigned long long)(n * c.iters));
 
+        /* 5b. Issue 9: one observation with subnormal, huge, NaN or Inf
+           entries (in X or y) must not turn the fit into an error or a
+           non-finite estimate: contributions are clipped, non-finite ones
+           dropped.  Same seed as a clean fit, so only the row differs. */
+        {
+            const char *what[] = {"X all 1e-41", "X all 3e38, y 3e38", "X NaN", "X Inf", "y NaN", "y -Inf"};
+            float saved[101];
+            memcpy(saved, X + 7 * D, D * sizeof *X);
+            saved[D] = y[7];
+            for (int kind = 0; kind < 6; kind++) {
+                for (size_t j = 0; j < D; j++)
+                    X[7 * D + j] = kind == 0 ? 1e-41f : kind == 1 ? 3e38f : saved[j];
+                y[7] = kind == 1 ? 3e38f : kind == 4 ? NAN : kind == 5 ? -INFINITY : saved[D];
+                if (kind == 2)
+                    X[7 * D + 3] = NAN;
+                if (kind == 3)
+                    X[7 * D + 3] = INFINITY;
+                dps_rng *seeded = NULL;
+                dps_rng_new_seeded(&seeded, 99);
+                dps_rgrad_stats sh;
+                memset(&sh, 0, sizeof sh);
+                int rc = dps_rgrad_fit(X, y, n, &c, seeded, L0, &sh);
+                int finite = 1;
+                for (size_t j = 0; j < D; j++)
+                    finite &= isfinite(L0[j]);
+                CHECK(rc == DPS_OK && finite, "hostile observation (%s): rc %s, finite %d", what[kind],
+                      dps_strerror(rc), finite);
+                dps_rng_destroy(&seeded);
+            }
+            memcpy(X + 7 * D, saved, D * sizeof *X);
+            y[7] = saved[D];
+        }
+
         /* 6. Bookkeeping.  Batch: rho_init + iters rho_iter = 10. */
         dps_zcdp cost = dps_rgrad_cost(&c);
         CHECK(fabs(cost.rho - 10.0) < 1e-9 && cost.delta == c.delta, "batch cost %g", cost.rho);
