@@ -159,6 +159,13 @@ verdict "dps-status text: rows, the wrong_dim line, the producer"
 # one snapshot (the latest, sent on subscribing) and then silence: --timeout
 expect_error "dps-watch --timeout: exit 6" 6 "no snapshot .* for 1 s" "$WATCH" $PT --connect "$PUB" --count 5 --timeout 1
 check "... after printing the latest snapshot" grep -q "^snapshot seq 2  epoch 1" out.txt
+# --from-epoch skips the latest (epoch 1) sent on subscribing when asked for epoch 2 on
+expect_error "dps-watch --from-epoch 2: the latest (epoch 1) skipped, exit 6" 6 "no snapshot .* for 1 s" \
+    "$WATCH" $PT --connect "$PUB" --count 1 --timeout 1 --from-epoch 2
+check "... nothing printed" [ ! -s out.txt ]
+run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --from-epoch 1
+[ "$rc" -eq 0 ] && grep -q "^snapshot seq 2  epoch 1" out.txt
+verdict "dps-watch --from-epoch 1: the latest (epoch 1) printed"
 run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --json
 [ "$rc" -eq 0 ] && [ "$(wc -l < out.txt | tr -d ' ')" -eq 1 ] &&
     grep -q '^{"seq": 2, "epoch": 1, "status": "released".*"sin_prev": null' out.txt
