@@ -24,7 +24,7 @@ enum { D = 8, BATCH = 4 };
 typedef struct {
     void *ctx;
     char endpoint[256];
-    uint64_t taken, refused;
+    volatile uint64_t taken, refused; /* set by the test between producers */
     volatile int stop, ready;
 } s_status_server;
 
