@@ -52,13 +52,16 @@ typedef struct {
     size_t dim;              /* row dimension, as the collector expects     */
     size_t batch_rows;       /* rows per message (default 256)              */
     const char *producer_id; /* unique per producer (default "producer-<pid>-<random>") */
-    const char *status_endpoint; /* the collector's status endpoint: destroy waits
-                                    there until every batch is confirmed taken
-                                    (NULL: linger only -- rows queued at the
-                                    collector when we disconnect can be lost) */
+    const char *status_endpoint; /* the collector's status endpoint: close waits
+                                    there until every batch is confirmed taken.
+                                    NULL: nobody can confirm anything -- rows
+                                    queued at the collector when we disconnect
+                                    can be lost unnoticed (close counts every
+                                    batch as unconfirmed) */
     dps_security sec;
     int sndhwm;              /* messages queued before send blocks (default 64) */
-    int linger_ms;           /* how long destroy waits to deliver (default 30000) */
+    int linger_ms;           /* how long close waits for the confirmation (with a
+                                status endpoint) or to deliver (without); default 30000 */
     int send_timeout_ms;     /* 0: block as long as the collector is slow (default) */
 } dps_producer_opts;
 
@@ -73,7 +76,8 @@ int dps_producer_wait_ready(dps_producer *p, int timeout_ms);
 /* Buffer n rows of dimension dim and send every full batch.  Blocks while the
    collector is behind (its queue and ours are full): rows are never dropped.
    DPS_EDIM if dim differs, DPS_EAUTH if the collector refused our key,
-   DPS_ETIMEOUT if send_timeout_ms passed (the rows not sent stay buffered). */
+   DPS_ETIMEOUT if send_timeout_ms passed (the rows not sent stay buffered),
+   DPS_ESTATE after dps_producer_close. */
 int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim);
 /* Send the partial batch, if any. */
 int dps_producer_flush(dps_producer *p);
@@ -82,14 +86,31 @@ void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *b
    (asked on status_endpoint): DPS_OK when all were taken, DPS_EPROTO when it
    refused some as a whole (wrong dimension, too large...: its status says
    which), DPS_ETIMEOUT after timeout_ms, or DPS_ESTATE without a
-   status_endpoint.  libzmq discards messages still queued
+   status_endpoint or after close.  libzmq discards messages still queued
    toward a PULL socket when their sender disconnects; this is how a producer
    knows it may disconnect. */
 int dps_producer_drain(dps_producer *p, int timeout_ms);
+/* The collector's last answer to a drain: batches of ours it took, and
+   refused as a whole (0, 0 before any answer). */
+void dps_producer_confirmed(const dps_producer *p, uint64_t *taken, uint64_t *refused);
 /* The producer id the collector knows us by (generated unless given). */
 const char *dps_producer_id(const dps_producer *p);
-/* Flush; drain (up to linger_ms) if there is a status endpoint, else linger up
-   to linger_ms for delivery; close. */
+/* Flush (up to linger_ms), drain (with a status endpoint, until linger_ms
+   from the call; not again if a drain already ended for the same batches),
+   and close the connection; the caller still owns p (destroy frees it).
+   Sets *unconfirmed (may be NULL) to the number of batches the collector did
+   not confirm taking: refused ones, unanswered ones and a last partial batch
+   that could not be sent.  Returns DPS_OK when every batch was confirmed;
+   DPS_ETIMEOUT when the confirmation (or the last send) did not come within
+   linger_ms -- the collector is gone or overloaded, and those rows may be
+   lost; DPS_EPROTO when it refused some batches; DPS_EAUTH when it refused
+   our key; another code if a send or status query failed.  Without a status
+   endpoint nothing can be confirmed: DPS_OK after lingering up to linger_ms
+   to deliver, with every batch counted in *unconfirmed.  A second call
+   returns the first one's result. */
+int dps_producer_close(dps_producer *p, uint64_t *unconfirmed);
+/* Close (if dps_producer_close was not called; its result is lost: call it
+   to know whether the rows arrived), free, and set *p to NULL. */
 void dps_producer_destroy(dps_producer **p);
 
 /* ------------------------------------------------------------- subscriber */
@@ -99,7 +120,14 @@ typedef struct dps_subscriber dps_subscriber;
    latest snapshot at once (the collector's welcome message). */
 int dps_subscriber_new(dps_subscriber **out, const char *endpoint, const dps_security *sec);
 void dps_subscriber_destroy(dps_subscriber **s);
-/* The next snapshot not seen before (by sequence number): DPS_OK and *out
+/* Skip every snapshot of an epoch before epoch, the welcome message included
+   (it can be the last snapshot of a previous job on the same collector): a
+   job that asks the collector's open epoch (dps_collector_status_query) when
+   it starts and passes it here sees only bases learned from then on.  Call
+   before the first recv/update; 0 (the default) skips nothing. */
+int dps_subscriber_set_from_epoch(dps_subscriber *s, uint64_t epoch);
+/* The next snapshot not seen before (by sequence number) and not skipped by
+   dps_subscriber_set_from_epoch: DPS_OK and *out
    (the caller owns it), DPS_ETIMEOUT, DPS_EAUTH (the collector refused our
    key), or DPS_EPROTO for a message that does not decode (skipped and
    counted).  timeout_ms < 0 waits forever. */

@@ -1,22 +1,40 @@
 """Stream rows to a dps-collector (ZeroMQ PUSH, RowBatch messages).
 
-    with Producer("tcp://127.0.0.1:7780", dim=784, plaintext=True) as p:
+    with Producer("tcp://127.0.0.1:7780", dim=784, plaintext=True,
+                  status_endpoint="tcp://127.0.0.1:7782") as p:
         p.send(per_example_gradients)      # numpy (n, dim) or a torch tensor
 
 Sends block while the collector is behind (its queue and ours are full).
-Give status_endpoint so that close() waits until the collector confirms it
-has taken every batch: libzmq discards messages still queued toward a PULL
-socket when their sender disconnects, so without it rows sent just before
-close() can be lost.  A refused key raises PermissionError.
+Give status_endpoint: the producer then checks the collector's d before its
+first batch, and close() waits (up to linger_ms) until the collector confirms
+it has taken every batch, raising UnconfirmedBatchesError if it did not (the
+collector died, is overloaded, or refused batches).  libzmq discards messages
+still queued toward a PULL socket when their sender disconnects, so without a
+status endpoint rows sent just before close() can be lost and nobody can
+know: the producer warns once when it is made without one.  A refused key
+raises PermissionError.
 """
 import os
 import time
+import warnings
 
 import numpy as np
 import zmq
 
 from . import wire
 from .keys import apply_client_security
+
+
+class UnconfirmedBatchesError(RuntimeError):
+    """close() could not confirm that the collector took every batch.
+
+    unconfirmed: batches not confirmed taken (refused, unanswered, or a last
+    partial batch that could not be sent); sent: batches sent; refused: batches
+    the collector refused as a whole (wrong dimension, too large)."""
+
+    def __init__(self, message, unconfirmed, sent, refused=0):
+        super().__init__(message)
+        self.unconfirmed, self.sent, self.refused = unconfirmed, sent, refused
 
 
 def _as_rows(x, dim):
@@ -32,15 +50,31 @@ def _as_rows(x, dim):
 
 
 class Producer:
+    """A connection to a collector's ingest endpoint that sends rows in batches of batch_rows.
+
+    status_endpoint (the collector's --status) is what makes delivery known: the
+    collector's d is checked before the first batch (ValueError on a mismatch,
+    TimeoutError if it does not answer within status_timeout_ms; nothing is sent
+    either way), and close() waits up to linger_ms for the collector to confirm
+    every batch, raising UnconfirmedBatchesError (with the count) if it does not.
+    Without it the producer cannot know whether its rows arrived: close() only
+    lingers up to linger_ms, and a UserWarning says so once, at construction.
+    """
+
     def __init__(self, endpoint, dim, batch_rows=256, producer_id=None, server_public_key=None,
                  public_key=None, secret_key=None, plaintext=False, sndhwm=64, linger_ms=30000,
-                 status_endpoint=None):
+                 status_endpoint=None, status_timeout_ms=10000):
         if producer_id is None:  # unique: the collector's per-producer counts are ours alone
             producer_id = f"python-{os.getpid()}-{os.urandom(4).hex()}"
         self._sec = dict(server_public_key=server_public_key, public_key=public_key, secret_key=secret_key,
                          plaintext=plaintext)
         self.status_endpoint, self.linger_ms, self.batches_sent = status_endpoint, linger_ms, 0
-        self._drained = False
+        self.status_timeout_ms = status_timeout_ms
+        self.batches_taken = self.batches_refused = 0  # the collector's last answer about our batches
+        self._drained_at = None  # batches_sent when the last drain ended, and whether it confirmed all
+        self._drain_ok = False
+        self._checked = not status_endpoint  # the collector's d: checked before the first batch
+        self._bad_collector = None  # the mismatch found: nothing is ever sent
         if dim <= 0 or batch_rows <= 0:
             raise ValueError("dim and batch_rows must be positive")
         if len(producer_id.encode()) > 64:
@@ -48,9 +82,16 @@ class Producer:
         self.dim, self.batch_rows, self.producer_id = dim, batch_rows, producer_id
         self.seq = self.rows_sent = 0
         self._pending = np.empty((0, dim), dtype="<f4")
+        self._sock = None
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.PUSH)
-        apply_client_security(self._sock, endpoint, server_public_key, public_key, secret_key, plaintext)
+        try:
+            apply_client_security(self._sock, endpoint, server_public_key, public_key, secret_key, plaintext)
+        except Exception:
+            self._sock.close(0)
+            self._ctx.term()
+            self._sock = None
+            raise
         self._sock.setsockopt(zmq.IMMEDIATE, 1)
         self._sock.setsockopt(zmq.SNDHWM, sndhwm)
         self._sock.setsockopt(zmq.SNDTIMEO, 200)
@@ -58,6 +99,10 @@ class Producer:
         self._mon = self._sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._ready = self._refused = False
         self._sock.connect(endpoint)
+        if not status_endpoint:
+            warnings.warn(f"Producer to {endpoint} without status_endpoint: nobody can confirm that the collector "
+                          "took the rows (rows still queued when the producer closes can be lost unnoticed); "
+                          "give the collector's status endpoint", UserWarning, stacklevel=2)
 
     def _events(self, timeout_ms=0):
         from zmq.utils.monitor import recv_monitor_message
@@ -81,7 +126,28 @@ class Producer:
                 return False
         return True
 
-    def _send_batch(self, rows):
+    def _check_collector(self):
+        """Before the first batch: the collector's d must be ours (ValueError; nothing is sent)."""
+        from .status import query_status
+        try:
+            st = query_status(self.status_endpoint, self.status_timeout_ms, **self._sec)
+        except TimeoutError:
+            raise TimeoutError(f"no answer from the collector's status endpoint {self.status_endpoint} in "
+                               f"{self.status_timeout_ms} ms: is it running there, with the same security? "
+                               "Nothing was sent") from None
+        if st["d"] != self.dim:
+            self._bad_collector = (f"the collector at {self.status_endpoint} expects rows of d = {st['d']} but this "
+                                   f"producer was made with dim = {self.dim}; nothing was sent")
+            raise ValueError(self._bad_collector)
+        self._checked = True
+
+    def _send_batch(self, rows, deadline=None):
+        """Send one batch, blocking while the collector is behind (until deadline, a monotonic time, if given:
+        False when it passed)."""
+        if self._bad_collector:
+            raise ValueError(self._bad_collector)
+        if not self._checked:
+            self._check_collector()
         m = wire.RowBatch(version=wire.WIRE_VERSION, producer_id=self.producer_id, seq=self.seq,
                           dim=self.dim, rows=rows.shape[0], data=rows.tobytes())
         data = m.SerializeToString()
@@ -93,9 +159,12 @@ class Producer:
                 self._events(0)
                 if self._refused and not self._ready:
                     raise PermissionError("the collector refused our CURVE key (not in its authorized keys)")
+                if deadline is not None and time.monotonic() > deadline:
+                    return False
         self.seq += 1
         self.batches_sent += 1
         self.rows_sent += rows.shape[0]
+        return True
 
     def send(self, rows):
         """Queue rows (numpy or torch, shape (n, dim) or (dim,)) and send full batches."""
@@ -113,39 +182,89 @@ class Producer:
             self._send_batch(self._pending)
             self._pending = self._pending[:0]
 
+    def _drain(self, deadline):
+        """Ask the status endpoint until the collector answered for every batch, or until deadline:
+        True when it did (refused ones included); records its counts."""
+        from .status import query_status
+        ok = False
+        while True:
+            try:
+                left_ms = max(1, min(1000, int((deadline - time.monotonic()) * 1000) + 1))
+                st = query_status(self.status_endpoint, left_ms, producer_id=self.producer_id, **self._sec)
+                self.batches_taken, self.batches_refused = st["producer_batches"], st["producer_refused"]
+                if self.batches_taken + self.batches_refused >= self.batches_sent:
+                    ok = True
+                    break
+            except TimeoutError:
+                pass
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        self._drained_at, self._drain_ok = self.batches_sent, ok
+        return ok
+
     def drain(self, timeout_ms=None):
         """Flush, then wait until the collector answered for every batch: True when all were taken,
         False on timeout, ValueError if it refused some (wrong dimension, too large)."""
-        from .status import query_status
         if not self.status_endpoint:
             raise RuntimeError("drain needs status_endpoint")
         self.flush()
-        self._drained = True  # close() does not wait a second time
-        end = time.monotonic() + (self.linger_ms if timeout_ms is None else timeout_ms) / 1000
-        while True:
-            try:
-                st = query_status(self.status_endpoint, 1000, producer_id=self.producer_id, **self._sec)
-                if st["producer_batches"] + st["producer_refused"] >= self.batches_sent:
-                    if st["producer_refused"]:
-                        raise ValueError(f"the collector refused {st['producer_refused']} of our batches as a whole "
-                                         f"(wrong dimension or too large: its status counters say which)")
-                    return True
-            except TimeoutError:
-                pass
-            if time.monotonic() > end:
-                return False
-            time.sleep(0.02)
+        ok = self._drain(time.monotonic() + (self.linger_ms if timeout_ms is None else timeout_ms) / 1000)
+        if ok and self.batches_refused:
+            raise ValueError(f"the collector refused {self.batches_refused} of our batches as a whole "
+                             f"(wrong dimension or too large: its status counters say which)")
+        return ok
 
     def close(self):
-        """Flush; drain if there is a status endpoint, else linger up to linger_ms; close."""
+        """Flush; with a status endpoint, drain: wait up to linger_ms until the collector confirms every batch
+        (not again if a drain already ended for the same batches); close.  Raises UnconfirmedBatchesError
+        naming how many batches it did not confirm (the connection is closed either way).  Without a status
+        endpoint: linger up to linger_ms to deliver, and nobody knows whether the rows arrived (it raises only
+        if the last batch could not even be sent within linger_ms)."""
         if self._sock is None:
             return
-        if not self._refused:
-            self.flush()
-            if self.status_endpoint and self.batches_sent and not self._drained:
-                self.drain()
-        else:
+        deadline = time.monotonic() + self.linger_ms / 1000
+        pending = 0
+        try:
+            if not self._refused and not self._bad_collector and self._pending.shape[0]:
+                # a collector that is gone must not hold close() past linger_ms
+                if self._send_batch(self._pending, deadline):
+                    self._pending = self._pending[:0]
+            # rows left unsent: counted, unless the reason was already raised (refused key, wrong d)
+            pending = 1 if self._pending.shape[0] and not (self._bad_collector or self._refused) else 0
+            confirmed = True
+            if self.status_endpoint and self.batches_sent and not self._refused:
+                if self._drained_at != self.batches_sent:
+                    self._drain(deadline)
+                confirmed = self._drain_ok and not self.batches_refused
+            if not confirmed or pending:
+                # lingering would only delay the report: the collector drops what it has not taken when we go
+                self._sock.setsockopt(zmq.LINGER, 0)
+        except BaseException:
             self._sock.setsockopt(zmq.LINGER, 0)
+            self._close_sockets()
+            raise
+        if self._refused:
+            self._sock.setsockopt(zmq.LINGER, 0)
+        self._close_sockets()
+        if pending and not self.status_endpoint:  # nobody confirmed anything, and the last rows never left
+            raise UnconfirmedBatchesError(f"the last batch could not be sent within linger_ms = {self.linger_ms} "
+                                          f"ms (the collector is gone or not keeping up); none of the "
+                                          f"{self.batches_sent + 1} batches was confirmed (no status_endpoint)",
+                                          self.batches_sent + 1, self.batches_sent + 1)
+        if self.status_endpoint and (not confirmed or pending):
+            n = max(0, self.batches_sent - self.batches_taken) + pending
+            if self.batches_refused:
+                why = (f"it refused {self.batches_refused} as a whole (wrong dimension or too large: its status "
+                       f"counters say which)")
+            else:
+                why = (f"no confirmation within linger_ms = {self.linger_ms} ms: the collector at "
+                       f"{self.status_endpoint} is gone or overloaded, and those rows may be lost")
+            raise UnconfirmedBatchesError(f"{n} of {self.batches_sent + pending} batches not confirmed taken by "
+                                          f"the collector ({self.batches_taken} taken): {why}",
+                                          n, self.batches_sent + pending, self.batches_refused)
+
+    def _close_sockets(self):
         self._sock.disable_monitor()
         self._mon.close(0)
         self._sock.close()
@@ -155,5 +274,12 @@ class Producer:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+            return
+        try:  # an exception is already on its way: do not replace it
+            self.close()
+        except UnconfirmedBatchesError as e:
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"and on closing the producer: {e}")

@@ -3,8 +3,17 @@
     sub = Subscriber("tcp://127.0.0.1:7781", plaintext=True)
     snap = sub.recv(timeout_ms=10000)          # the latest arrives at once
     g_low = sub.project(g)                     # V^T V g with the latest released basis
+
+A new subscriber gets the collector's latest snapshot at once (the welcome
+message), which may be the last basis of a previous job on the same collector.
+A job that wants only bases learned from its own start on asks the collector's
+open epoch first and passes it as from_epoch:
+
+    start = query_status("tcp://127.0.0.1:7782", plaintext=True)["epoch"]
+    sub = Subscriber("tcp://127.0.0.1:7781", plaintext=True, from_epoch=start)
 """
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -76,7 +85,11 @@ class Snapshot:
 
 
 class Subscriber:
-    def __init__(self, endpoint, server_public_key=None, public_key=None, secret_key=None, plaintext=False):
+    """Snapshots from a collector's publish endpoint; those of epochs before from_epoch (the welcome
+    message included) are skipped."""
+
+    def __init__(self, endpoint, server_public_key=None, public_key=None, secret_key=None, plaintext=False,
+                 from_epoch=0):
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.SUB)
         apply_client_security(self._sock, endpoint, server_public_key, public_key, secret_key, plaintext)
@@ -85,12 +98,15 @@ class Subscriber:
         self._sock.connect(endpoint)
         self.latest = None  # latest released Snapshot
         self.last_seq = 0
-        self.received = self.missed = self.bad = 0
+        self.from_epoch = from_epoch
+        self.received = self.missed = self.bad = self.skipped = 0
 
     def recv(self, timeout_ms=None):
-        """The next snapshot not seen before, or None on timeout."""
+        """The next snapshot not seen before and not before from_epoch, or None on timeout."""
+        end = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         while True:
-            if not self._sock.poll(timeout_ms):
+            left = None if end is None else max(0, int((end - time.monotonic()) * 1000))
+            if not self._sock.poll(left):
                 return None
             data = self._sock.recv()
             try:
@@ -103,6 +119,9 @@ class Subscriber:
             if self.last_seq and snap.seq > self.last_seq + 1:
                 self.missed += snap.seq - self.last_seq - 1
             self.last_seq = snap.seq
+            if snap.epoch < self.from_epoch:  # e.g. a previous job's last basis, sent as the welcome
+                self.skipped += 1
+                continue
             self.received += 1
             if snap.status == "released":
                 self.latest = snap

@@ -15,6 +15,19 @@ plus N(0, (sigma*clip/batch)^2) noise per coordinate, projected onto the latest
 released basis V before W -= lr * g.  Before training, a warm-up streams
 gradients of the initial model until the first basis arrives.
 
+Privacy spent: every epoch the collector closes is charged in its ledger,
+whoever sent the rows.  At the end the example prints the collector's total
+(a status query) and this run's share (the total at the end minus the total
+at the start: the epochs closed while it ran, rows of any other producer in
+them included); rows of ours still in the open epoch are charged when it
+closes.  What one basis cost (its rho_epoch) is not what the run cost.
+
+A collector that ran an earlier job still holds that job's last basis and
+sends it to every new subscriber.  The example asks for bases from the epoch
+that was open when it started on (--from-epoch, default that epoch) and warns
+if the first basis it gets predates the run (--from-epoch 0 takes the
+collector's latest basis, whatever made it).
+
 Honest scope: the basis is a DP release, so projecting onto it is
 post-processing (no further privacy cost).  The gradient noise here is
 illustrative: there is no DP-SGD accountant (sampling, composition over
@@ -27,7 +40,7 @@ the buckets disagree, the private basis is close to random (it keeps about
 sqrt(9/7850) = 3%) and the loss barely moves.
 
 Start a local collector first (plaintext only on ipc:// and loopback):
-  dps-collector --d 200 --k 4 --t 60 --m 32 --state-dir /tmp/dps-train \
+  dps-collector --d 200 --k 4 --t 60 --m 32 --state-dir /tmp/dps-train --cap-rho 20 \
       --insecure-plaintext --ingest ipc:///tmp/dps.in --publish ipc:///tmp/dps.pub --status ipc:///tmp/dps.st
   (Fashion-MNIST: --d 7850 --k 9 --t 60 --m 40 instead of the first line's sizes)
 then:  PYTHONPATH=build/python python3 python/examples/train_loop.py --plaintext [--synthetic]
@@ -43,7 +56,7 @@ import time
 
 import numpy as np
 
-from dpsubspace import Producer, Subscriber, load_keypair, load_public_key
+from dpsubspace import Producer, Subscriber, UnconfirmedBatchesError, load_keypair, load_public_key
 from dpsubspace.status import query_status
 
 FASHION = "/usr/share/datasets/fashion-mnist"
@@ -87,6 +100,9 @@ def main():
     ap.add_argument("--synthetic", action="store_true", help="synthetic data even if Fashion-MNIST is installed")
     ap.add_argument("--torch", action="store_true", help="compute with PyTorch tensors")
     ap.add_argument("--seed", type=int, default=0, help="seed of the data order and the illustrative noise")
+    ap.add_argument("--from-epoch", type=int, default=None,
+                    help="use bases of this epoch on (default: the collector's open epoch at the start, so that "
+                         "no earlier job's basis is used; 0: any, the collector's latest included)")
     a = ap.parse_args()
     if a.plaintext:
         sec = dict(plaintext=True)
@@ -110,6 +126,10 @@ def main():
                  " (see --help)")
     print(f"{src}: {len(X)} examples, {C} classes, d = {d}; collector k = {st['k']}, "
           f"epoch = {st['epoch_rows']} rows ({'torch' if a.torch else 'numpy'})")
+    start = st  # the collector when this run started: its open epoch and what it had spent
+    from_epoch = start["epoch"] if a.from_epoch is None else a.from_epoch
+    print(f"collector at the start: epoch {start['epoch']} open ({start['rows_in_epoch']} rows in it), "
+          f"total spent so far rho {start['rho_spent']:g}; using bases of epoch {from_epoch} on")
 
     if a.torch:
         T = lambda A: torch.from_numpy(np.ascontiguousarray(A))  # noqa: E731
@@ -145,7 +165,7 @@ def main():
         return G * T(scale)[:, None]
 
     producer = Producer(a.ingest, d, batch_rows=a.batch, status_endpoint=a.status, **sec)
-    sub = Subscriber(a.publish, **sec)
+    sub = Subscriber(a.publish, from_epoch=from_epoch, **sec)
     if not producer.wait_ready(5000):
         sys.exit(f"train_loop.py: no handshake with the collector on {a.ingest}")
     # Warm-up: stream gradients at the initial model until the first private basis exists
@@ -160,6 +180,13 @@ def main():
         sys.exit("train_loop.py: no released snapshot within 120 s (is the collector closing epochs?)")
     loss, acc = loss_acc(W)
     print(f"warm-up: {sent} rows sent before the first basis (epoch {sub.latest.epoch})")
+    if sub.latest.epoch < start["epoch"]:
+        print(f"WARNING: the first basis (epoch {sub.latest.epoch}) predates this run, which started during "
+              f"epoch {start['epoch']}: it was learned from rows sent before, by another job or an earlier run",
+              file=sys.stderr, flush=True)
+    elif sub.latest.epoch == start["epoch"] and start["rows_in_epoch"]:
+        print(f"note: the first basis (epoch {sub.latest.epoch}) also used the {start['rows_in_epoch']} rows that "
+              f"were in that epoch before this run started")
     print(f"step    0  test loss {loss:.4f}  accuracy {acc:.3f}")
     for step in range(1, a.steps + 1):
         G = clipped_grads(W)
@@ -173,11 +200,25 @@ def main():
             loss, acc = loss_acc(W)
             print(f"step {step:4d}  test loss {loss:.4f}  accuracy {acc:.3f}  basis: epoch {sub.latest.epoch}"
                   f" (keeps {100 * kept:.0f}% of the noisy gradient's norm)", flush=True)
-    producer.close()  # flush and drain: the collector confirms every batch
+    try:
+        producer.close()  # flush and drain: the collector confirms every batch
+    except UnconfirmedBatchesError as e:
+        sys.exit(f"train_loop.py: {e}")
     s = sub.latest
     if s is not None:
-        print(f"last basis used: {s.describe()}")
+        print(f"last basis used: epoch {s.epoch}, which cost rho {s.rho_epoch:g} by itself ({s.describe()})")
     sub.close()
+    end = query_status(a.status, 3000, **sec)
+    eps = lambda st: f"eps {st['eps_spent']:.3g} at delta {st['delta_target']:g}"  # noqa: E731
+    print(f"privacy, the collector's ledger total: rho {end['rho_spent']:g} ({eps(end)}) after "
+          f"{end['epoch']} epochs")
+    closed = (f"epochs {start['epoch']} to {end['epoch'] - 1} closed while it ran" if end["epoch"] > start["epoch"]
+              else "no epoch closed while it ran")
+    print(f"privacy, this run's share: rho {end['rho_spent'] - start['rho_spent']:g} ({closed}; "
+          f"{producer.rows_sent} rows sent by it; rows of other producers in those epochs are included)")
+    if end["rows_in_epoch"]:
+        print(f"  not yet charged: {end['rows_in_epoch']} rows in the open epoch {end['epoch']}, charged when "
+              f"it closes")
 
 
 if __name__ == "__main__":

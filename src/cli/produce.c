@@ -51,7 +51,10 @@ static const char s_epilogue[] =
     "  sent 2000 rows in 8 batches in 0.41 s (4878 rows/s) to ipc:///tmp/c.in;\n"
     "  the collector confirmed all 8 batches (drain)\n"
     "\"not confirmed\" there means no --status was given: the rows were handed to\n"
-    "libzmq, which lingers up to 30 s to deliver them, but nobody checked.\n"
+    "libzmq, which lingers up to 30 s to deliver them, but nobody checked.  With\n"
+    "--status, a drain that did not end within --drain-timeout (the collector is\n"
+    "gone or overloaded) ends the line with e.g. \"NOT confirmed: 3 of 8 batches\n"
+    "(the collector confirmed 5)\", and dps-produce exits 6.\n"
     "\n"
     "Examples:\n"
     "  dps-produce rows.npy --insecure-plaintext --connect ipc:///tmp/c.in --status ipc:///tmp/c.st\n"
@@ -302,9 +305,8 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
     o.producer_id = a->id;
     o.status_endpoint = a->status;
     o.sec = ns->sec;
-    /* the explicit drain below does the waiting; destroy's own drain (up to
-       linger_ms) then returns at once, or briefly retries after a timeout */
-    o.linger_ms = a->status ? 1000 : 30000;
+    /* with --status, dps_producer_close drains for up to linger_ms */
+    o.linger_ms = a->status ? (int)a->drain_ms : 30000;
     dps_producer *p = NULL;
     int rc = dps_producer_new(&p, &o);
     if (rc) {
@@ -363,43 +365,45 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
     free(buf);
     cli_reader_close(&r);
 
-    /* Send the partial batch and wait for the collector's confirmation. */
+    /* Send the partial batch and wait for the collector's confirmation
+       (close: both within linger_ms, so a collector that is gone cannot hold
+       us longer). */
     const char *confirmed = "not confirmed (no --status: nobody checked that the collector took them)";
     char conf[256];
-    if (code != CLI_EXIT_AUTH && (rc = dps_producer_flush(p)) != DPS_OK && !code) {
-        cli_error("sending the last batch to %s failed: %s", a->connect, dps_strerror(rc));
-        code = cli_net_exit_code(rc);
-    }
-    uint64_t rows = 0, batches = 0;
+    uint64_t rows = 0, batches = 0, unconfirmed = 0, taken = 0, refused = 0;
+    rc = dps_producer_close(p, &unconfirmed);
     dps_producer_counts(p, &rows, &batches);
-    if (a->status && code != CLI_EXIT_AUTH) {
-        rc = dps_producer_drain(p, (int)a->drain_ms);
-        if (rc == DPS_OK) {
-            snprintf(conf, sizeof conf, "the collector confirmed all %" PRIu64 " batches (drain)", batches);
-        } else {
-            dps_collector_status st;
-            memset(&st, 0, sizeof st);
-            int q = dps_collector_status_query_producer(a->status, &ns->sec, 1000, a->id, &st);
-            snprintf(conf, sizeof conf, "NOT confirmed: the collector took %s%" PRIu64 " of %" PRIu64 " batches%s",
-                     q ? "(unknown) " : "", q ? 0 : st.producer_batches, batches,
-                     rc == DPS_EPROTO ? " and refused the others" : "");
-            if (!code) {
-                if (rc == DPS_EPROTO)
-                    cli_error("the collector at %s refused %" PRIu64 " of our %" PRIu64 " batches as a whole "
-                              "(wrong dimension, or --batch above its --max-batch-rows: dps-status counts which)",
-                              a->status, q ? 0 : st.producer_refused, batches);
-                else
-                    cli_error("the collector at %s did not confirm all %" PRIu64 " batches within %" PRIu64
-                              " ms (--drain-timeout): %s",
-                              a->status, batches, a->drain_ms,
-                              rc == DPS_ETIMEOUT ? "it may be overloaded or gone, or --batch is above its "
-                                                   "--max-batch-rows (such messages are dropped with the connection; "
-                                                   "dps-status counts disconnects)"
-                                                 : dps_strerror(rc));
-                code = cli_net_exit_code(rc);
-            }
+    dps_producer_confirmed(p, &taken, &refused);
+    if (code == CLI_EXIT_AUTH) {
+        /* said already */
+    } else if (!a->status) {
+        if (rc && !code) {
+            cli_error("sending the last batch to %s failed: %s", a->connect, dps_strerror(rc));
+            code = cli_net_exit_code(rc);
         }
+    } else if (rc == DPS_OK) {
+        snprintf(conf, sizeof conf, "the collector confirmed all %" PRIu64 " batches (drain)", batches);
         confirmed = conf;
+    } else {
+        snprintf(conf, sizeof conf,
+                 "NOT confirmed: %" PRIu64 " of %" PRIu64 " batches (the collector confirmed %" PRIu64 "%s)",
+                 unconfirmed, taken + unconfirmed, taken, refused ? " and refused the others" : "");
+        confirmed = conf;
+        if (!code) {
+            if (rc == DPS_EPROTO)
+                cli_error("the collector at %s refused %" PRIu64 " of our %" PRIu64 " batches as a whole "
+                          "(wrong dimension, or --batch above its --max-batch-rows: dps-status counts which)",
+                          a->status, refused, batches);
+            else
+                cli_error("the collector at %s did not confirm %" PRIu64 " of our %" PRIu64
+                          " batches within %" PRIu64 " ms (--drain-timeout): %s",
+                          a->status, unconfirmed, taken + unconfirmed, a->drain_ms,
+                          rc == DPS_ETIMEOUT ? "it may be overloaded or gone, or --batch is above its "
+                                               "--max-batch-rows (such messages are dropped with the connection; "
+                                               "dps-status counts disconnects)"
+                                             : dps_strerror(rc));
+            code = cli_net_exit_code(rc);
+        }
     }
     double secs = s_now() - rs.t0;
     if (a->progress)

@@ -159,6 +159,13 @@ verdict "dps-status text: rows, the wrong_dim line, the producer"
 # one snapshot (the latest, sent on subscribing) and then silence: --timeout
 expect_error "dps-watch --timeout: exit 6" 6 "no snapshot .* for 1 s" "$WATCH" $PT --connect "$PUB" --count 5 --timeout 1
 check "... after printing the latest snapshot" grep -q "^snapshot seq 2  epoch 1" out.txt
+# --from-epoch skips the latest (epoch 1) sent on subscribing when asked for epoch 2 on
+expect_error "dps-watch --from-epoch 2: the latest (epoch 1) skipped, exit 6" 6 "no snapshot .* for 1 s" \
+    "$WATCH" $PT --connect "$PUB" --count 1 --timeout 1 --from-epoch 2
+check "... nothing printed" [ ! -s out.txt ]
+run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --from-epoch 1
+[ "$rc" -eq 0 ] && grep -q "^snapshot seq 2  epoch 1" out.txt
+verdict "dps-watch --from-epoch 1: the latest (epoch 1) printed"
 run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --json
 [ "$rc" -eq 0 ] && [ "$(wc -l < out.txt | tr -d ' ')" -eq 1 ] &&
     grep -q '^{"seq": 2, "epoch": 1, "status": "released".*"sin_prev": null' out.txt
@@ -192,6 +199,21 @@ expect_error "dps-status of a collector that is not there: exit 6" 6 "no answer 
     "$STATUS" $PT --connect "ipc://$T/none.st" --timeout 300
 expect_error "dps-watch --truth of another shape: exit 3" 3 "--truth is 3 x 200 but .* 4 x 200" \
     "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --truth basis3.npy
+# the collector dies after taking 2 batches and before confirming them (the producer still reads
+# its input, raw rows up to the end of the pipe): dps-produce names the 2 batches not confirmed and
+# exits 6 within --drain-timeout
+(cat rows2.f32; sleep 2) | timeout 30 "$PROD" - --format raw --dim 200 $PT --connect "$IN" --status "$ST" \
+    --batch 250 --id doomed --drain-timeout 1000 > p4.txt 2> p4.err &
+P4=$!
+WKEY=rows_accepted WANT=2500
+check "2 batches of 250 rows taken" wait_value $STATUS_ARGS
+kill -9 "$CPID" 2> /dev/null
+CPID=
+wait $P4
+R4=$?
+[ $R4 -eq 6 ] && grep -q "sent 500 rows in 2 batches.*NOT confirmed: 2 of 2 batches" p4.txt &&
+    grep -q "did not confirm 2 of our 2 batches within 1000 ms" p4.err
+verdict "collector killed before the drain: exit 6, 2 of 2 batches not confirmed"
 stop_collector
 
 # ------------------------------------------------------ 2. CURVE over tcp

@@ -29,7 +29,7 @@
 
 static const char s_synopsis[] =
     "Usage: dps-watch [--connect EP] [security] [--truth basis.npy] [--save-dir DIR]\n"
-    "                 [--count N] [--timeout S] [--json]\n"
+    "                 [--count N] [--from-epoch E] [--timeout S] [--json]\n"
     "\n"
     "Subscribes to a dps-collector's snapshots (its --publish endpoint) and prints\n"
     "one block per snapshot.  A new subscriber gets the collector's latest\n"
@@ -78,7 +78,7 @@ static const char s_epilogue[] =
 
 typedef struct {
     const char *connect, *truth, *save_dir;
-    uint64_t count;
+    uint64_t count, from_epoch;
     double timeout;
     int json, help;
     cli_net_flags net;
@@ -287,6 +287,8 @@ static int s_run(const watch_args *a, const cli_net_sec *ns, const float *T, siz
 {
     dps_subscriber *sub = NULL;
     int rc = dps_subscriber_new(&sub, a->connect, &ns->sec);
+    if (!rc)
+        rc = dps_subscriber_set_from_epoch(sub, a->from_epoch);
     if (rc) {
         cli_error("cannot subscribe to %s: %s", a->connect, dps_strerror(rc));
         return cli_net_exit_code(rc);
@@ -392,6 +394,10 @@ int main(int argc, char **argv)
         {"--count", CLI_OPT_U64, &a.count, "N", "0: until stopped",
          "exit (0) after N snapshots (all statuses count; the first may be the collector's latest, sent on "
          "subscribing)",
+         0},
+        {"--from-epoch", CLI_OPT_U64, &a.from_epoch, "E", "0: all",
+         "skip snapshots of epochs before E, the collector's latest sent on subscribing included (it may be "
+         "an earlier job's; dps-status shows the open epoch)",
          0},
         {"--timeout", CLI_OPT_DOUBLE, &a.timeout, "S", "0: wait forever",
          "exit 6 when no snapshot arrives for S seconds", 0},

@@ -8,7 +8,10 @@
    dropped by us.  Before it disconnects, a producer with a status endpoint
    asks the collector until it confirms every batch was taken (drain): libzmq
    discards messages still queued toward a PULL socket when their sender's
-   connection closes, so lingering alone does not guarantee delivery. */
+   connection closes, so lingering alone does not guarantee delivery.
+   dps_producer_close says how that ended (the batches the collector did not
+   confirm); dps_producer_destroy, which cannot return it, closes if the
+   caller did not and then frees. */
 #include "dpsubspace_net.h"
 #include "transport.h"
 #include "wire.h"
@@ -33,7 +36,11 @@ struct dps_producer {
     float *buf;
     size_t nbuf;
     uint64_t seq, rows_sent, batches_sent;
-    int drain_done; /* a drain ended (ok, refused or timed out): destroy does not wait again */
+    uint64_t taken, refused; /* the collector's last answer about our batches */
+    uint64_t drained_at;     /* batches_sent when the last drain ended (UINT64_MAX: none) */
+    int drain_rc;            /* how it ended: close does not wait again for the same batches */
+    int closed, close_rc;    /* dps_producer_close ran, and what it returned */
+    uint64_t unconfirmed;    /* its count of batches not confirmed taken */
 };
 
 void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim)
@@ -61,6 +68,7 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
         return DPS_ENOMEM;
     p->dim = o->dim;
     p->batch_rows = o->batch_rows;
+    p->drained_at = UINT64_MAX;
     p->send_timeout_ms = o->send_timeout_ms;
     p->linger_ms = o->linger_ms;
     if (o->producer_id) {
@@ -120,8 +128,9 @@ int dps_producer_wait_ready(dps_producer *p, int timeout_ms)
     }
 }
 
-/* Send one encoded batch, blocking under backpressure. */
-static int s_send(dps_producer *p, const float *rows, size_t n)
+/* Send one encoded batch, blocking under backpressure: up to send_timeout_ms
+   (0: without limit), or until deadline (net_now_ms; 0: none) when given. */
+static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadline)
 {
     unsigned char *msg = NULL;
     size_t len = 0;
@@ -141,7 +150,8 @@ static int s_send(dps_producer *p, const float *rows, size_t n)
             rc = DPS_EAUTH;
             break;
         }
-        if (p->send_timeout_ms > 0 && net_now_ms() - start >= (uint64_t)p->send_timeout_ms) {
+        if ((p->send_timeout_ms > 0 && net_now_ms() - start >= (uint64_t)p->send_timeout_ms) ||
+            (deadline && net_now_ms() >= deadline)) {
             rc = DPS_ETIMEOUT;
             break;
         }
@@ -159,12 +169,14 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
 {
     if (!p || (!rows && n))
         return DPS_EINVAL;
+    if (p->closed)
+        return DPS_ESTATE;
     if (dim != p->dim)
         return DPS_EDIM;
     size_t i = 0;
     while (i < n) {
         if (p->nbuf == 0 && n - i >= p->batch_rows) { /* whole batches straight from the caller */
-            int rc = s_send(p, rows + i * p->dim, p->batch_rows);
+            int rc = s_send(p, rows + i * p->dim, p->batch_rows, 0);
             if (rc)
                 return rc;
             i += p->batch_rows;
@@ -177,7 +189,7 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
         p->nbuf += take;
         i += take;
         if (p->nbuf == p->batch_rows) {
-            int rc = s_send(p, p->buf, p->nbuf);
+            int rc = s_send(p, p->buf, p->nbuf, 0);
             if (rc)
                 return rc;
             p->nbuf = 0;
@@ -186,15 +198,55 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
     return DPS_OK;
 }
 
+/* Send the partial batch, if any, by deadline (0: none). */
+static int s_flush(dps_producer *p, uint64_t deadline)
+{
+    if (p->nbuf == 0)
+        return DPS_OK;
+    int rc = s_send(p, p->buf, p->nbuf, deadline);
+    if (!rc)
+        p->nbuf = 0;
+    return rc;
+}
+
 int dps_producer_flush(dps_producer *p)
 {
     if (!p)
         return DPS_EINVAL;
-    if (p->nbuf == 0)
-        return DPS_OK;
-    int rc = s_send(p, p->buf, p->nbuf);
-    if (!rc)
-        p->nbuf = 0;
+    return p->closed ? (p->nbuf ? DPS_ESTATE : DPS_OK) : s_flush(p, 0);
+}
+
+/* Ask the status endpoint until the collector has answered for every batch
+   sent, or until deadline; records its counts and how the drain ended. */
+static int s_drain(dps_producer *p, uint64_t deadline)
+{
+    int rc;
+    for (;;) {
+        dps_collector_status st;
+        uint64_t now = net_now_ms(), left = deadline > now ? deadline - now : 0;
+        rc = dps_collector_status_query_producer(p->status_ep, &p->sec, (int)(left < 1000 ? left : 1000) + 1,
+                                                 p->id, &st);
+        if (rc == DPS_OK) {
+            p->taken = st.producer_batches;
+            p->refused = st.producer_refused;
+            if (st.producer_batches + st.producer_refused >= p->batches_sent) {
+                rc = st.producer_refused ? DPS_EPROTO : DPS_OK;
+                break;
+            }
+        } else if (rc == DPS_EAUTH) {
+            break;
+        } else if (rc != DPS_ETIMEOUT) {
+            return rc; /* not an answer about our batches: a later drain asks again */
+        }
+        if (net_now_ms() >= deadline) {
+            rc = DPS_ETIMEOUT;
+            break;
+        }
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    p->drained_at = p->batches_sent;
+    p->drain_rc = rc;
     return rc;
 }
 
@@ -202,35 +254,12 @@ int dps_producer_drain(dps_producer *p, int timeout_ms)
 {
     if (!p)
         return DPS_EINVAL;
-    if (!p->status_ep[0])
+    if (!p->status_ep[0] || p->closed)
         return DPS_ESTATE;
     int rc = dps_producer_flush(p);
     if (rc)
         return rc;
-    p->drain_done = 0;
-    uint64_t end = net_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-    for (;;) {
-        dps_collector_status st;
-        uint64_t left = end > net_now_ms() ? end - net_now_ms() : 0;
-        rc = dps_collector_status_query_producer(p->status_ep, &p->sec, (int)(left < 1000 ? left : 1000) + 1,
-                                                 p->id, &st);
-        if (rc == DPS_OK && st.producer_batches + st.producer_refused >= p->batches_sent) {
-            p->drain_done = 1;
-            return st.producer_refused ? DPS_EPROTO : DPS_OK;
-        }
-        if (rc == DPS_EAUTH) {
-            p->drain_done = 1;
-            return rc;
-        }
-        if (rc != DPS_OK && rc != DPS_ETIMEOUT)
-            return rc;
-        if (net_now_ms() >= end) {
-            p->drain_done = 1;
-            return DPS_ETIMEOUT;
-        }
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    return s_drain(p, net_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0));
 }
 
 const char *dps_producer_id(const dps_producer *p) { return p ? p->id : ""; }
@@ -243,21 +272,65 @@ void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *b
         *batches_sent = p->batches_sent;
 }
 
+void dps_producer_confirmed(const dps_producer *p, uint64_t *taken, uint64_t *refused)
+{
+    if (taken)
+        *taken = p ? p->taken : 0;
+    if (refused)
+        *refused = p ? p->refused : 0;
+}
+
+int dps_producer_close(dps_producer *p, uint64_t *unconfirmed)
+{
+    if (unconfirmed)
+        *unconfirmed = 0;
+    if (!p)
+        return DPS_EINVAL;
+    if (p->closed) {
+        if (unconfirmed)
+            *unconfirmed = p->unconfirmed;
+        return p->close_rc;
+    }
+    int rc = DPS_OK;
+    uint64_t deadline = net_now_ms() + (uint64_t)(p->linger_ms > 0 ? p->linger_ms : 0);
+    if (p->sock) {
+        if (p->mon.auth_failed && !p->mon.succeeded)
+            rc = DPS_EAUTH;
+        else
+            rc = s_flush(p, deadline); /* a dead collector must not hold us past linger_ms */
+        int drc = DPS_OK;
+        if (p->status_ep[0] && !rc && p->batches_sent) {
+            if (p->drained_at == p->batches_sent) /* a drain already ended for these batches */
+                drc = p->drain_rc;
+            else
+                drc = s_drain(p, deadline);
+        }
+        if (!rc)
+            rc = drc;
+        net_monitor_stop(p->sock, &p->mon);
+        /* after a failed drain lingering would only delay the report: the
+           collector's PULL socket drops what it has not taken when we go */
+        int linger = rc || p->mon.auth_failed ? 0 : p->linger_ms;
+        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(p->sock);
+        p->sock = NULL;
+    }
+    /* without a status endpoint nobody confirmed anything: every batch counts */
+    uint64_t taken = p->status_ep[0] ? p->taken : 0;
+    p->unconfirmed = (p->batches_sent > taken ? p->batches_sent - taken : 0) + (p->nbuf ? 1 : 0);
+    p->closed = 1;
+    p->close_rc = rc;
+    if (unconfirmed)
+        *unconfirmed = p->unconfirmed;
+    return rc;
+}
+
 void dps_producer_destroy(dps_producer **pp)
 {
     if (!pp || !*pp)
         return;
     dps_producer *p = *pp;
-    if (p->sock) {
-        if (p->nbuf && !p->mon.auth_failed)
-            dps_producer_flush(p);
-        if (p->status_ep[0] && !p->mon.auth_failed && p->batches_sent && !p->drain_done)
-            dps_producer_drain(p, p->linger_ms);
-        net_monitor_stop(p->sock, &p->mon);
-        int linger = p->mon.auth_failed ? 0 : p->linger_ms;
-        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger);
-        zmq_close(p->sock);
-    }
+    dps_producer_close(p, NULL);
     if (p->ctx)
         zmq_ctx_term(p->ctx);
     free(p->buf);

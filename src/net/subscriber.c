@@ -15,6 +15,7 @@ struct dps_subscriber {
     net_monitor mon;
     dps_snapshot *latest; /* latest released */
     uint64_t last_seq;    /* highest sequence number seen */
+    uint64_t from_epoch;  /* snapshots of earlier epochs are skipped */
     uint64_t received, missed, bad;
 };
 
@@ -119,11 +120,23 @@ int dps_subscriber_recv(dps_subscriber *s, int timeout_ms, dps_snapshot **out)
         if (s->last_seq && in.seq > s->last_seq + 1)
             s->missed += in.seq - s->last_seq - 1;
         s->last_seq = in.seq;
+        if (in.epoch < s->from_epoch) { /* e.g. a previous job's last basis, sent as the welcome */
+            dps_snapshot_destroy(&snap);
+            continue;
+        }
         s->received++;
         s_keep(s, snap);
         *out = snap;
         return DPS_OK;
     }
+}
+
+int dps_subscriber_set_from_epoch(dps_subscriber *s, uint64_t epoch)
+{
+    if (!s)
+        return DPS_EINVAL;
+    s->from_epoch = epoch;
+    return DPS_OK;
 }
 
 int dps_subscriber_update(dps_subscriber *s)

@@ -10,6 +10,7 @@ usage: test_system.py BUILD_DIR   (prints "N passed, N failed" last)
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -18,13 +19,14 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
 
-from dpsubspace import Producer, Subscriber, wire  # noqa: E402
+from dpsubspace import Producer, Subscriber, UnconfirmedBatchesError, wire  # noqa: E402
 from dpsubspace.status import query_status  # noqa: E402
 
 COLLECTOR = os.path.join(BUILD, "dps-collector")
@@ -332,16 +334,34 @@ def test_bad_input_ipc():
     s.close(0)
     big.close(0)
     ctx.term()
-    # a producer of the wrong dimension learns it from its drain instead of timing out
+    # a producer of the wrong dimension learns it from the collector's status before sending anything
+    p = Producer(c.ingest, d + 3, plaintext=True, status_endpoint=c.status, linger_ms=5000, batch_rows=5)
+    told = ""
+    try:
+        p.send(np.ones((5, d + 3), np.float32))
+    except ValueError as e:
+        told = str(e)
+    p.close()
+    check(f"expects rows of d = {d}" in told and "nothing was sent" in told,
+          f"wrong dimension found before sending: {told!r}")
+    check(p.batches_sent == 0 and c.query()["rejected"]["wrong_dim"] == 1, "... and nothing was sent")
+    # past that check (as if it had asked another collector), the collector refuses the batch: the
+    # drain says so instead of timing out, and close() raises with the count
     p = Producer(c.ingest, d + 3, plaintext=True, status_endpoint=c.status, linger_ms=5000)
+    p._checked = True
     p.send(np.ones((5, d + 3), np.float32))
     told = False
     try:
         p.drain()
     except ValueError as e:
         told = "refused 1 of our batches" in str(e)
-    p.close()
     check(told, "a refused batch is reported by the drain")
+    unconfirmed = None
+    try:
+        p.close()
+    except UnconfirmedBatchesError as e:
+        unconfirmed = (e.unconfirmed, e.refused)
+    check(unconfirmed == (1, 1), f"close() after a refusal raises: 1 batch unconfirmed, 1 refused ({unconfirmed})")
     check(c.stop() == 0, "clean exit")
 
 
@@ -503,9 +523,24 @@ def test_other_mechanisms():
     c.stop()
 
 
-def fill_epochs(c, n_epochs, rng, seed_rows=None):
+def fill_epochs(c, n_epochs, rng, seed_rows=None, **producer_kw):
     rows, _ = synth(c.t * c.m * n_epochs, c.d, c.k, 10.0 * c.d, rng)
-    send_rows(c, rows)
+    send_rows(c, rows, **producer_kw)
+
+
+# Producers sending to a collector that a test kills: without a confirmation close() gives up after
+# linger_ms (default 30 s).  2 s leaves a live collector of d = 40 (an epoch closes in milliseconds)
+# ample time to confirm, also under ASan on a loaded machine.
+SHORT_LINGER = dict(linger_ms=2000)
+
+
+def fill_until_killed(c, n_epochs, rng):
+    """fill_epochs toward a collector that is killed meanwhile: the unconfirmed count, or 0 if all confirmed."""
+    try:
+        fill_epochs(c, n_epochs, rng, **SHORT_LINGER)
+    except UnconfirmedBatchesError as e:
+        return e.unconfirmed
+    return 0
 
 
 def test_crashes():
@@ -533,7 +568,9 @@ def test_crashes():
     for point in ("before-commit", "after-commit", "after-store"):
         c = Collector("crash-" + point, d=40, k=2, t=60, env={"DPS_FAULT": point}).start()
         sub = c.subscriber()
-        fill_epochs(c, 1, rng)
+        # the collector dies while it takes the one batch (240 rows) that closes the epoch
+        lost = fill_until_killed(c, 1, rng)
+        check(lost == 1, f"{point}: the producer's close() says 1 batch was not confirmed ({lost})")
         c.proc.wait(20)
         check(c.proc.returncode == -signal.SIGKILL, f"{point}: died by the injected kill")
         got = sub.recv(500)
@@ -570,10 +607,11 @@ def test_crashes():
 
     # (c) kill -9 at random moments while three epochs stream, five times
     state = os.path.join(TMP, "crash-random-state")
+    unconfirmed = []
     for trial in range(5):
         c = Collector("crash-random", d=40, k=2, t=60, state=state).start()
         before = sum(float(e["rho"]) for e in c.ledger() if e["kind"] == "commit")
-        th = threading.Thread(target=lambda: fill_epochs(c, 3, rng))
+        th = threading.Thread(target=lambda: unconfirmed.append(fill_until_killed(c, 3, rng)))
         th.start()
         time.sleep(random.Random(trial).uniform(0.05, 0.6))
         c.stop(signal.SIGKILL)
@@ -585,7 +623,9 @@ def test_crashes():
     total, epochs = ledger_invariants(c, "random kills final")
     check(abs(st["rho_spent"] - total) < 1e-12 and st["epoch"] == (max(epochs) + 1 if epochs else 0),
           f"restart after random kills agrees with the ledger ({st['rho_spent']} vs {total})")
-    note(f"random kills: {len(epochs)} epochs committed over 5 kills, total rho {total}")
+    note(f"random kills: {len(epochs)} epochs committed over 5 kills, total rho {total}; batches not confirmed "
+         f"by each producer: {unconfirmed}")
+    check(len(unconfirmed) == 5, f"every producer's close() returned within the join ({len(unconfirmed)} of 5)")
     # two collectors on one state dir would double spend: refused
     p = subprocess.run(Collector("crash-random-2", d=40, k=2, t=60, state=state).args, capture_output=True,
                        text=True, timeout=20)
@@ -593,9 +633,139 @@ def test_crashes():
     c.stop()
 
 
+def test_producer_confirmation():
+    """A producer checks the collector's d first, warns without a status endpoint, and raises from close()
+    (naming the count) when the collector died before confirming its batches."""
+    c = Collector("lost", d=40, k=2, t=60, extra=["--cap-rho", "100"]).start()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        Producer(c.ingest, 40, plaintext=True).close()
+        n_without = sum("without status_endpoint" in str(x.message) for x in w)
+        c.producer().close()
+        n_with = sum("without status_endpoint" in str(x.message) for x in w) - n_without
+    check(n_without == 1 and n_with == 0, f"one warning without a status endpoint, none with ({n_without}, {n_with})")
+    told = ""
+    p = Producer(c.ingest, 41, plaintext=True, status_endpoint=c.status, batch_rows=4)
+    try:
+        p.send(np.ones((4, 41)))
+    except ValueError as e:
+        told = str(e)
+    p.close()
+    check("expects rows of d = 40" in told, f"the collector's d is checked before the first batch: {told!r}")
+    check(c.query()["rejected"]["wrong_dim"] == 0, "... and nothing was sent")
+    rows = np.random.default_rng(6).standard_normal((512, 40)).astype(np.float32)
+    # the issue's case: whole batches sent, the collector killed before anyone asked it
+    raised, t0 = None, time.time()
+    try:
+        with c.producer(linger_ms=1500) as p:
+            p.wait_ready(5000)
+            p.send(rows)  # 2 batches of 256
+            c.stop(signal.SIGKILL)
+    except UnconfirmedBatchesError as e:
+        raised = e
+    took = time.time() - t0
+    check(raised is not None and raised.unconfirmed == 2 and raised.sent == 2,
+          f"collector killed: close() raises, 2 of 2 batches not confirmed ({raised})")
+    # linger 1.5 s, then one status query cut to ~1 ms; 2 s more is ample for the rest
+    check(took < 3.5, f"... after about linger_ms ({took:.1f} s)")
+    # a partial batch left when the collector is gone: close() must not block on sending it
+    c2 = Collector("lost", d=40, k=2, t=60, state=c.state + "2", extra=["--cap-rho", "100"]).start()
+    p = c2.producer(linger_ms=1500)
+    p.wait_ready(5000)
+    p.send(rows[:300])  # 1 batch of 256 sent, 44 rows buffered
+    c2.stop(signal.SIGKILL)
+    out = []
+
+    def close():
+        try:
+            p.close()
+            out.append(None)
+        except UnconfirmedBatchesError as e:
+            out.append(e)
+
+    th = threading.Thread(target=close, daemon=True)
+    t0 = time.time()
+    th.start()
+    th.join(10)
+    took = time.time() - t0
+    e = out[0] if out else None
+    check(e is not None and e.unconfirmed == 2, f"partial batch to a dead collector: close() raised in {took:.1f} s, "
+          f"2 batches not confirmed ({e if out else 'still blocked after 10 s'})")
+
+
+def test_subscriber_from_epoch():
+    """A subscriber from epoch E skips older snapshots, the collector's welcome message included."""
+    rng = np.random.default_rng(8)
+    c = Collector("from-epoch", d=40, k=2, t=60, extra=["--cap-rho", "100"]).start()
+    fill_epochs(c, 1, rng)
+    check(wait_for(lambda: c.query()["epoch"] == 1), "epoch 0 closed")
+    old = c.subscriber()
+    s = old.recv(5000)
+    check(s is not None and s.epoch == 0, "a plain subscriber gets the latest (epoch 0) as its welcome")
+    start = c.query()["epoch"]
+    new = Subscriber(c.publish, from_epoch=start, **c.sec())
+    s = new.recv(1500)
+    check(s is None and new.latest is None, f"from epoch {start}: the welcome (epoch 0) is skipped ({s})")
+    fill_epochs(c, 1, rng)
+    s = new.recv(10000)
+    check(s is not None and s.epoch == 1 and new.latest is s and new.missed == 0,
+          f"from epoch {start}: epoch 1 received ({s and s.epoch}), nothing counted as missed")
+    old.close()
+    new.close()
+    c.stop()
+
+
+def test_train_loop_example():
+    """python/examples/train_loop.py reports the collector's total and its own share, and a second job does
+    not start from the first job's basis."""
+    c = Collector("train", d=200, k=4, t=60, m=8, extra=["--cap-rho", "1000"]).start()
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "examples",
+                           "train_loop.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+
+    def run(*extra):
+        p = subprocess.run([sys.executable, example, "--plaintext", "--synthetic", "--steps", "20", "--ingest",
+                            c.ingest, "--publish", c.publish, "--status", c.status] + list(extra),
+                           capture_output=True, text=True, env=env, timeout=300)
+        out = p.stdout
+
+        def num(pattern):
+            m = re.search(pattern, out)
+            return float(m.group(1)) if m else None
+        return dict(rc=p.returncode, out=out, err=p.stderr, start_epoch=num(r"at the start: epoch (\d+) open"),
+                    first=num(r"before the first basis \(epoch (\d+)\)"),
+                    total=num(r"the collector's ledger total: rho ([0-9.e+-]+)"),
+                    share=num(r"this run's share: rho ([0-9.e+-]+)"))
+
+    spent = []
+    for job in range(2):
+        r = run()
+        check(r["rc"] == 0, f"job {job}: exit 0 ({r['err'].strip()[-300:]})")
+        ledger_total, _ = ledger_invariants(c, f"train job {job}")
+        st = c.query()
+        check(r["total"] is not None and abs(r["total"] - ledger_total) < 1e-9 and
+              abs(st["rho_spent"] - ledger_total) < 1e-9,
+              f"job {job}: prints the collector's total, rho {r['total']} = ledger {ledger_total}")
+        want_share = ledger_total - (spent[-1] if spent else 0.0)
+        check(r["share"] is not None and abs(r["share"] - want_share) < 1e-9,
+              f"job {job}: prints its own share, rho {r['share']} (want {want_share})")
+        check(r["first"] is not None and r["start_epoch"] is not None and r["first"] >= r["start_epoch"],
+              f"job {job}: first basis of epoch {r['first']}, not before its start (epoch {r['start_epoch']})")
+        check("WARNING" not in r["err"], f"job {job}: no warning about an old basis")
+        spent.append(ledger_total)
+        note(f"train job {job}: collector total rho {r['total']}, its share rho {r['share']}, "
+             f"first basis epoch {r['first']} (started at epoch {r['start_epoch']})")
+    # asking for any basis, a third job gets the second's last one first: it is told so
+    r = run("--from-epoch", "0")
+    check(r["rc"] == 0 and "predates this run" in r["err"], f"--from-epoch 0: warned that the first basis "
+          f"(epoch {r['first']}) predates the run (epoch {r['start_epoch']}): {r['err'].strip()[-200:]}")
+    c.stop()
+
+
 def main():
     tests = [test_end_to_end_tcp_curve, test_bad_input_ipc, test_plaintext_rules, test_budget_cap,
              test_backpressure, test_period_and_config_file, test_weak_snapshot, test_other_mechanisms, test_crashes]
+    tests += [test_producer_confirmation, test_subscriber_from_epoch, test_train_loop_example]
     for t in tests:
         t0 = time.time()
         print(f"{t.__name__}:", flush=True)

@@ -1,0 +1,309 @@
+/* test_producer - the client side's end of a job, against sockets this test
+   plays the collector with: dps_producer_close reports the batches a
+   collector did not confirm (gone, partial answer, refusal, no status
+   endpoint) within linger_ms, and a subscriber's from_epoch skips older
+   snapshots, the welcome message included.  Over ipc:// in a temporary
+   directory, plaintext (ipc is local). */
+#include "check.h"
+#include "dpsubspace.h"
+#include "dpsubspace_net.h"
+#include "transport.h"
+#include "wire.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+enum { D = 8, BATCH = 4 };
+
+/* A fake status endpoint: a REP socket answering every StatusRequest with
+   these counts for whichever producer asks, until stop is set. */
+typedef struct {
+    void *ctx;
+    char endpoint[256];
+    volatile uint64_t taken, refused; /* set by the test between producers */
+    volatile int stop, ready;
+} s_status_server;
+
+static void *s_serve(void *arg)
+{
+    s_status_server *srv = arg;
+    void *rep = zmq_socket(srv->ctx, ZMQ_REP);
+    int zero = 0;
+    zmq_setsockopt(rep, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(rep, srv->endpoint) != 0) {
+        zmq_close(rep);
+        srv->ready = -1;
+        return NULL;
+    }
+    srv->ready = 1;
+    while (!srv->stop) {
+        zmq_pollitem_t it = {rep, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 50) <= 0)
+            continue;
+        char buf[512];
+        if (zmq_recv(rep, buf, sizeof buf, 0) < 0)
+            continue;
+        dps_collector_status st;
+        memset(&st, 0, sizeof st);
+        st.d = D;
+        st.producer_batches = srv->taken;
+        st.producer_refused = srv->refused;
+        unsigned char *out = NULL;
+        size_t len = 0;
+        if (wire_status_encode(&st, &out, &len) == DPS_OK)
+            zmq_send(rep, out, len, 0);
+        free(out);
+    }
+    zmq_close(rep);
+    return NULL;
+}
+
+/* A producer of BATCH-row batches that has sent n_batches full batches and
+   half a batch more (still buffered) to the PULL socket at ingest. */
+static dps_producer *s_producer(const char *ingest, const char *status, int linger_ms, int n_batches)
+{
+    dps_producer_opts o;
+    dps_producer_opts_init(&o, ingest, D);
+    o.batch_rows = BATCH;
+    o.status_endpoint = status;
+    o.linger_ms = linger_ms;
+    o.sec.plaintext = 1;
+    o.producer_id = "test-producer";
+    dps_producer *p = NULL;
+    if (dps_producer_new(&p, &o) != DPS_OK)
+        return NULL;
+    if (dps_producer_wait_ready(p, 5000) != DPS_OK) {
+        dps_producer_destroy(&p);
+        return NULL;
+    }
+    float rows[BATCH * D];
+    for (size_t i = 0; i < BATCH * D; i++)
+        rows[i] = 0.25f;
+    for (int b = 0; b < n_batches; b++)
+        dps_producer_send_rows(p, rows, BATCH, D);
+    dps_producer_send_rows(p, rows, BATCH / 2, D);
+    return p;
+}
+
+/* close: its result, the unconfirmed count and how long it took. */
+static int s_close(dps_producer *p, uint64_t *unconfirmed, uint64_t *ms)
+{
+    uint64_t t0 = net_now_ms();
+    int rc = dps_producer_close(p, unconfirmed);
+    *ms = net_now_ms() - t0;
+    return rc;
+}
+
+static void s_test_close(const char *dir)
+{
+    char ingest[256], status[256], nobody[256];
+    snprintf(ingest, sizeof ingest, "ipc://%s/in", dir);
+    snprintf(status, sizeof status, "ipc://%s/st", dir);
+    snprintf(nobody, sizeof nobody, "ipc://%s/nobody", dir);
+    void *ctx = zmq_ctx_new();
+    void *pull = zmq_socket(ctx, ZMQ_PULL);
+    int zero = 0;
+    zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_bind(pull, ingest) == 0, "bind the fake ingest");
+    s_status_server srv = {.ctx = ctx};
+    snprintf(srv.endpoint, sizeof srv.endpoint, "%s", status);
+    pthread_t th;
+    pthread_create(&th, NULL, s_serve, &srv);
+    while (!srv.ready)
+        usleep(1000);
+    CHECK(srv.ready == 1, "bind the fake status endpoint");
+    uint64_t un = 99, ms = 0;
+
+    /* 1. The collector is gone (nothing answers on its status endpoint): 3
+       full batches and the partial one were sent, none confirmed. */
+    dps_producer *p = s_producer(ingest, nobody, 400, 3);
+    CHECK(p != NULL, "producer 1 ready");
+    if (p) {
+        int rc = s_close(p, &un, &ms);
+        CHECK(rc == DPS_ETIMEOUT, "collector gone: close says DPS_ETIMEOUT (got %s)", dps_strerror(rc));
+        CHECK(un == 4, "collector gone: 4 batches not confirmed (got %llu)", (unsigned long long)un);
+        /* linger_ms 400, then at most one status query of ~1 ms past it and
+           the socket closed without lingering: 2 s is a wide margin */
+        CHECK(ms >= 400 && ms < 2000, "close returned after linger_ms (%llu ms)", (unsigned long long)ms);
+        float row[D] = {0};
+        CHECK(dps_producer_send_rows(p, row, 1, D) == DPS_ESTATE, "no sending after close");
+        uint64_t un2 = 0;
+        CHECK(dps_producer_close(p, &un2) == DPS_ETIMEOUT && un2 == 4, "a second close repeats the result");
+        dps_producer_destroy(&p);
+        CHECK(p == NULL, "destroy after close");
+    }
+
+    /* 2. Every batch confirmed: DPS_OK, 0, without waiting for linger_ms. */
+    srv.taken = 4;
+    p = s_producer(ingest, status, 5000, 3);
+    if (p) {
+        int rc = s_close(p, &un, &ms);
+        CHECK(rc == DPS_OK && un == 0, "all confirmed: DPS_OK, 0 unconfirmed (got %s, %llu)", dps_strerror(rc),
+              (unsigned long long)un);
+        CHECK(ms < 2000, "all confirmed: close did not wait for linger_ms (%llu ms)", (unsigned long long)ms);
+        uint64_t t = 0, r = 9;
+        dps_producer_confirmed(p, &t, &r);
+        CHECK(t == 4 && r == 0, "dps_producer_confirmed: 4 taken, 0 refused");
+        dps_producer_destroy(&p);
+    }
+
+    /* 3. Only 2 of 4 taken before the collector stopped answering for us. */
+    srv.taken = 2;
+    p = s_producer(ingest, status, 400, 3);
+    if (p) {
+        int rc = s_close(p, &un, &ms);
+        CHECK(rc == DPS_ETIMEOUT && un == 2, "2 of 4 taken: DPS_ETIMEOUT, 2 unconfirmed (got %s, %llu)",
+              dps_strerror(rc), (unsigned long long)un);
+        dps_producer_destroy(&p);
+    }
+
+    /* 4. One refused as a whole (e.g. wrong dimension): answered, not taken. */
+    srv.taken = 3;
+    srv.refused = 1;
+    p = s_producer(ingest, status, 5000, 3);
+    if (p) {
+        int rc = s_close(p, &un, &ms);
+        CHECK(rc == DPS_EPROTO && un == 1, "1 refused: DPS_EPROTO, 1 unconfirmed (got %s, %llu)", dps_strerror(rc),
+              (unsigned long long)un);
+        dps_producer_destroy(&p);
+    }
+
+    /* 5. An explicit drain that timed out: close reports it without waiting again. */
+    srv.taken = 1;
+    srv.refused = 0;
+    p = s_producer(ingest, status, 5000, 3);
+    if (p) {
+        CHECK(dps_producer_drain(p, 200) == DPS_ETIMEOUT, "drain of 4 with 1 taken times out");
+        int rc = s_close(p, &un, &ms);
+        CHECK(rc == DPS_ETIMEOUT && un == 3 && ms < 1000,
+              "close after a failed drain: DPS_ETIMEOUT, 3 unconfirmed, no second wait (%s, %llu, %llu ms)",
+              dps_strerror(rc), (unsigned long long)un, (unsigned long long)ms);
+        dps_producer_destroy(&p);
+    }
+
+    /* 6. No status endpoint: nobody can confirm; DPS_OK, every batch counted. */
+    p = s_producer(ingest, NULL, 200, 3);
+    if (p) {
+        int rc = s_close(p, &un, &ms);
+        CHECK(rc == DPS_OK && un == 4, "no status endpoint: DPS_OK, all 4 unconfirmed (got %s, %llu)",
+              dps_strerror(rc), (unsigned long long)un);
+        dps_producer_destroy(&p);
+    }
+    CHECK(dps_producer_close(NULL, &un) == DPS_EINVAL && un == 0, "close(NULL): DPS_EINVAL");
+
+    srv.stop = 1;
+    pthread_join(th, NULL);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+
+/* A released snapshot of epoch e, published as number seq. */
+static int s_publish(void *pub, uint64_t e, uint64_t seq)
+{
+    enum { K = 2 };
+    float basis[K * D] = {0};
+    basis[0] = 1;
+    basis[D + 1] = 1;
+    dps_snapshot_info in;
+    memset(&in, 0, sizeof in);
+    in.epoch = e;
+    in.d = D;
+    in.k = K;
+    in.status = DPS_SNAP_RELEASED;
+    in.reason = "";
+    in.seq = seq;
+    in.delta_target = 1e-5;
+    dps_snapshot *s = NULL;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    int rc = dps_snapshot_new(&s, &in, basis);
+    if (!rc)
+        rc = dps_snapshot_encode(s, &buf, &len);
+    if (!rc && zmq_send(pub, buf, len, 0) < 0)
+        rc = DPS_ENET;
+    free(buf);
+    dps_snapshot_destroy(&s);
+    return rc;
+}
+
+/* The epochs a subscriber receives (up to 8; -1 ends), after an XPUB sent
+   epochs 0, 1, 2 to it; from_epoch 0: no setting. */
+static int s_epochs_seen(const char *dir, uint64_t from_epoch, long out[8], uint64_t *missed)
+{
+    char ep[256];
+    snprintf(ep, sizeof ep, "ipc://%s/pub", dir);
+    void *ctx = zmq_ctx_new();
+    void *xpub = zmq_socket(ctx, ZMQ_XPUB);
+    int zero = 0;
+    zmq_setsockopt(xpub, ZMQ_LINGER, &zero, sizeof zero);
+    int rc = zmq_bind(xpub, ep) == 0 ? DPS_OK : DPS_ENET;
+    dps_security sec = {.plaintext = 1};
+    dps_subscriber *s = NULL;
+    if (!rc)
+        rc = dps_subscriber_new(&s, ep, &sec);
+    if (!rc && from_epoch)
+        rc = dps_subscriber_set_from_epoch(s, from_epoch);
+    char sub[16];
+    zmq_pollitem_t it = {xpub, 0, ZMQ_POLLIN, 0};
+    if (!rc && (zmq_poll(&it, 1, 5000) != 1 || zmq_recv(xpub, sub, sizeof sub, 0) < 1))
+        rc = DPS_ETIMEOUT; /* the subscription did not arrive */
+    for (uint64_t e = 0; e < 3 && !rc; e++)
+        rc = s_publish(xpub, e, e + 1);
+    int n = 0;
+    while (!rc && n < 7) {
+        dps_snapshot *snap = NULL;
+        if (dps_subscriber_recv(s, 500, &snap) != DPS_OK)
+            break;
+        dps_snapshot_info in;
+        dps_snapshot_get_info(snap, &in);
+        out[n++] = (long)in.epoch;
+        dps_snapshot_destroy(&snap);
+    }
+    out[n] = -1;
+    if (s)
+        dps_subscriber_counts(s, NULL, missed, NULL);
+    if (s && dps_subscriber_latest(s)) {
+        dps_snapshot_info in;
+        dps_snapshot_get_info(dps_subscriber_latest(s), &in);
+        if ((long)in.epoch != (n ? out[n - 1] : -2))
+            rc = DPS_ESTATE;
+    }
+    dps_subscriber_destroy(&s);
+    zmq_close(xpub);
+    zmq_ctx_term(ctx);
+    return rc;
+}
+
+static void s_test_from_epoch(const char *dir)
+{
+    long seen[8];
+    uint64_t missed = 9;
+    CHECK(s_epochs_seen(dir, 0, seen, &missed) == DPS_OK, "subscriber without from_epoch");
+    CHECK(seen[0] == 0 && seen[1] == 1 && seen[2] == 2 && seen[3] == -1, "without from_epoch: epochs 0, 1, 2");
+    CHECK(s_epochs_seen(dir, 1, seen, &missed) == DPS_OK, "subscriber from epoch 1");
+    CHECK(seen[0] == 1 && seen[1] == 2 && seen[2] == -1, "from epoch 1: epochs 1, 2 (got %ld, %ld, %ld)", seen[0],
+          seen[1], seen[2]);
+    CHECK(missed == 0, "a skipped snapshot is not counted as missed (%llu)", (unsigned long long)missed);
+    CHECK(s_epochs_seen(dir, 3, seen, &missed) == DPS_OK && seen[0] == -1, "from epoch 3: nothing, no latest basis");
+    CHECK(dps_subscriber_set_from_epoch(NULL, 1) == DPS_EINVAL, "set_from_epoch(NULL): DPS_EINVAL");
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/dps-test-producer-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    s_test_close(dir);
+    s_test_from_epoch(dir);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        NOTE("could not remove %s", dir);
+    return check_summary();
+}
