@@ -789,6 +789,16 @@ void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)
 
 dps_zcdp dps_estimator_spent(const dps_estimator *e) { return dps_accountant_spent(e->acc); }
 
+int dps_estimator_set_cap(dps_estimator *e, const dps_budget *cap)
+{
+    if (!e || !cap)
+        return DPS_EINVAL;
+    int rc = dps_accountant_set_cap(e->acc, cap);
+    if (rc == DPS_OK)
+        e->cfg.cap = *cap;
+    return rc;
+}
+
 void dps_estimator_set_bucket_hook(dps_estimator *e, dps_bucket_hook fn, void *arg)
 {
     e->hook = fn;

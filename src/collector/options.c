@@ -294,7 +294,12 @@ void options_usage(FILE *to)
             "the snapshot is computed; the snapshot is stored in STATE/snapshots and published\n"
             "(PUB, with sequence numbers; a new subscriber gets the latest at once).  A restart\n"
             "resumes from the ledger.  SIGINT/SIGTERM stop it cleanly (the open epoch's rows\n"
-            "are discarded; no budget was spent on them).\n\noptions:\n");
+            "are discarded; no budget was spent on them).  SIGHUP reads the key directories\n"
+            "and the configuration again: the budget cap, --delta-target, --epoch-seconds,\n"
+            "--exit-after, --verbose and --quiet change at once, other settings at the next\n"
+            "start.  A key file added, removed or rewritten in --authorized-keys or\n"
+            "--subscriber-keys counts without SIGHUP: at the next handshake, and within 1 s\n"
+            "for connections made before (their batches are refused from then on).\n\noptions:\n");
     for (size_t i = 0; i < N_OPTS; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", s_opts[i].name, s_opts[i].arg ? " " : "",
@@ -302,4 +307,59 @@ void options_usage(FILE *to)
         fprintf(to, "  %-26s %s\n", left, s_opts[i].help);
     }
     fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem\n");
+}
+
+/* The settings a running collector can take from a reloaded configuration. */
+static const char *const s_live[] = {"cap-rho", "cap-eps", "delta-target", "epoch-seconds", "exit-after",
+                                     "verbose", "quiet"};
+
+static int s_is_live(const char *name)
+{
+    for (size_t i = 0; i < sizeof s_live / sizeof *s_live; i++)
+        if (strcmp(s_live[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void s_text(const collector_options *o, const opt_def *od, char *buf, size_t n)
+{
+    const char *base = (const char *)o + od->offset;
+    switch (od->kind) {
+    case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)(const void *)base); break;
+    case OPT_DOUBLE: snprintf(buf, n, "%.17g", *(const double *)(const void *)base); break;
+    case OPT_STR: snprintf(buf, n, "'%s'", base); break;
+    case OPT_FLAG: snprintf(buf, n, "%s", *(const int *)(const void *)base ? "true" : "false"); break;
+    case OPT_CONFIG: snprintf(buf, n, "-"); break;
+    }
+}
+
+size_t options_diff(const collector_options *a, const collector_options *b, option_change *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const opt_def *od = &s_opts[i];
+        if (od->kind == OPT_CONFIG || strcmp(od->name, "help") == 0)
+            continue;
+        const char *pa = (const char *)a + od->offset, *pb = (const char *)b + od->offset;
+        int same = od->kind == OPT_STR ? strcmp(pa, pb) == 0 : memcmp(pa, pb, od->size) == 0;
+        if (same)
+            continue;
+        if (n < max) {
+            out[n].name = od->name;
+            out[n].live = s_is_live(od->name);
+            s_text(a, od, out[n].before, sizeof out[n].before);
+            s_text(b, od, out[n].after, sizeof out[n].after);
+        }
+        n++;
+    }
+    return n;
+}
+
+void options_apply_live(collector_options *dst, const collector_options *src)
+{
+    for (size_t i = 0; i < sizeof s_live / sizeof *s_live; i++) {
+        const opt_def *od = s_find(s_live[i]);
+        if (od)
+            memcpy((char *)dst + od->offset, (const char *)src + od->offset, od->size);
+    }
 }

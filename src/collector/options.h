@@ -38,4 +38,18 @@ int options_parse(collector_options *o, int argc, char **argv, char *err, size_t
 int options_finish(collector_options *o, char *err, size_t errlen);
 void options_usage(FILE *to);
 
+/* A setting whose value differs between two option sets, as text. */
+typedef struct {
+    const char *name;
+    int live; /* 1: it can change while the collector runs (options_apply_live) */
+    char before[96], after[96];
+} option_change;
+/* The settings that differ between a and b, at most max of them into out;
+   returns how many there are. */
+size_t options_diff(const collector_options *a, const collector_options *b, option_change *out, size_t max);
+/* Copy from src into dst the settings that can change while the collector
+   runs (on SIGHUP): the budget cap and its delta, --epoch-seconds,
+   --exit-after, --verbose, --quiet.  The others need a restart. */
+void options_apply_live(collector_options *dst, const collector_options *src);
+
 #endif
