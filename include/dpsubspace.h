@@ -135,6 +135,9 @@ dps_zcdp dps_accountant_spent(const dps_accountant *acc);
 double dps_accountant_eps(const dps_accountant *acc, double delta_total);
 /* What is left: rho (if rho-capped) or eps (if eps-capped); INFINITY if no cap. */
 double dps_accountant_left(const dps_accountant *acc);
+/* The unit dps_accountant_left counts in for cap: "rho", "eps", or "none"
+   (no cap, or cap NULL).  A static string. */
+const char *dps_budget_unit(const dps_budget *cap);
 
 /* --------------------------------------------------------------- snapshot */
 typedef enum {
@@ -190,6 +193,12 @@ typedef struct {
     const char *reason;      /* a sentence for failed/refused; "" otherwise     */
     uint64_t seq;            /* publication sequence number (0: not published) */
     uint64_t time_unix_ms;   /* when it was published (0: not published)       */
+    double budget_left;      /* what the cap leaves after this epoch, in
+                                budget_unit (dps_accountant_left); INFINITY
+                                without a cap                                  */
+    const char *budget_unit; /* "rho", "eps", "none" (no cap), or "" (not known:
+                                a snapshot from before budgets were carried);
+                                dps_snapshot_new keeps these static strings    */
 } dps_snapshot_info;
 
 void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);

@@ -202,3 +202,8 @@ double dps_accountant_left(const dps_accountant *acc)
         return DPS_MAX(0.0, acc->cap.eps_cap - dps_accountant_eps(acc, 0));
     return INFINITY;
 }
+
+const char *dps_budget_unit(const dps_budget *cap)
+{
+    return !cap ? "none" : cap->rho_cap > 0 ? "rho" : cap->eps_cap > 0 ? "eps" : "none";
+}

@@ -605,7 +605,10 @@ int dps_estimator_epoch_full(const dps_estimator *e)
 /* ------------------------------------------------------------------ close */
 static int s_finish(dps_estimator *e, const dps_snapshot_info *info, const float *basis, dps_snapshot **out)
 {
-    int rc = dps_snapshot_new(out, info, basis);
+    dps_snapshot_info in = *info; /* every outcome says what the cap leaves */
+    in.budget_left = dps_accountant_left(e->acc);
+    in.budget_unit = dps_budget_unit(&e->cfg.cap);
+    int rc = dps_snapshot_new(out, &in, basis);
     if (e->C) { /* the covariance mechanism: the epoch's rows are used once */
         memset(e->C, 0, e->cfg.d * e->cfg.d * sizeof *e->C);
         e->C_pending = 0;

@@ -3,6 +3,7 @@
 #include "dpsubspace.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Reference values of the CKS conversion were computed by hand with an
    independent brute force (numpy: a = 1 + 10^x on a grid of 2e6 points,
@@ -108,6 +109,9 @@ int main(void)
     dps_budget nan_cap = {NAN, 0, 1e-5};
     CHECK(dps_accountant_set_cap(none, &nan_cap) == DPS_EINVAL, "NaN cap refused");
     CHECK(dps_accountant_set_cap(none, NULL) == DPS_OK && isinf(dps_accountant_left(none)), "NULL: no cap again");
+    CHECK(strcmp(dps_budget_unit(&later), "rho") == 0 && strcmp(dps_budget_unit(&ecap), "eps") == 0 &&
+          strcmp(dps_budget_unit(&(dps_budget){0, 0, 1e-5}), "none") == 0 && strcmp(dps_budget_unit(NULL), "none") == 0,
+          "budget units");
     dps_accountant_destroy(&none);
     return check_summary();
 }

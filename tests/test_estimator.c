@@ -461,6 +461,8 @@ int main(void)
             st[ep] = in.status;
             if (ep >= 2)
                 CHECK(in.epoch_cost.rho == 0 && in.total.rho == 2.0, "refused epoch spends nothing");
+            CHECK(strcmp(in.budget_unit, "rho") == 0 && fabs(in.budget_left - (2.5 - in.total.rho)) < 1e-12,
+                  "epoch %d: the snapshot says what the cap leaves (%g %s)", ep, in.budget_left, in.budget_unit);
             CHECK(in.epoch == (uint64_t)ep, "epoch numbers");
             dps_snapshot_destroy(&s);
         }
@@ -482,6 +484,7 @@ int main(void)
         dps_snapshot_get_info(s4, &in4);
         CHECK(in4.status == DPS_SNAP_RELEASED && fabs(in4.total.rho - 3.0) < 1e-12 && led.calls == 3,
               "after set_cap 3.5 the next epoch is released and committed (total %g)", in4.total.rho);
+        CHECK(fabs(in4.budget_left - 0.5) < 1e-12, "and leaves 0.5 of the new cap (%g)", in4.budget_left);
         dps_snapshot_destroy(&s4);
 
         /* 6. A failing commit hook: DPS_ECOMMIT, no snapshot, nothing charged. */

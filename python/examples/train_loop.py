@@ -27,7 +27,7 @@ the buckets disagree, the private basis is close to random (it keeps about
 sqrt(9/7850) = 3%) and the loss barely moves.
 
 Start a local collector first (plaintext only on ipc:// and loopback):
-  dps-collector --d 200 --k 4 --t 60 --m 32 --state-dir /tmp/dps-train \
+  dps-collector --d 200 --k 4 --t 60 --m 32 --state-dir /tmp/dps-train --cap-rho 10 \
       --insecure-plaintext --ingest ipc:///tmp/dps.in --publish ipc:///tmp/dps.pub --status ipc:///tmp/dps.st
   (Fashion-MNIST: --d 7850 --k 9 --t 60 --m 40 instead of the first line's sizes)
 then:  PYTHONPATH=build/python python3 python/examples/train_loop.py --plaintext [--synthetic]

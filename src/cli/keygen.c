@@ -41,7 +41,7 @@ static const char s_epilogue[] =
     "Example:\n"
     "  dps-keygen collector --dir keys && dps-keygen trainer-1 --dir keys\n"
     "  mkdir -p authorized && cp keys/trainer-1.key authorized/\n"
-    "  dps-collector --d 784 --k 10 --state-dir state \\\n"
+    "  dps-collector --d 784 --k 10 --state-dir state --cap-rho 20 \\\n"
     "      --server-key keys/collector.key_secret --authorized-keys authorized\n"
     "  dps-produce rows.npy --server-key keys/collector.key --key keys/trainer-1.key_secret\n"
     "\n"

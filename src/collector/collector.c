@@ -92,19 +92,27 @@ static int s_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
 /* ------------------------------------------------------------ snapshots */
 static void s_log_snapshot(const dps_snapshot_info *in)
 {
-    char eps[32];
+    char eps[32], left[64];
     if (isfinite(in->eps_total))
         snprintf(eps, sizeof eps, "%.3f", in->eps_total);
     else
         snprintf(eps, sizeof eps, "inf");
+    if (strcmp(in->budget_unit, "none") == 0)
+        snprintf(left, sizeof left, "no budget cap");
+    else
+        snprintf(left, sizeof left, "budget left %.4g %s", in->budget_left, in->budget_unit);
     if (in->status == DPS_SNAP_RELEASED)
         log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %zu buckets, %" PRIu64 " rows, radius %.3g; "
-                 "rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e",
+                 "rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
                  in->epoch, in->seq, in->buckets_used, in->rows_used, in->radius, in->epoch_cost.rho,
-                 in->total.rho, in->total.delta, eps, in->delta_target);
+                 in->total.rho, in->total.delta, eps, in->delta_target, left);
     else
-        log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e", in->epoch,
-                 dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target);
+        log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e; %s", in->epoch,
+                 dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target, left);
+    if (strcmp(in->budget_unit, "none") == 0)
+        log_warn("no privacy budget cap (--no-cap): spent so far eps %s at delta %.0e (total rho %.4g), and nothing "
+                 "stops it from growing; set --cap-rho or --cap-eps (SIGHUP reads the config file again)",
+                 eps, in->delta_target, in->total.rho);
     if (dps_snapshot_weak(in))
         log_warn("epoch %" PRIu64 ": the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated "
                  "buckets (%.3g): this basis carries little information.  Buckets of m rows are too small for this "
@@ -376,7 +384,8 @@ static void s_reload_config(collector *c)
     size_t n = options_diff(&c->o, &next, ch, sizeof ch / sizeof *ch);
     int cap = 0;
     for (size_t i = 0; i < n && i < sizeof ch / sizeof *ch; i++)
-        cap |= ch[i].live && (strncmp(ch[i].name, "cap-", 4) == 0 || strcmp(ch[i].name, "delta-target") == 0);
+        cap |= ch[i].live && (strncmp(ch[i].name, "cap-", 4) == 0 || strcmp(ch[i].name, "no-cap") == 0 ||
+                              strcmp(ch[i].name, "delta-target") == 0);
     dps_budget budget = {next.cap_rho, next.cap_eps, next.delta_target};
     if (cap && dps_estimator_set_cap(c->est, &budget) != DPS_OK) {
         log_error("SIGHUP: configuration not reloaded, the running one stays: the budget cap is out of range");
@@ -602,6 +611,21 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
              " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
              c->o.ingest, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
              c->o.d, c->o.k, c->o.t, c->o.m, c->o.rho_epoch, c->o.aggregator, c->o.state_dir);
+    dps_accountant *acc = NULL; /* the budget as the ledger left it */
+    if (dps_accountant_new(&acc, &cfg->cap, &c->led.total) == DPS_OK) {
+        double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);
+        if (c->o.no_cap)
+            log_warn("no privacy budget cap (--no-cap): epochs are released without limit; spent so far rho %.4g "
+                     "(eps %.4g at delta %.0e)", c->led.total.rho, eps, c->o.delta_target);
+        else
+            log_info("privacy budget cap: %s %.4g; spent so far rho %.4g (eps %.4g at delta %.0e); left %.4g %s%s",
+                     dps_budget_unit(&cfg->cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->led.total.rho,
+                     eps, c->o.delta_target, left, dps_budget_unit(&cfg->cap),
+                     dps_accountant_fits(acc, (dps_zcdp){cfg->rho_epoch, cfg->aggregator == DPS_AGG_COVARIANCE
+                                                                             ? 0 : cfg->delta_epoch})
+                         ? "" : ": the next epoch would pass it and will be refused");
+        dps_accountant_destroy(&acc);
+    }
 
     if (c->zap)
         c->sub_removals = zap_removals(c->zap, "publish");

@@ -35,8 +35,10 @@ static const opt_def s_opts[] = {
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch (default 1)"},
     {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-8; deltas add up across epochs)"},
-    {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused)"},
+    {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused); a cap or"
+                                            " --no-cap is required"},
     {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target"},
+    {"no-cap", OPT_FLAG, F(no_cap), NULL, "no budget cap: spend without limit (a warning at every release)"},
     {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped (default 1e-5)"},
     {"alpha", OPT_DOUBLE, F(alpha), "X", "WFC weight slope (default 0.5)"},
     {"tau", OPT_DOUBLE, F(tau), "X", "radius search target fraction (default 0.5)"},
@@ -279,13 +281,29 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "--epoch-seconds must be >= 0");
         return -1;
     }
+    /* A privacy budget is spent without limit only when the operator says so. */
+    if (o->cap_rho < 0 || o->cap_eps < 0) {
+        snprintf(err, errlen, "--cap-rho and --cap-eps must be positive");
+        return -1;
+    }
+    int capped = o->cap_rho > 0 || o->cap_eps > 0;
+    if (!capped && !o->no_cap) {
+        snprintf(err, errlen,
+                 "choose a privacy budget: --cap-rho X (total zCDP rho) or --cap-eps X (total eps at "
+                 "--delta-target), after which epochs are refused; or --no-cap to spend without limit");
+        return -1;
+    }
+    if (capped && o->no_cap) {
+        snprintf(err, errlen, "--no-cap contradicts --cap-rho/--cap-eps: give one or the other");
+        return -1;
+    }
     return 0;
 }
 
 void options_usage(FILE *to)
 {
     fprintf(to,
-            "usage: dps-collector --d N --k N --state-dir DIR [options]\n"
+            "usage: dps-collector --d N --k N --state-dir DIR (--cap-rho X | --cap-eps X | --no-cap) [options]\n"
             "       dps-collector --config FILE\n\n"
             "Collects rows from producers (ZeroMQ PULL, protobuf RowBatch), drops each into a\n"
             "random bucket, computes each full bucket's top-k basis, and at the end of every\n"
@@ -310,8 +328,8 @@ void options_usage(FILE *to)
 }
 
 /* The settings a running collector can take from a reloaded configuration. */
-static const char *const s_live[] = {"cap-rho", "cap-eps", "delta-target", "epoch-seconds", "exit-after",
-                                     "verbose", "quiet"};
+static const char *const s_live[] = {"cap-rho", "cap-eps", "no-cap", "delta-target", "epoch-seconds",
+                                     "exit-after", "verbose", "quiet"};
 
 static int s_is_live(const char *name)
 {

@@ -89,6 +89,8 @@ class Collector:
             args += ["--server-key", curve["server_secret_file"], "--authorized-keys", curve["authorized"]]
         else:
             args += ["--insecure-plaintext"]
+        if not {"--cap-rho", "--cap-eps", "--no-cap", "--config"} & set(extra):
+            args += ["--cap-rho", "1000"]  # a collector needs a budget cap (or --no-cap)
         self.args = args + list(extra)
         self.env = dict(os.environ, **(env or {}))
         self.log_path = os.path.join(TMP, name + ".log")
@@ -531,6 +533,34 @@ def test_budget_cap():
     check(any(e["kind"] == "refused" for e in c.ledger()), "refusal in the ledger")
     st = c.query()
     check(st["budget_unit"] == "rho" and abs(st["budget_left"] - 0.5) < 1e-12, "status: budget left 0.5 rho")
+    # every snapshot, and every line that shows one, says what is left
+    for s in (s1, s2):
+        ok = s is not None and s.budget_unit == "rho" and abs(s.budget_left - 0.5) < 1e-12
+        check(ok, f"snapshot says budget left 0.5 rho ({s and (s.budget_left, s.budget_unit)})")
+        check(s is not None and "budget left 0.5 rho" in s.describe(), f"describe() shows it: {s and s.describe()}")
+    check(c.tail().count("budget left 0.5 rho") >= 2, "the collector's snapshot lines show it")
+    sub.close()
+    c.stop()
+
+    # no default: a collector starts only with a cap or an explicit --no-cap
+    base = [COLLECTOR, "--d", "10", "--k", "2", "--insecure-plaintext", "--state-dir", os.path.join(TMP, "nocap0")]
+    p = subprocess.run(base, capture_output=True, text=True, timeout=20)
+    check(p.returncode == 2 and "--cap-rho" in p.stderr and "--no-cap" in p.stderr,
+          f"no cap and no --no-cap: refused with a reason ({p.returncode}: {p.stderr.strip()})")
+    p = subprocess.run(base + ["--no-cap", "--cap-eps", "3"], capture_output=True, text=True, timeout=20)
+    check(p.returncode == 2 and "--no-cap" in p.stderr, f"--no-cap with a cap: refused ({p.stderr.strip()})")
+    # --no-cap runs, and warns at every release
+    c = Collector("nocap", d=40, k=2, t=60, extra=["--no-cap"]).start()
+    sub = c.subscriber()
+    rows, _ = synth(240 * 2, 40, 2, 400.0, rng)
+    send_rows(c, rows)
+    got = [sub.recv(10000) for _ in range(2)]
+    check(all(g is not None and g.budget_unit == "none" and math.isinf(g.budget_left) for g in got),
+          "--no-cap: snapshots say there is no cap")
+    check(all(g is not None and "no budget cap" in g.describe() for g in got), "--no-cap: describe() says so")
+    check(wait_for(lambda: c.tail().count("no privacy budget cap (--no-cap)") >= 2, 5), "--no-cap: a warning at "
+          "every release")
+    check(c.query()["budget_unit"] == "none", "--no-cap: status says none")
     sub.close()
     c.stop()
 
@@ -572,7 +602,7 @@ def test_period_and_config_file():
     with open(conf, "w") as f:
         f.write(f"# a config file: name = value\nd = 40\nk = 2\nt = 60\nepoch-seconds = 1.0\n"
                 f"insecure-plaintext = true\nstate-dir = {base}-state\ningest = ipc://{base}.in\n"
-                f"publish = ipc://{base}.pub\nstatus = ipc://{base}.st\nseed = 3\n")
+                f"publish = ipc://{base}.pub\nstatus = ipc://{base}.st\nseed = 3\ncap-rho = 10\n")
     c = Collector("period", d=40, k=2, t=60)
     c.args = [COLLECTOR, "--config", conf]
     c.ingest, c.publish, c.status = f"ipc://{base}.in", f"ipc://{base}.pub", f"ipc://{base}.st"
@@ -590,6 +620,21 @@ def test_period_and_config_file():
               f"{s.buckets_used} complete buckets used, the other {200 - s.rows_used} rows discarded")
         note(f"period close: {s.buckets_used} buckets of 4 complete out of 200 rows; {s.describe()}")
     sub.close()
+    c.stop()
+    # the config example in the repository is valid and sets a budget cap (its keys, endpoints and state
+    # directory are replaced here by the harness's command line, which wins)
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools",
+                           "dps-collector.conf.example")
+    c = Collector("example", d=40, k=2, t=60, extra=["--config", example])
+    try:
+        c.start()
+        st = c.query()
+        with open(example) as f:
+            cap = [float(ln.split("=")[1]) for ln in f if ln.replace(" ", "").startswith("cap-rho=")]
+        check(len(cap) == 1 and st["budget_unit"] == "rho" and abs(st["budget_left"] - cap[0]) < 1e-12,
+              f"the config example sets a cap ({st['budget_left']} {st['budget_unit']})")
+    except (RuntimeError, OSError) as e:
+        check(False, f"the config example starts a collector: {e}")
     c.stop()
     bad = os.path.join(TMP, "bad.conf")
     with open(bad, "w") as f:
@@ -635,7 +680,7 @@ def test_other_mechanisms():
     sub.close()
     c.stop()
     bad = subprocess.run([COLLECTOR, "--d", "5000", "--k", "2", "--aggregator", "covariance", "--insecure-plaintext",
-                          "--state-dir", os.path.join(TMP, "covbig")], capture_output=True, text=True)
+                          "--no-cap", "--state-dir", os.path.join(TMP, "covbig")], capture_output=True, text=True)
     check(bad.returncode == 2 and "4096" in bad.stderr, f"covariance refuses d = 5000: {bad.stderr.strip()}")
     # histogram: nearly exact rows (tau = 1e6 d), so every bucket lands in one cell.
     c = Collector("hist", d=40, k=2, t=60, extra=("--aggregator", "histogram")).start()
