@@ -246,8 +246,10 @@ static void *s_thread(void *arg)
             s_refresh_all(z, 0); /* keys removed reach connections made before */
             last = s_now_ms();
         }
+        uint64_t now = s_now_ms(), due = last + ZAP_REFRESH_MS; /* wake for the next refresh, or stop */
+        long wait = due > now ? (long)(due - now) : 0;
         zmq_pollitem_t it = {z->sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 200) <= 0)
+        if (zmq_poll(&it, 1, wait < 200 ? wait : 200) <= 0)
             continue;
         char f[8][256];
         int len[8] = {0}, more = 1, nf = 0;

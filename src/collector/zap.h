@@ -13,8 +13,8 @@
    ZAP_REFRESH_MS, and re-reads all files when it differs; SIGHUP (through
    zap_reload) re-reads them whatever the fingerprint says.  Each key added or
    removed is logged with its file.  So a key that leaves the directory is
-   refused at the next handshake at once, and within ZAP_REFRESH_MS (plus the
-   200 ms poll of the handler thread) for connections made before: the
+   refused at the next handshake at once, and within ZAP_REFRESH_MS for
+   connections made before (the handler thread wakes for each refresh): the
    collector checks every ingest batch and status request against the current
    set (zap_allowed, through the User-Id the handler gives each connection)
    and drops the connections of removed subscriber keys (zap_removals). */

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 import zmq  # noqa: E402
 
 from dpsubspace import Producer, Subscriber, wire  # noqa: E402
+from dpsubspace.keys import apply_client_security  # noqa: E402
 from dpsubspace.status import query_status  # noqa: E402
 
 COLLECTOR = os.path.join(BUILD, "dps-collector")
@@ -362,21 +363,33 @@ def test_key_rotation():
     check(new_pub.decode() in log and keys["client_public"].decode() in log and "removed" in log and "added" in log,
           "the log names the key removed and the key added")
 
-    # remove: the file goes away.  No handshake may happen meanwhile (a status query would make the
-    # handler look at once), so the periodic refresh alone must catch it: send a batch every 50 ms
-    # for 1.6 s (the 1 s refresh plus the handler's 200 ms poll, with room), then ask.
+    # remove: the file goes away.  No handshake may happen meanwhile (a new connection would make the
+    # handler look at once), so the periodic refresh alone must catch it: the operator asks on a
+    # connection made before, and the producer sends a batch every 50 ms until one is refused.
+    ctx = zmq.Context()
+    ops = ctx.socket(zmq.REQ)
+    apply_client_security(ops, c.status, keys["server_public"], ops_pub, ops_sec, False)
+    ops.connect(c.status)
+
+    def revoked_now():
+        ops.send(wire.StatusRequest(version=wire.WIRE_VERSION).SerializeToString())
+        if not ops.poll(5000):
+            raise TimeoutError("no status answer")
+        return {x.name: x.value for x in wire.StatusReply.FromString(ops.recv()).rejected}.get("auth_revoked", 0)
+
+    check(revoked_now() == 1, "one refusal so far")
     t0 = time.time()
     os.remove(trainer)
-    while time.time() - t0 < 1.6:
+    while revoked_now() < 2 and time.time() - t0 < 5:
         new.send(rows[30:40])
         time.sleep(0.05)
-    check(counter("auth_revoked") >= 2, "removed key: the connected producer's batches are refused without any "
-          "handshake, within the 1 s refresh")
-    refusals = [ln for ln in c.tail(60).splitlines() if "refused a batch" in ln]
-    if len(refusals) >= 2:  # the log's timestamp of the first refusal after the removal
-        when = time.mktime(time.strptime(refusals[1][:19], "%Y-%m-%d %H:%M:%S")) + float(refusals[1][19:23])
-        note(f"removal: the connected producer's batches refused {when - t0:.2f} s after the file went")
-        check(when - t0 < 1.5, f"removed key: refused within the refresh period ({when - t0:.2f} s)")
+    took = time.time() - t0
+    note(f"removal: the connected producer's batches refused {took:.2f} s after the file went (no handshake)")
+    # the handler refreshes every 1 s; the rest is room for a loaded machine (ASan, other jobs)
+    check(revoked_now() >= 2 and took < 2.0, f"removed key: the connected producer's batches are refused within the "
+          f"refresh period, without any handshake ({took:.2f} s)")
+    ops.close(0)
+    ctx.term()
     accepted = c.query()["rows_accepted"]
     for _ in range(3):
         new.send(rows[:10])
