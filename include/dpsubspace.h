@@ -127,11 +127,17 @@ void dps_accountant_destroy(dps_accountant **acc);
 int  dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost);
 /* Add cost; DPS_EBUDGET (and no change) if it would pass the cap. */
 int  dps_accountant_charge(dps_accountant *acc, dps_zcdp cost);
+/* Replace the cap (NULL: none); what was spent stays.  DPS_EINVAL for a cap
+   out of range, as in dps_accountant_new, and then nothing changes. */
+int  dps_accountant_set_cap(dps_accountant *acc, const dps_budget *cap);
 dps_zcdp dps_accountant_spent(const dps_accountant *acc);
 /* eps spent at the cap's delta_target (or at delta_total if the cap has none). */
 double dps_accountant_eps(const dps_accountant *acc, double delta_total);
 /* What is left: rho (if rho-capped) or eps (if eps-capped); INFINITY if no cap. */
 double dps_accountant_left(const dps_accountant *acc);
+/* The unit dps_accountant_left counts in for cap: "rho", "eps", or "none"
+   (no cap, or cap NULL).  A static string. */
+const char *dps_budget_unit(const dps_budget *cap);
 
 /* --------------------------------------------------------------- snapshot */
 typedef enum {
@@ -187,6 +193,12 @@ typedef struct {
     const char *reason;      /* a sentence for failed/refused; "" otherwise     */
     uint64_t seq;            /* publication sequence number (0: not published) */
     uint64_t time_unix_ms;   /* when it was published (0: not published)       */
+    double budget_left;      /* what the cap leaves after this epoch, in
+                                budget_unit (dps_accountant_left); INFINITY
+                                without a cap                                  */
+    const char *budget_unit; /* "rho", "eps", "none" (no cap), or "" (not known:
+                                a snapshot from before budgets were carried);
+                                dps_snapshot_new keeps these static strings    */
 } dps_snapshot_info;
 
 void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);
@@ -309,6 +321,12 @@ int  dps_estimator_epoch_full(const dps_estimator *est);
 int  dps_estimator_close_epoch(dps_estimator *est, dps_snapshot **out);
 void dps_estimator_get_stats(const dps_estimator *est, dps_stats *out);
 dps_zcdp dps_estimator_spent(const dps_estimator *est);
+/* Replace the budget cap (cfg.cap), e.g. when a collector reloads its
+   configuration: the next close checks against it; what was spent stays, and
+   a cap below it refuses every later epoch.  DPS_EINVAL for a cap out of range
+   (as dps_config_check says), and then nothing changes.  Call it from the
+   thread that closes epochs. */
+int dps_estimator_set_cap(dps_estimator *est, const dps_budget *cap);
 /* Upper bound on the bytes an epoch holds (rows, bases, reference points). */
 size_t dps_estimator_memory_bound(const dps_config *cfg);
 

@@ -146,7 +146,7 @@ int dps_subscriber_project(const dps_subscriber *s, const float *x, float *out, 
 void dps_subscriber_counts(const dps_subscriber *s, uint64_t *received, uint64_t *missed, uint64_t *bad);
 
 /* ---------------------------------------------------------------- status */
-#define DPS_STATUS_MAX_COUNTERS 16
+#define DPS_STATUS_MAX_COUNTERS 32
 typedef struct {
     uint64_t epoch, rows_accepted, buckets_completed, rows_in_epoch, epoch_rows;
     double rho_spent, delta_spent, eps_spent, delta_target, budget_left;

@@ -13,6 +13,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <string.h>
 
 dps_zcdp dps_zcdp_from_dp(double eps, double delta)
 {
@@ -106,14 +107,19 @@ struct dps_accountant {
     dps_zcdp spent;
 };
 
+static int s_cap_valid(const dps_budget *cap)
+{
+    if (!(cap->rho_cap >= 0 && cap->eps_cap >= 0 && cap->delta_target >= 0 && cap->delta_target < 1))
+        return 0; /* NaN fails too */
+    return !((cap->rho_cap > 0 || cap->eps_cap > 0) && !(cap->delta_target > 0));
+}
+
 int dps_accountant_new(dps_accountant **out, const dps_budget *cap, const dps_zcdp *spent_before)
 {
     if (!out)
         return DPS_EINVAL;
     *out = NULL;
-    if (cap && (cap->rho_cap < 0 || cap->eps_cap < 0 || cap->delta_target < 0 || cap->delta_target >= 1))
-        return DPS_EINVAL;
-    if (cap && (cap->rho_cap > 0 || cap->eps_cap > 0) && !(cap->delta_target > 0))
+    if (cap && !s_cap_valid(cap))
         return DPS_EINVAL;
     if (spent_before && (spent_before->rho < 0 || spent_before->delta < 0))
         return DPS_EINVAL;
@@ -167,6 +173,17 @@ int dps_accountant_charge(dps_accountant *acc, dps_zcdp cost)
     return DPS_OK;
 }
 
+int dps_accountant_set_cap(dps_accountant *acc, const dps_budget *cap)
+{
+    if (!acc || (cap && !s_cap_valid(cap)))
+        return DPS_EINVAL;
+    if (cap)
+        acc->cap = *cap;
+    else
+        memset(&acc->cap, 0, sizeof acc->cap);
+    return DPS_OK;
+}
+
 dps_zcdp dps_accountant_spent(const dps_accountant *acc) { return acc->spent; }
 
 double dps_accountant_eps(const dps_accountant *acc, double delta_total)
@@ -184,4 +201,9 @@ double dps_accountant_left(const dps_accountant *acc)
     if (acc->cap.eps_cap > 0)
         return DPS_MAX(0.0, acc->cap.eps_cap - dps_accountant_eps(acc, 0));
     return INFINITY;
+}
+
+const char *dps_budget_unit(const dps_budget *cap)
+{
+    return !cap ? "none" : cap->rho_cap > 0 ? "rho" : cap->eps_cap > 0 ? "eps" : "none";
 }

@@ -597,6 +597,13 @@ int dps_estimator_epoch_full(const dps_estimator *e)
 }
 
 /* ------------------------------------------------------------------ close */
+/* Every outcome says what the cap leaves, after its charge if any. */
+static void s_budget_left(const dps_estimator *e, dps_snapshot_info *info)
+{
+    info->budget_left = dps_accountant_left(e->acc);
+    info->budget_unit = dps_budget_unit(&e->cfg.cap);
+}
+
 /* The epoch's end: its rows are used once, the next epoch starts empty. */
 static void s_epoch_end(dps_estimator *e)
 {
@@ -613,8 +620,9 @@ static void s_epoch_end(dps_estimator *e)
 
 /* A snapshot that did not run the mechanism (nothing charged), and the end of
    the epoch. */
-static int s_finish(dps_estimator *e, const dps_snapshot_info *info, const float *basis, dps_snapshot **out)
+static int s_finish(dps_estimator *e, dps_snapshot_info *info, const float *basis, dps_snapshot **out)
 {
+    s_budget_left(e, info);
     int rc = dps_snapshot_new(out, info, basis);
     s_epoch_end(e);
     return rc;
@@ -800,6 +808,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     } else {
         info.status = DPS_SNAP_RELEASED;
     }
+    s_budget_left(e, &info);
     snapshot_fill(snap, &info, basis); /* takes basis */
     s_epoch_end(e);
     *out = snap;
@@ -817,6 +826,16 @@ void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)
 }
 
 dps_zcdp dps_estimator_spent(const dps_estimator *e) { return dps_accountant_spent(e->acc); }
+
+int dps_estimator_set_cap(dps_estimator *e, const dps_budget *cap)
+{
+    if (!e || !cap)
+        return DPS_EINVAL;
+    int rc = dps_accountant_set_cap(e->acc, cap);
+    if (rc == DPS_OK)
+        e->cfg.cap = *cap;
+    return rc;
+}
 
 void dps_estimator_set_bucket_hook(dps_estimator *e, dps_bucket_hook fn, void *arg)
 {

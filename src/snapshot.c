@@ -53,6 +53,11 @@ int dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const fl
     s->info = *info;
     snprintf(s->reason, sizeof s->reason, "%s", info->reason ? info->reason : "");
     s->info.reason = s->reason;
+    static const char *const units[] = {"rho", "eps", "none"};
+    s->info.budget_unit = "";
+    for (size_t i = 0; i < sizeof units / sizeof *units && info->budget_unit; i++)
+        if (strcmp(info->budget_unit, units[i]) == 0)
+            s->info.budget_unit = units[i];
     if (info->status == DPS_SNAP_RELEASED) {
         s->basis = malloc(info->k * info->d * sizeof *s->basis);
         if (!s->basis) {

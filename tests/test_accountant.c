@@ -3,6 +3,7 @@
 #include "dpsubspace.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Reference values of the CKS conversion were computed by hand with an
    independent brute force (numpy: a = 1 + 10^x on a grid of 2e6 points,
@@ -91,6 +92,26 @@ int main(void)
     CHECK(isinf(dps_accountant_left(none)), "no cap: infinite left");
     CHECK(dps_accountant_charge(none, (dps_zcdp){100, 0.1}) == DPS_OK, "no cap accepts");
     CHECK(dps_accountant_charge(none, (dps_zcdp){-1, 0}) == DPS_EINVAL, "negative refused");
+
+    /* A cap set later (a collector reloading its configuration): spent stays,
+       the new cap decides; a bad one changes nothing. */
+    dps_budget later = {101.0, 0, 0.5}; /* above the 0.1 of delta spent */
+    CHECK(dps_accountant_set_cap(none, &later) == DPS_OK, "set_cap");
+    CHECK(dps_accountant_spent(none).rho == 100 && dps_accountant_left(none) == 1.0, "set_cap keeps spent: left %g",
+          dps_accountant_left(none));
+    CHECK(dps_accountant_fits(none, (dps_zcdp){1.0, 0}) && !dps_accountant_fits(none, (dps_zcdp){1.5, 0}),
+          "set_cap: the new cap decides");
+    dps_budget below = {50.0, 0, 1e-5};
+    CHECK(dps_accountant_set_cap(none, &below) == DPS_OK, "a cap below what was spent is accepted");
+    CHECK(dps_accountant_left(none) == 0 && !dps_accountant_fits(none, (dps_zcdp){1e-3, 0}),
+          "below spent: nothing left, every charge refused");
+    CHECK(dps_accountant_set_cap(none, &bad) == DPS_EINVAL && dps_accountant_left(none) == 0, "bad cap: unchanged");
+    dps_budget nan_cap = {NAN, 0, 1e-5};
+    CHECK(dps_accountant_set_cap(none, &nan_cap) == DPS_EINVAL, "NaN cap refused");
+    CHECK(dps_accountant_set_cap(none, NULL) == DPS_OK && isinf(dps_accountant_left(none)), "NULL: no cap again");
+    CHECK(strcmp(dps_budget_unit(&later), "rho") == 0 && strcmp(dps_budget_unit(&ecap), "eps") == 0 &&
+          strcmp(dps_budget_unit(&(dps_budget){0, 0, 1e-5}), "none") == 0 && strcmp(dps_budget_unit(NULL), "none") == 0,
+          "budget units");
     dps_accountant_destroy(&none);
     return check_summary();
 }

@@ -571,6 +571,8 @@ int main(void)
             st[ep] = in.status;
             if (ep >= 2)
                 CHECK(in.epoch_cost.rho == 0 && in.total.rho == 2.0, "refused epoch spends nothing");
+            CHECK(strcmp(in.budget_unit, "rho") == 0 && fabs(in.budget_left - (2.5 - in.total.rho)) < 1e-12,
+                  "epoch %d: the snapshot says what the cap leaves (%g %s)", ep, in.budget_left, in.budget_unit);
             CHECK(in.epoch == (uint64_t)ep, "epoch numbers");
             dps_snapshot_destroy(&s);
         }
@@ -578,6 +580,22 @@ int main(void)
         CHECK(st[2] == DPS_SNAP_REFUSED && st[3] == DPS_SNAP_REFUSED, "then refused");
         CHECK(led.calls == 2 && fabs(led.rho_seen - 2.0) < 1e-12, "commit hook called for the two releases");
         CHECK(fabs(dps_estimator_spent(e).rho - 2.0) < 1e-12, "spent 2");
+        /* A cap raised while running (the collector's SIGHUP) lets the next
+           epoch through; one out of range changes nothing. */
+        dps_budget bad = {-1, 0, 1e-5}, raised = {3.5, 0, 1e-5};
+        CHECK(dps_estimator_set_cap(e, &bad) == DPS_EINVAL, "set_cap refuses a negative cap");
+        dps_snapshot *s4 = s_run_epoch(e, rows, n, d);
+        dps_snapshot_info in4;
+        dps_snapshot_get_info(s4, &in4);
+        CHECK(in4.status == DPS_SNAP_REFUSED, "a refused set_cap left the cap as it was");
+        dps_snapshot_destroy(&s4);
+        CHECK(dps_estimator_set_cap(e, &raised) == DPS_OK, "set_cap");
+        s4 = s_run_epoch(e, rows, n, d);
+        dps_snapshot_get_info(s4, &in4);
+        CHECK(in4.status == DPS_SNAP_RELEASED && fabs(in4.total.rho - 3.0) < 1e-12 && led.calls == 3,
+              "after set_cap 3.5 the next epoch is released and committed (total %g)", in4.total.rho);
+        CHECK(fabs(in4.budget_left - 0.5) < 1e-12, "and leaves 0.5 of the new cap (%g)", in4.budget_left);
+        dps_snapshot_destroy(&s4);
 
         /* 6. A failing commit hook: DPS_ECOMMIT, no snapshot, nothing charged. */
         dps_estimator_destroy(&e);

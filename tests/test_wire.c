@@ -113,6 +113,8 @@ int main(void)
     in.seq = 9;
     in.time_unix_ms = 123;
     in.reason = "";
+    in.budget_left = 0.5;
+    in.budget_unit = "rho";
     dps_snapshot *s = NULL, *back = NULL;
     dps_snapshot_new(&s, &in, basis);
     CHECK(dps_snapshot_encode(s, &buf, &len) == DPS_OK, "snapshot encode");
@@ -121,6 +123,8 @@ int main(void)
     dps_snapshot_get_info(back, &out);
     CHECK(out.epoch == 4 && out.seq == 9 && out.time_unix_ms == 123 && out.total.rho == 5 && isinf(out.eps_total),
           "snapshot fields");
+    CHECK(out.budget_left == 0.5 && strcmp(out.budget_unit, "rho") == 0, "budget left round-trips (%g %s)",
+          out.budget_left, out.budget_unit);
     CHECK(memcmp(dps_snapshot_basis(back), basis, sizeof basis) == 0, "basis bit-exact");
     dps_snapshot_destroy(&back);
     for (size_t cut = 0; cut < len; cut += 3) {
@@ -161,6 +165,49 @@ int main(void)
         free(buf);
         dps_snapshot_destroy(&s);
     }
+    /* v = 0: no cap, infinity and "none" round-trip; 1: a unit we do not know,
+       2: a NaN budget, 4: a negative one, are refused; 3: an older collector's
+       snapshot (no budget fields) decodes with the unit "" (not known) */
+    for (int v = 0; v < 5; v++) {
+        in.budget_left = INFINITY;
+        in.budget_unit = "none";
+        dps_snapshot_new(&s, &in, basis);
+        dps_snapshot_encode(s, &buf, &len);
+        Dps__Wire__Snapshot *mm = dps__wire__snapshot__unpack(NULL, len, buf);
+        free(buf);
+        static char bogus[] = "joules", empty[] = "";
+        char *unit = mm->budget_unit; /* unpack's own: put back before freeing */
+        if (v == 1)
+            mm->budget_unit = bogus;
+        if (v == 2 || v == 4)
+            mm->budget_left = v == 2 ? NAN : -1;
+        if (v == 3) {
+            mm->budget_unit = empty;
+            mm->budget_left = 0;
+        }
+        len = dps__wire__snapshot__get_packed_size(mm);
+        buf = malloc(len);
+        dps__wire__snapshot__pack(mm, buf);
+        mm->budget_unit = unit;
+        dps__wire__snapshot__free_unpacked(mm, NULL);
+        int rc = dps_snapshot_decode(buf, len, &back);
+        if (v == 0 || v == 3) {
+            CHECK(rc == DPS_OK, "budget case %d decodes", v);
+            if (rc == DPS_OK) {
+                dps_snapshot_get_info(back, &out);
+                CHECK(v == 0 ? isinf(out.budget_left) && strcmp(out.budget_unit, "none") == 0
+                             : strcmp(out.budget_unit, "") == 0,
+                      "budget case %d: %g '%s'", v, out.budget_left, out.budget_unit);
+            }
+        } else {
+            CHECK(rc == DPS_EPROTO, "budget case %d refused", v);
+        }
+        dps_snapshot_destroy(&back);
+        free(buf);
+        dps_snapshot_destroy(&s);
+    }
+    in.budget_left = 0.5;
+    in.budget_unit = "rho";
     in.status = DPS_SNAP_REFUSED;
     in.reason = "cap";
     dps_snapshot_new(&s, &in, NULL);

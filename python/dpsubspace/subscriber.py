@@ -50,6 +50,8 @@ class Snapshot:
     time_unix_ms: int
     radius_unrelated: float
     basis: Optional[np.ndarray] = field(default=None, repr=False)  # (k, d) float32, orthonormal rows
+    budget_left: float = math.inf  # what the collector's cap leaves after this epoch, in budget_unit
+    budget_unit: str = ""  # "rho", "eps", "none" (no cap), "" (the collector did not say)
 
     @property
     def weak(self):
@@ -73,12 +75,20 @@ class Snapshot:
         return Snapshot(m.seq, m.epoch, m.d, m.k, STATUS_NAMES[m.status], AGGREGATOR_NAMES.get(m.aggregator, "?"),
                         m.rows_used, m.buckets_used, m.radius, m.rho_epoch, m.delta_epoch, m.rho_total,
                         m.delta_total, m.eps_total, m.delta_target, m.seeded, m.public_seed, m.reason,
-                        m.time_unix_ms, m.radius_unrelated, basis)
+                        m.time_unix_ms, m.radius_unrelated, basis, m.budget_left, m.budget_unit)
+
+    def budget_text(self):
+        """What the budget cap leaves, as shown in every snapshot line."""
+        if self.budget_unit == "none":
+            return "no budget cap"
+        if not self.budget_unit:
+            return "budget left not stated"
+        return f"budget left {self.budget_left:.4g} {self.budget_unit}"
 
     def describe(self):
         eps = "inf" if math.isinf(self.eps_total) else f"{self.eps_total:.3f}"
         return (f"epoch {self.epoch} {self.status}: rho this epoch {self.rho_epoch:g}, total rho "
-                f"{self.rho_total:g} (eps {eps} at delta {self.delta_target:g})"
+                f"{self.rho_total:g} (eps {eps} at delta {self.delta_target:g}), {self.budget_text()}"
                 + (" [SEEDED: not secure]" if self.seeded else "")
                 + (" [WEAK: the buckets barely agreed; little information]" if self.weak else "")
                 + (f"; {self.reason}" if self.reason else ""))

@@ -55,6 +55,8 @@ static const struct {
     {"rows_zero", "rows of zero norm: took their slot as the zero vector"},
     {"rows_discarded", "rows in buckets still incomplete when an epoch closed (each row is used once)"},
     {"auth_refused", "CURVE clients refused: their key is not in the authorized keys"},
+    {"auth_revoked", "batches and status requests refused because their connection's key has left the "
+                     "authorized keys since it connected"},
     {"disconnects", "ingest connections that ended: every producer's exit, and a message above "
                     "--max-batch-rows (dropped with its connection)"},
     {"seq_gaps", "batches missing from a producer's sequence (lost in transit or a producer restarted)"},

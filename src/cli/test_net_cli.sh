@@ -97,7 +97,7 @@ IN=ipc://$T/c.in PUB=ipc://$T/c.pub ST=ipc://$T/c.st
 PT=--insecure-plaintext
 STATUS_ARGS="$PT --connect $ST"
 if start_collector --d 200 --k 4 --t 125 --m 8 --state-dir "$T/state1" --ingest "$IN" --publish "$PUB" \
-    --status "$ST" --insecure-plaintext --seed 7 --workers 2; then
+    --status "$ST" --insecure-plaintext --seed 7 --workers 2 --cap-rho 10; then
     ok "collector (ipc, plaintext) is up"
 else
     bad "collector (ipc, plaintext) is up" "$(tail -n 3 coll.log)"
@@ -129,6 +129,8 @@ wait $WPID
 RW=$?
 check "dps-watch --count 2 exits 0" [ $RW -eq 0 ]
 check "dps-watch saw two released snapshots" [ "$(grep -c '^snapshot seq .* released  SEEDED (not secure)' watch.txt)" -eq 2 ]
+check "dps-watch shows the budget left under the cap (10 - 1, 10 - 2)" \
+    [ "$(grep -c '^  budget left         [98] rho under the collector.s cap$' watch.txt)" -eq 2 ]
 check "dps-watch shows the angles to the previous snapshot" grep -q "vs previous (epoch 0)  angles [0-9.e-]* [0-9.e-]* [0-9.e-]* [0-9.e-]* deg" watch.txt
 # sin of the largest angle to the truth: the library's test_estimator measures
 # 0.07 at d = 100 and 0.06 at d = 1000 on this generator (k = 4, tau = 10 d,
@@ -234,7 +236,8 @@ for attempt in 1 2 3; do # ports picked at random: retry if one is taken
     IN=tcp://127.0.0.1:$base PUB=tcp://127.0.0.1:$((base + 1)) ST=tcp://127.0.0.1:$((base + 2))
     STATUS_ARGS="$SK $TK --connect $ST"
     if start_collector --d 200 --k 4 --t 125 --m 8 --state-dir "$T/state2" --ingest "$IN" --publish "$PUB" \
-        --status "$ST" --server-key keys/collector.key_secret --authorized-keys authorized --seed 7 --workers 2; then
+        --status "$ST" --server-key keys/collector.key_secret --authorized-keys authorized --seed 7 --workers 2 \
+        --cap-rho 10; then
         up=0
         break
     fi

@@ -42,6 +42,7 @@ static const char s_epilogue[] =
     "    rows 1000 in 125 buckets  radius 0.0412  aggregator reference  d 200  k 4\n"
     "    privacy this epoch  rho 1  delta 1e-06  eps 4.94 at delta 1e-05\n"
     "    privacy total       rho 2  delta 2e-06  eps 7.49 at delta 1e-05\n"
+    "    budget left         8 rho under the collector's cap\n"
     "    vs previous (epoch 0)  angles 0.71 1.02 1.63 2.40 deg  sin largest 0.0419\n"
     "    vs truth               angles 0.95 1.48 2.21 3.37 deg  sin largest 0.0588\n"
     "  status           released (a private basis), failed (the mechanism said\n"
@@ -52,6 +53,8 @@ static const char s_epilogue[] =
     "  rows, buckets    rows in the completed buckets that were aggregated\n"
     "  privacy          zCDP (rho, delta) of this epoch and in total, and as\n"
     "                   (eps, delta)-DP at the collector's --delta-target\n"
+    "  budget left      what the collector's cap (--cap-rho or --cap-eps) leaves\n"
+    "                   after this epoch, or no cap (--no-cap)\n"
     "  angles           the k principal angles (degrees, smallest first) between\n"
     "                   this basis and the previous released one / the truth:\n"
     "                   acos of the singular values of A B^T; below ~0.03 degrees\n"
@@ -62,7 +65,8 @@ static const char s_epilogue[] =
     "--json prints one object per line instead: seq, epoch, status, reason,\n"
     "seeded, time_unix_ms, d, k, aggregator, rows_used, buckets_used, radius,\n"
     "epoch_rho, epoch_delta, epoch_eps, total_rho, total_delta, total_eps,\n"
-    "delta_target, prev_epoch, angles_prev_deg, sin_prev, angles_truth_deg,\n"
+    "delta_target, budget_left, budget_unit (rho, eps or none; budget_left null\n"
+    "without a cap), prev_epoch, angles_prev_deg, sin_prev, angles_truth_deg,\n"
     "sin_truth, saved (null where they do not apply; an infinite eps is null).\n"
     "\n"
     "Examples:\n"
@@ -153,6 +157,12 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
     printf("  privacy this epoch  %s\n", p);
     s_privacy_text(p, sizeof p, in->total, in->eps_total, in->delta_target);
     printf("  privacy total       %s\n", p);
+    if (strcmp(in->budget_unit, "none") == 0)
+        printf("  budget left         no cap: the collector runs with --no-cap\n");
+    else if (in->budget_unit[0])
+        printf("  budget left         %.4g %s under the collector's cap\n", in->budget_left, in->budget_unit);
+    else
+        printf("  budget left         not stated by the collector\n");
     if (in->status == DPS_SNAP_RELEASED) {
         if (cmp->have_prev) {
             char lbl[48];
@@ -210,6 +220,8 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     cli_json_num(&j, "total_delta", in->total.delta);
     cli_json_num(&j, "total_eps", in->eps_total);
     cli_json_num(&j, "delta_target", in->delta_target);
+    cli_json_num(&j, "budget_left", in->budget_unit[0] ? in->budget_left : NAN);
+    cli_json_str(&j, "budget_unit", in->budget_unit[0] ? in->budget_unit : NULL);
     if (cmp->have_prev)
         cli_json_u64(&j, "prev_epoch", cmp->prev_epoch);
     else

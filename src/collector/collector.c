@@ -35,11 +35,13 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static volatile sig_atomic_t s_stop = 0;
+static volatile sig_atomic_t s_stop = 0, s_reload = 0;
 static void s_on_signal(int sig)
 {
-    (void)sig;
-    s_stop = 1;
+    if (sig == SIGHUP)
+        s_reload = 1; /* the loop reloads keys and configuration */
+    else
+        s_stop = 1;
 }
 
 /* Test-only fault injection: DPS_FAULT=<point> kills the process there, as
@@ -66,6 +68,10 @@ typedef struct {
     dps_snapshot *latest;
     producer_table producers;
     int warned_delta;
+    uint64_t revoked;          /* batches and status requests from keys no longer authorized */
+    uint64_t sub_removals;     /* zap_removals("publish") when the publish socket was last bound */
+    int argc;                  /* the command line, read again with the config file on SIGHUP */
+    char **argv;
 } collector;
 
 /* ---------------------------------------------------------------- ledger */
@@ -86,19 +92,27 @@ static int s_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
 /* ------------------------------------------------------------ snapshots */
 static void s_log_snapshot(const dps_snapshot_info *in)
 {
-    char eps[32];
+    char eps[32], left[64];
     if (isfinite(in->eps_total))
         snprintf(eps, sizeof eps, "%.3f", in->eps_total);
     else
         snprintf(eps, sizeof eps, "inf");
+    if (strcmp(in->budget_unit, "none") == 0)
+        snprintf(left, sizeof left, "no budget cap");
+    else
+        snprintf(left, sizeof left, "budget left %.4g %s", in->budget_left, in->budget_unit);
     if (in->status == DPS_SNAP_RELEASED)
         log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %zu buckets, %" PRIu64 " rows, radius %.3g; "
-                 "rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e",
+                 "rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
                  in->epoch, in->seq, in->buckets_used, in->rows_used, in->radius, in->epoch_cost.rho,
-                 in->total.rho, in->total.delta, eps, in->delta_target);
+                 in->total.rho, in->total.delta, eps, in->delta_target, left);
     else
-        log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e", in->epoch,
-                 dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target);
+        log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e; %s", in->epoch,
+                 dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target, left);
+    if (strcmp(in->budget_unit, "none") == 0)
+        log_warn("no privacy budget cap (--no-cap): spent so far eps %s at delta %.0e (total rho %.4g), and nothing "
+                 "stops it from growing; set --cap-rho or --cap-eps (SIGHUP reads the config file again)",
+                 eps, in->delta_target, in->total.rho);
     if (dps_snapshot_weak(in))
         log_warn("epoch %" PRIu64 ": the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated "
                  "buckets (%.3g): this basis carries little information.  Buckets of m rows are too small for this "
@@ -190,6 +204,9 @@ static int s_ingest(collector *c)
         zmq_msg_close(&msg);
         return 0;
     }
+    /* The connection's key may have left the authorized directory since its
+       handshake: its batches are refused from the handler's next refresh on. */
+    int revoked = c->zap && !zap_allowed(c->zap, "ingest", zmq_msg_gets(&msg, "User-Id"));
     wire_rows wr;
     size_t len = zmq_msg_size(&msg);
     wire_reject r = wire_rows_decode(zmq_msg_data(&msg), len, c->o.d, &wr);
@@ -210,6 +227,15 @@ static int s_ingest(collector *c)
         }
     }
     zmq_msg_close(&msg);
+    if (r == WIRE_OK && revoked) {
+        uint64_t n = ++c->revoked;
+        if (c->o.verbose || n <= 5 || n % 1000 == 0)
+            log_warn("refused a batch of %zu rows from producer '%s': its key is no longer in %s (%" PRIu64
+                     " refused so far)", wr.n, wr.producer_id, c->o.authorized_keys, n);
+        ptable_refused(&c->producers, wr.producer_id, net_now_ms());
+        wire_rows_release(&wr);
+        return 1;
+    }
     if (r != WIRE_OK) {
         s_reject(c, r, len);
         if (wr.producer_id[0]) /* a draining producer learns of it */
@@ -247,6 +273,10 @@ static void s_status(collector *c)
     }
     char asked[WIRE_MAX_PRODUCER_ID + 1];
     int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked) == DPS_OK;
+    if (ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"))) {
+        ok = 0; /* a key removed since the connection was made */
+        c->revoked++;
+    }
     zmq_msg_close(&msg);
     if (!ok) {
         zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
@@ -292,7 +322,7 @@ static void s_status(collector *c)
         zap_counts(c->zap, &zap_ok, &zap_refused);
     struct { const char *name; uint64_t v; } rows[] = {
         {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
-        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused},
+        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
         {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
         {"epochs_internal_error", es.epochs_internal_error},
     };
@@ -300,7 +330,9 @@ static void s_status(collector *c)
         snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", wire_reject_name(r));
         st.rejected[st.n_rejected++].value = c->rejected[r];
     }
-    for (size_t i = 0; i < sizeof rows / sizeof *rows && st.n_rejected < DPS_STATUS_MAX_COUNTERS; i++) {
+    _Static_assert(WIRE_REJECT_COUNT_ - 1 + sizeof rows / sizeof *rows <= DPS_STATUS_MAX_COUNTERS,
+                   "every status counter fits the reply (raise DPS_STATUS_MAX_COUNTERS)");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", rows[i].name);
         st.rejected[st.n_rejected++].value = rows[i].v;
     }
@@ -326,6 +358,79 @@ static void s_subscriptions(collector *c)
         zmq_msg_init(&msg);
     }
     zmq_msg_close(&msg);
+}
+
+/* -------------------------------------------------------------- reload */
+static void s_config(const collector_options *o, const ledger *led, dps_config *cfg);
+
+/* SIGHUP: read the command line and the config file again.  Settings that can
+   change while running (options_apply_live) take effect now; a change to any
+   other is logged and waits for a restart.  A configuration that does not
+   parse or check is refused as a whole: the running one stays. */
+static void s_reload_config(collector *c)
+{
+    collector_options next;
+    options_defaults(&next);
+    char err[8192];
+    dps_config cfg;
+    const char *why = "";
+    if (options_parse(&next, c->argc, c->argv, err, sizeof err) != 0 || options_finish(&next, err, sizeof err) != 0) {
+        log_error("SIGHUP: configuration not reloaded, the running one stays: %s", err);
+        return;
+    }
+    s_config(&next, &c->led, &cfg);
+    if (dps_config_check(&cfg, &why) != DPS_OK) {
+        log_error("SIGHUP: configuration not reloaded, the running one stays: %s", why);
+        return;
+    }
+    option_change ch[64];
+    size_t n = options_diff(&c->o, &next, ch, sizeof ch / sizeof *ch);
+    int cap = 0;
+    for (size_t i = 0; i < n && i < sizeof ch / sizeof *ch; i++)
+        cap |= ch[i].live && (strncmp(ch[i].name, "cap-", 4) == 0 || strcmp(ch[i].name, "no-cap") == 0 ||
+                              strcmp(ch[i].name, "delta-target") == 0);
+    dps_budget budget = {next.cap_rho, next.cap_eps, next.delta_target};
+    if (cap && dps_estimator_set_cap(c->est, &budget) != DPS_OK) {
+        log_error("SIGHUP: configuration not reloaded, the running one stays: the budget cap is out of range");
+        return;
+    }
+    for (size_t i = 0; i < n && i < sizeof ch / sizeof *ch; i++) {
+        if (ch[i].live)
+            log_info("SIGHUP: %s changed from %s to %s", ch[i].name, ch[i].before, ch[i].after);
+        else
+            log_warn("SIGHUP: %s changed from %s to %s in the configuration; it takes effect at the next start "
+                     "(restart the collector), %s meanwhile", ch[i].name, ch[i].before, ch[i].after, ch[i].before);
+    }
+    options_apply_live(&c->o, &next);
+    log_set_level(c->o.quiet ? LOG_QUIET : c->o.verbose ? LOG_DEBUG : LOG_INFO);
+    if (cap) {
+        dps_zcdp spent = dps_estimator_spent(c->est);
+        log_info("SIGHUP: privacy budget cap now %s; spent so far rho %.6g delta %.3g",
+                 c->o.cap_rho > 0 ? "on rho" : c->o.cap_eps > 0 ? "on eps" : "none", spent.rho, spent.delta);
+    }
+    if (!n)
+        log_info("SIGHUP: configuration unchanged");
+}
+
+/* A subscriber key left the subscriber-keys directory: drop every subscriber
+   connection by binding the publish socket again.  The removed key's
+   reconnection is refused by the ZAP handler; the others reconnect (libzmq
+   retries every 100 ms) and receive the latest snapshot again as the welcome
+   message, which subscribers recognise by its sequence number.  Returns 0 when
+   the socket is bound again; on failure the loop retries. */
+static int s_rebind_publish(collector *c)
+{
+    char ep[1024];
+    size_t n = sizeof ep;
+    if (zmq_getsockopt(c->xpub, ZMQ_LAST_ENDPOINT, ep, &n) != 0 || !ep[0])
+        snprintf(ep, sizeof ep, "%s", c->o.publish);
+    zmq_unbind(c->xpub, ep); /* fails only if already unbound (an earlier failed attempt) */
+    if (zmq_bind(c->xpub, ep) != 0) {
+        log_error("could not bind the publish socket %s again: %s (retrying)", ep, zmq_strerror(errno));
+        return -1;
+    }
+    log_info("a subscriber key was removed: every subscriber reconnects to %s, and the removed key is refused", ep);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -498,6 +603,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     sa.sa_handler = s_on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (ptable_init(&c->producers, 4096) != 0) {
         fprintf(stderr, "dps-collector: out of memory\n");
@@ -508,8 +614,36 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
              " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
              c->o.ingest, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
              c->o.d, c->o.k, c->o.t, c->o.m, c->o.rho_epoch, c->o.aggregator, c->o.state_dir);
+    dps_accountant *acc = NULL; /* the budget as the ledger left it */
+    if (dps_accountant_new(&acc, &cfg->cap, &c->led.total) == DPS_OK) {
+        double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);
+        if (c->o.no_cap)
+            log_warn("no privacy budget cap (--no-cap): epochs are released without limit; spent so far rho %.4g "
+                     "(eps %.4g at delta %.0e)", c->led.total.rho, eps, c->o.delta_target);
+        else
+            log_info("privacy budget cap: %s %.4g; spent so far rho %.4g (eps %.4g at delta %.0e); left %.4g %s%s",
+                     dps_budget_unit(&cfg->cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->led.total.rho,
+                     eps, c->o.delta_target, left, dps_budget_unit(&cfg->cap),
+                     dps_accountant_fits(acc, (dps_zcdp){cfg->rho_epoch, cfg->aggregator == DPS_AGG_COVARIANCE
+                                                                             ? 0 : cfg->delta_epoch})
+                         ? "" : ": the next epoch would pass it and will be refused");
+        dps_accountant_destroy(&acc);
+    }
 
+    if (c->zap)
+        c->sub_removals = zap_removals(c->zap, "publish");
     while (!s_stop) {
+        if (s_reload) {
+            s_reload = 0;
+            log_info("SIGHUP: reloading keys and configuration");
+            zap_reload(c->zap);
+            s_reload_config(c);
+        }
+        if (c->zap) {
+            uint64_t removals = zap_removals(c->zap, "publish");
+            if (removals != c->sub_removals && s_rebind_publish(c) == 0)
+                c->sub_removals = removals;
+        }
         zmq_pollitem_t items[3] = {
             {c->pull, 0, ZMQ_POLLIN, 0}, {c->xpub, 0, ZMQ_POLLIN, 0}, {c->rep, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(items, 3, 100);
@@ -558,6 +692,8 @@ int main(int argc, char **argv)
     c.led.fd = -1;
     options_defaults(&c.o);
     char err[8192];
+    c.argc = argc;
+    c.argv = argv;
     if (options_parse(&c.o, argc, argv, err, sizeof err) != 0) {
         fprintf(stderr, "dps-collector: %s\n", err);
         return 2;

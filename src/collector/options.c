@@ -35,8 +35,10 @@ static const opt_def s_opts[] = {
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch (default 1)"},
     {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-8; deltas add up across epochs)"},
-    {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused)"},
+    {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused); a cap or"
+                                            " --no-cap is required"},
     {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target"},
+    {"no-cap", OPT_FLAG, F(no_cap), NULL, "no budget cap: spend without limit (a warning at every release)"},
     {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped (default 1e-5)"},
     {"alpha", OPT_DOUBLE, F(alpha), "X", "WFC weight slope (default 0.5)"},
     {"tau", OPT_DOUBLE, F(tau), "X", "radius search target fraction (default 0.5)"},
@@ -279,13 +281,29 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "--epoch-seconds must be >= 0");
         return -1;
     }
+    /* A privacy budget is spent without limit only when the operator says so. */
+    if (o->cap_rho < 0 || o->cap_eps < 0) {
+        snprintf(err, errlen, "--cap-rho and --cap-eps must be positive");
+        return -1;
+    }
+    int capped = o->cap_rho > 0 || o->cap_eps > 0;
+    if (!capped && !o->no_cap) {
+        snprintf(err, errlen,
+                 "choose a privacy budget: --cap-rho X (total zCDP rho) or --cap-eps X (total eps at "
+                 "--delta-target), after which epochs are refused; or --no-cap to spend without limit");
+        return -1;
+    }
+    if (capped && o->no_cap) {
+        snprintf(err, errlen, "--no-cap contradicts --cap-rho/--cap-eps: give one or the other");
+        return -1;
+    }
     return 0;
 }
 
 void options_usage(FILE *to)
 {
     fprintf(to,
-            "usage: dps-collector --d N --k N --state-dir DIR [options]\n"
+            "usage: dps-collector --d N --k N --state-dir DIR (--cap-rho X | --cap-eps X | --no-cap) [options]\n"
             "       dps-collector --config FILE\n\n"
             "Collects rows from producers (ZeroMQ PULL, protobuf RowBatch), drops each into a\n"
             "random bucket, computes each full bucket's top-k basis, and at the end of every\n"
@@ -294,7 +312,12 @@ void options_usage(FILE *to)
             "the snapshot is computed; the snapshot is stored in STATE/snapshots and published\n"
             "(PUB, with sequence numbers; a new subscriber gets the latest at once).  A restart\n"
             "resumes from the ledger.  SIGINT/SIGTERM stop it cleanly (the open epoch's rows\n"
-            "are discarded; no budget was spent on them).\n\noptions:\n");
+            "are discarded; no budget was spent on them).  SIGHUP reads the key directories\n"
+            "and the configuration again: the budget cap, --delta-target, --epoch-seconds,\n"
+            "--exit-after, --verbose and --quiet change at once, other settings at the next\n"
+            "start.  A key file added, removed or rewritten in --authorized-keys or\n"
+            "--subscriber-keys counts without SIGHUP: at the next handshake, and within 1 s\n"
+            "for connections made before (their batches are refused from then on).\n\noptions:\n");
     for (size_t i = 0; i < N_OPTS; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", s_opts[i].name, s_opts[i].arg ? " " : "",
@@ -302,4 +325,59 @@ void options_usage(FILE *to)
         fprintf(to, "  %-26s %s\n", left, s_opts[i].help);
     }
     fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem\n");
+}
+
+/* The settings a running collector can take from a reloaded configuration. */
+static const char *const s_live[] = {"cap-rho", "cap-eps", "no-cap", "delta-target", "epoch-seconds",
+                                     "exit-after", "verbose", "quiet"};
+
+static int s_is_live(const char *name)
+{
+    for (size_t i = 0; i < sizeof s_live / sizeof *s_live; i++)
+        if (strcmp(s_live[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void s_text(const collector_options *o, const opt_def *od, char *buf, size_t n)
+{
+    const char *base = (const char *)o + od->offset;
+    switch (od->kind) {
+    case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)(const void *)base); break;
+    case OPT_DOUBLE: snprintf(buf, n, "%.17g", *(const double *)(const void *)base); break;
+    case OPT_STR: snprintf(buf, n, "'%s'", base); break;
+    case OPT_FLAG: snprintf(buf, n, "%s", *(const int *)(const void *)base ? "true" : "false"); break;
+    case OPT_CONFIG: snprintf(buf, n, "-"); break;
+    }
+}
+
+size_t options_diff(const collector_options *a, const collector_options *b, option_change *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const opt_def *od = &s_opts[i];
+        if (od->kind == OPT_CONFIG || strcmp(od->name, "help") == 0)
+            continue;
+        const char *pa = (const char *)a + od->offset, *pb = (const char *)b + od->offset;
+        int same = od->kind == OPT_STR ? strcmp(pa, pb) == 0 : memcmp(pa, pb, od->size) == 0;
+        if (same)
+            continue;
+        if (n < max) {
+            out[n].name = od->name;
+            out[n].live = s_is_live(od->name);
+            s_text(a, od, out[n].before, sizeof out[n].before);
+            s_text(b, od, out[n].after, sizeof out[n].after);
+        }
+        n++;
+    }
+    return n;
+}
+
+void options_apply_live(collector_options *dst, const collector_options *src)
+{
+    for (size_t i = 0; i < sizeof s_live / sizeof *s_live; i++) {
+        const opt_def *od = s_find(s_live[i]);
+        if (od)
+            memcpy((char *)dst + od->offset, (const char *)src + od->offset, od->size);
+    }
 }

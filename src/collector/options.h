@@ -13,6 +13,7 @@ typedef struct {
     char aggregator[16];
     double rho_epoch, delta_epoch, alpha, tau, split_search, split_count, split_mean;
     double cap_rho, cap_eps, delta_target;
+    int no_cap; /* the operator chose to spend without limit (--no-cap) */
     double hist_width; /* histogram aggregator's cell side (0: default) */
     uint64_t public_seed, seed, workers;
     int seeded;
@@ -34,8 +35,23 @@ void options_defaults(collector_options *o);
 /* Parse argv then the config file named by --config (command line wins).
    On error: a sentence in err, return -1. */
 int options_parse(collector_options *o, int argc, char **argv, char *err, size_t errlen);
-/* Fill in derived defaults (m = 2k, q = 10k, window = t) and check. */
+/* Fill in derived defaults (m = 2k, q = 10k, window = t) and check; among
+   the checks, a budget cap (--cap-rho or --cap-eps) or --no-cap is required. */
 int options_finish(collector_options *o, char *err, size_t errlen);
 void options_usage(FILE *to);
+
+/* A setting whose value differs between two option sets, as text. */
+typedef struct {
+    const char *name;
+    int live; /* 1: it can change while the collector runs (options_apply_live) */
+    char before[96], after[96];
+} option_change;
+/* The settings that differ between a and b, at most max of them into out;
+   returns how many there are. */
+size_t options_diff(const collector_options *a, const collector_options *b, option_change *out, size_t max);
+/* Copy from src into dst the settings that can change while the collector
+   runs (on SIGHUP): the budget cap (or --no-cap) and its delta, --epoch-seconds,
+   --exit-after, --verbose, --quiet.  The others need a restart. */
+void options_apply_live(collector_options *dst, const collector_options *src);
 
 #endif

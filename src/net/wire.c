@@ -169,6 +169,8 @@ int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
     m.reason = (char *)(in.reason ? in.reason : "");
     m.time_unix_ms = in.time_unix_ms;
     m.radius_unrelated = in.radius_unrelated;
+    m.budget_left = in.budget_left;
+    m.budget_unit = (char *)(in.budget_unit ? in.budget_unit : "");
     unsigned char *basis = NULL;
     const float *b = dps_snapshot_basis(s);
     if (b) {
@@ -192,6 +194,11 @@ int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
 
 static int s_nonneg(double x) { return isfinite(x) && x >= 0; }
 
+static int s_budget_unit_ok(const char *u)
+{
+    return !u || !*u || strcmp(u, "rho") == 0 || strcmp(u, "eps") == 0 || strcmp(u, "none") == 0;
+}
+
 int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out)
 {
     if (!buf || !out)
@@ -211,7 +218,8 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         (released ? m->basis.len != (size_t)m->k * m->d * 4 : m->basis.len != 0) ||
         !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||
         !s_nonneg(m->delta_total) || isnan(m->eps_total) || m->eps_total < 0 || !s_nonneg(m->delta_target) ||
-        !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat))
+        !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat) ||
+        isnan(m->budget_left) || m->budget_left < 0 || !s_budget_unit_ok(m->budget_unit))
         rc = DPS_EPROTO;
     float *basis = NULL;
     if (!rc && released) {
@@ -249,6 +257,8 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         in.seq = m->seq;
         in.time_unix_ms = m->time_unix_ms;
         in.radius_unrelated = m->radius_unrelated;
+        in.budget_left = m->budget_left;
+        in.budget_unit = m->budget_unit ? m->budget_unit : "";
         rc = dps_snapshot_new(out, &in, basis);
     }
     free(basis);

@@ -190,6 +190,7 @@ static inline int n_collector_start(n_collector *c, const char *collector, const
     argv[a++] = "--ingest"; argv[a++] = c->ingest;
     argv[a++] = "--publish"; argv[a++] = c->publish;
     argv[a++] = "--status"; argv[a++] = c->status;
+    argv[a++] = "--no-cap"; /* a benchmark, not a privacy budget: the collector requires the choice */
     if (curve) {
         argv[a++] = "--server-key"; argv[a++] = keys->server_secret_file;
         argv[a++] = "--authorized-keys"; argv[a++] = keys->authorized_dir;
