@@ -10,7 +10,7 @@
     dps_zcdp_from_pure(eps) / dps_zcdp_from_dp(eps, delta).
     Matrices here are d x d, row-major, double, full symmetric storage; they
     are refused above DPS_COV_MAX_D with DPS_ELIMIT.  The proofs are next to
-    the code in src/covariance.c and src/bingham.c.                          */
+    the code in src/mechanisms/covariance.c and src/mechanisms/bingham.c.                          */
 #ifndef DPSUBSPACE_COV_H
 #define DPSUBSPACE_COV_H
 
@@ -85,7 +85,7 @@ typedef struct {
    (k, may be NULL) the noisy eigenvalues clipped to [0, n]; C_hat (d x d, may
    be NULL) = sum lambda_i theta_i theta_i^T.  lambda and C_hat need
    eps_values > 0.  st may be NULL.
-   Privacy: p->eps-DP under replace-one (proof in src/covariance.c).  The
+   Privacy: p->eps-DP under replace-one (proof in src/mechanisms/covariance.c).  The
    exponent is eps_i/2 * u^T C_i u, not DESIGN 3.6's (and the paper's)
    eps_i/4: the score u^T C u has replace-one sensitivity 1, so eps_i/2 is
    what the exponential mechanism's eps_i-DP argument allows; eps_i/4 would
@@ -102,7 +102,7 @@ int dps_cov_iterative(const double *C, size_t n, size_t d, const dps_iterative_p
 /* LAPLACE COVARIANCE: C_hat = C + E, E symmetric with its upper triangle
    (diagonal included) iid Laplace((d + 1)/eps), then projected to eigenvalues
    in [0, n] (dps_cov_clip_spectrum).  eps-DP: the upper triangle of x x^T -
-   y y^T has l1 norm <= d + 1 (proof in src/covariance.c).
+   y y^T has l1 norm <= d + 1 (proof in src/mechanisms/covariance.c).
    C_hat: d x d (may alias C).  DPS_EINVAL, DPS_ELIMIT, DPS_ENOMEM, DPS_ENUMERIC. */
 int dps_cov_laplace(const double *C, size_t n, size_t d, double eps, dps_rng *rng, double *C_hat);
 /* The Laplace scale dps_cov_laplace uses: (d + 1) / eps. */
@@ -112,7 +112,7 @@ double dps_cov_laplace_scale(size_t d, double eps);
    N(0, s^2) and diagonal entries N(0, 2 s^2), s = dps_cov_gaussian_sigma(eps,
    delta), then eigenvalues clipped to [0, n].  (eps, delta)-DP for every
    eps > 0 and delta in (0, 1) (analytic Gaussian mechanism, Balle-Wang 2018;
-   proof in src/covariance.c).  DPS_EINVAL, DPS_ELIMIT, DPS_ENOMEM, DPS_ENUMERIC. */
+   proof in src/mechanisms/covariance.c).  DPS_EINVAL, DPS_ELIMIT, DPS_ENOMEM, DPS_ENUMERIC. */
 int dps_cov_gaussian(const double *C, size_t n, size_t d, double eps, double delta, dps_rng *rng,
                      double *C_hat);
 /* The off-diagonal noise sd of dps_cov_gaussian: the analytic Gaussian

@@ -7,7 +7,7 @@
     data sets differ by replacing one observation (n is public).  Nothing is
     assumed about the data for privacy: every per-observation quantity is
     clipped (DESIGN 3.7), and a non-finite observation contributes zero.
-    Algorithm and proofs: src/rgrad.c.                                       */
+    Algorithm and proofs: src/mechanisms/rgrad.c.                                       */
 #ifndef DPSUBSPACE_RGRAD_H
 #define DPSUBSPACE_RGRAD_H
 
@@ -106,7 +106,7 @@ typedef struct {
 } dps_rgrad_stats;
 
 /* DP-RGrad: private spectral initialization by sample-and-aggregate, then
-   `iters` private Riemannian gradient steps on the rank-r manifold (src/rgrad.c
+   `iters` private Riemannian gradient steps on the rank-r manifold (src/mechanisms/rgrad.c
    has the algorithm and the proof).  X: n x (d1*d2), y: n; L (d1 x d2) receives
    the estimate (zero if the init failed).  Noise from rng only.  st may be
    NULL (then nothing is reported: prefer passing one).

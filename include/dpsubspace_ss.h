@@ -30,7 +30,7 @@ typedef struct {
     size_t scored;         /* distinct candidates whose score was computed     */
 } dps_exact_stats;
 
-/* DPESE with sampled candidates (src/exact.c has the mechanism and the proof).
+/* DPESE with sampled candidates (src/mechanisms/exact.c has the mechanism and the proof).
    X: n x d rows (row-major float; rows with NaN/Inf count as zero rows).  A row
    belongs to a subspace in EXACT arithmetic over the rationals (the floats'
    exact values): there is no tolerance, because any positive tolerance breaks

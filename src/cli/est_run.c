@@ -67,7 +67,7 @@ int est_release_finish(const est_settings *s, est_result *r, est_release *rel, c
 }
 
 /* AFTER THE CHARGE NOTHING MAY DEPEND ON AN ERROR THE DATA CAN CAUSE.  The
-   central methods clip every row into the unit ball (src/rows.c: NaN/Inf rows
+   central methods clip every row into the unit ball (src/core/rows.c: NaN/Inf rows
    become zero, every row finite with norm <= 1, whatever its magnitude), so
    the errors their mechanisms can still return after the charge are:
    - DPS_ENOMEM: scratch whose size is a function of n, d, k (public);

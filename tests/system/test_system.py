@@ -695,7 +695,7 @@ def test_other_mechanisms():
     rng = np.random.default_rng(12)
     # covariance: no buckets, every row of the epoch used, pure eps-DP charged (rho, 0).  With eps = 2,
     # n = 240 rows near a 2-dim span in d = 20, each exponential-mechanism draw has sin^2 about
-    # chi^2_18 / (eps n / 2) = 18/240 (see tests/test_estimator.c): sin < 0.6 with a wide margin.
+    # chi^2_18 / (eps n / 2) = 18/240 (see tests/stream/test_estimator.c): sin < 0.6 with a wide margin.
     c = Collector("cov", d=20, k=2, t=60, extra=("--aggregator", "covariance", "--rho-epoch", "2")).start()
     sub = c.subscriber()
     rows, basis = synth(240, 20, 2, 2e4, rng)

@@ -1,6 +1,6 @@
 /* bench_bucket - throughput of the per-bucket basis step (DESIGN 3.1).
 
-   What it times: la_topk_rows (src/linalg.h) on m = 2k rows of dimension d:
+   What it times: la_topk_rows (src/core/linalg.h) on m = 2k rows of dimension d:
    float Gram by ssyrk, dsyevr for the top k+1 eigenpairs, sgemm for the basis,
    Householder QR to clean up rounding; and the double-precision fallback taken
    when lambda_k or the gap lambda_k - lambda_{k+1} is below 1e-3 lambda_1.

@@ -11,7 +11,7 @@
 
 /* X itself if every row is finite and safely inside the unit ball, else a
    copy with every row clipped by row_unit (NaN/Inf rows zero, ||row|| <= 1
-   exactly: src/rows.c); *owned says whether to free it. */
+   exactly: src/core/rows.c); *owned says whether to free it. */
 static const float *s_clipped(const float *X, size_t n, size_t d, float **owned)
 {
     *owned = NULL;

@@ -1,4 +1,4 @@
-/* test_exact - the exact-case estimator (src/exact.c, DPESE with sampled
+/* test_exact - the exact-case estimator (src/mechanisms/exact.c, DPESE with sampled
    candidates): the truncated Laplace noise (support, the delta mass of its top
    interval), exact low-rank data recovered to float precision (and invariance
    under power-of-two row scaling), data with no k-dim majority gives NULL,

@@ -1,4 +1,4 @@
-/* test_covariance - src/covariance.c: accumulation with clipping, iterative
+/* test_covariance - src/mechanisms/covariance.c: accumulation with clipping, iterative
    eigenvector sampling (orthonormal output, the exact law of the first draw
    on a rank-one C, budget split, clipped eigenvalues), the Laplace and
    Gaussian baselines' noise scales and spectral clipping, the analytic

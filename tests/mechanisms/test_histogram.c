@@ -1,4 +1,4 @@
-/* test_histogram - the histogram aggregator (src/histogram.c): the threshold's
+/* test_histogram - the histogram aggregator (src/mechanisms/histogram.c): the threshold's
    delta (a lone item passes with probability delta), the noisy count's scale,
    agreeing buckets give one cell and a basis within the cell-centre error
    bound, unrelated buckets FAIL, two groups release the larger, bad arguments

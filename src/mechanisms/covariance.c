@@ -33,7 +33,7 @@ int dps_cov_accumulate(const float *X, size_t n, size_t d, double *C, uint64_t *
     uint64_t bad = 0;
     for (size_t i0 = 0; i0 < n; i0 += ROWS) {
         size_t r = DPS_MIN((size_t)ROWS, n - i0);
-        for (size_t i = 0; i < r; i++) { /* clipped into the unit ball exactly: src/rows.c */
+        for (size_t i = 0; i < r; i++) { /* clipped into the unit ball exactly: src/core/rows.c */
             row_kind kind = row_unit(X + (i0 + i) * d, d, ROW_CLIP, row);
             bad += kind == ROW_NAN || kind == ROW_INF;
             for (size_t j = 0; j < d; j++)

@@ -1,4 +1,4 @@
-/* test_rows - rows into the unit ball (src/rows.c): for every kind of float
+/* test_rows - rows into the unit ball (src/core/rows.c): for every kind of float
    row (NaN, Inf, zero, subnormal, near FLT_MAX, mixed magnitudes, random at
    every scale) the result's norm is <= 1 when measured exactly, a normalised
    row's norm is >= 1 - 2^-21, and the kind is reported. */

@@ -1,4 +1,4 @@
-/* test_wfc - the pieces of the weighted FriendlyCore proof (src/wfc.c):
+/* test_wfc - the pieces of the weighted FriendlyCore proof (src/mechanisms/wfc.c):
    friend counts, weights, |W - W'| <= 1/alpha + 1 and
    ||mu - mu'|| <= (2r/alpha + 4r)/max(W, W') on adversarial neighbours,
    the failure branch, and the noise scales. */

@@ -490,7 +490,7 @@ void dps_estimator_destroy(dps_estimator **pe)
 
 /* ------------------------------------------------------------------- push */
 
-/* Copy one row into dst, normalised to norm 1 (at most: src/rows.c); a row
+/* Copy one row into dst, normalised to norm 1 (at most: src/core/rows.c); a row
    with NaN, Inf or zero norm becomes the zero vector and is counted.  Every
    float row is either of these: no row can make a bucket or C non-finite. */
 static void s_admit_row(dps_estimator *e, const float *src, float *dst)
@@ -630,7 +630,7 @@ static int s_finish(dps_estimator *e, dps_snapshot_info *info, const float *basi
 
 /* COVARIANCE MECHANISM.  The epoch's rows (unit norm, or zero) give C = sum
    x x^T; iterative eigenvector sampling (dps_cov_iterative, Amin et al.
-   Alg. 1; proof in src/covariance.c) releases k directions with pure
+   Alg. 1; proof in src/mechanisms/covariance.c) releases k directions with pure
    eps-DP under replacing one row, eps = sqrt(2 rho_epoch), no eigenvalues.
    Pure eps-DP is eps^2/2 = rho_epoch-zCDP (Bun-Steinke 2016, Prop. 1.4), so
    the epoch is charged (rho_epoch, 0).  n = the epoch's row count (public). */
@@ -773,7 +773,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     if (rc) {
         /* AFTER THE CHARGE NOTHING MAY DEPEND ON AN ERROR THE DATA CAN CAUSE.
            Every row reaching a mechanism is finite with norm <= 1 (s_admit_row,
-           src/rows.c) and every bucket basis is finite with orthonormal rows
+           src/core/rows.c) and every bucket basis is finite with orthonormal rows
            (s_bucket_job), so the errors that can still reach this line are
            the following, none of which the rows can cause:
            - DPS_ENOMEM: the labelled generator, the aggregators' and the

@@ -1,4 +1,4 @@
-/* test_bingham - the Bingham sampler (src/bingham.c) against the exact
+/* test_bingham - the Bingham sampler (src/mechanisms/bingham.c) against the exact
    distribution: a KS test in the angle for q = 2, second moments against a
    large importance-sampling reference for q = 5, the same tests failing for
    the wrong acceptance ratio (so they have power), acceptance rates, bad
