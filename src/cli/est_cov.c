@@ -8,18 +8,13 @@
 
    Who owns what: est_cov_run borrows the settings, the rows and the
    generator; what it leaves in est_result (release, basis, eps_step,
-   lambda) is freed by est_result_free / est_cov_result_free. */
+   lambda) is freed by est_result_free. */
 #include "args.h"
 #include "estimate.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-int est_is_cov(est_method m)
-{
-    return m == EST_ITERATIVE || m == EST_COV_LAPLACE || m == EST_COV_GAUSSIAN;
-}
 
 static const char *s_name(est_method m)
 {
@@ -99,27 +94,6 @@ int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N])
 }
 
 
-/* Count NaN / Inf / zero rows as the other methods report them. */
-static void s_count_rows(const float *X, size_t n, size_t d, est_result *r)
-{
-    for (size_t i = 0; i < n; i++) {
-        int nan = 0, inf = 0;
-        double ss = 0;
-        for (size_t j = 0; j < d; j++) {
-            float v = X[i * d + j];
-            if (isnan(v))
-                nan = 1;
-            else if (isinf(v))
-                inf = 1;
-            else
-                ss += (double)v * v;
-        }
-        r->rows_nan += nan;
-        r->rows_inf += !nan && inf;
-        r->rows_zero += !nan && !inf && ss == 0;
-    }
-}
-
 static int s_write_cov(const char *path, const double *C, size_t d)
 {
     float *F = malloc(d * d * sizeof *F);
@@ -151,7 +125,7 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
     cr->noise = s->method == EST_COV_LAPLACE    ? dps_cov_laplace_scale(d, c->eps)
                 : s->method == EST_COV_GAUSSIAN ? dps_cov_gaussian_sigma(c->eps, s->delta)
                                                 : NAN;
-    s_count_rows(X, n, d, r);
+    est_count_rows(X, n, d, r);
     r->rows_subspace = n;
     if (n == 0) {
         cli_error("the input has no rows");
@@ -212,7 +186,7 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
                 cr->cov_written = c->cov_out;
         }
     }
-    code = est_release_finish(s, r, rel, acc, code);
+    code = est_release_finish(s, r, rel, acc, code, est_cov_report);
 out:
     dps_accountant_destroy(&acc);
     free(C);
@@ -275,11 +249,4 @@ void est_cov_json(cli_json *j, const est_settings *s, const est_result *r)
     cli_json_num(j, "noise", cr->noise);
     cli_json_str(j, "cov_out", cr->cov_written);
     cli_json_object_end(j);
-}
-
-void est_cov_result_free(est_result *r)
-{
-    free(r->cov.eps_step);
-    free(r->cov.lambda);
-    r->cov.eps_step = r->cov.lambda = NULL;
 }

@@ -19,7 +19,7 @@ typedef struct {
     dps_eps_split split_v;    /* resolved                                      */
 } est_cov_settings;
 
-/* What a covariance run did (in est_result; est_cov_result_free). */
+/* What a covariance run did (in est_result; est_result_free). */
 typedef struct {
     int ran;
     double eps, delta;        /* the DP guarantee (delta NaN: pure)            */

@@ -1,5 +1,7 @@
 /* est_report.c - what dps-estimate shows: one human-readable progress line
-   per release (and one for the mean), and the JSON summary at the end.
+   per release (and one for the mean), and the JSON summary at the end.  Below
+   the methods: a method with a line or a JSON block of its own passes it in
+   (est_line_fn, est_json_fn), so nothing here calls a method's module.
 
    Who owns what: everything here only reads the settings and the result; the
    FILEs belong to the caller.  The numbers on a progress line are explained
@@ -35,6 +37,11 @@ int est_method_from_name(const char *name, est_method *m)
     return -1;
 }
 
+int est_is_cov(est_method m)
+{
+    return m == EST_ITERATIVE || m == EST_COV_LAPLACE || m == EST_COV_GAUSSIAN;
+}
+
 const char *est_task_name(est_task t) { return t == EST_MEAN ? "mean" : "subspace"; }
 
 /* "  sin S  ||P-P*||_F F" when the release was measured against --truth. */
@@ -46,31 +53,28 @@ static void s_truth_part(FILE *f, const est_release *rel)
 
 /* "  total rho R  eps E at delta D" for a private release; says why when eps
    is infinite because the mechanisms' deltas use up delta_target. */
-static void s_budget_part(FILE *f, double rho_total, double delta_total, double eps_total, double delta_target)
+void est_report_budget(FILE *f, double rho_total, double delta_total, double eps_total, double delta_target)
 {
     fprintf(f, "  total rho %.3f  eps %.3g at delta %g", rho_total, eps_total, delta_target);
     if (isinf(eps_total) && delta_total >= delta_target)
         fprintf(f, " [the spent delta %g is not below --delta-target]", delta_total);
 }
 
-void est_report_release(const est_settings *s, const est_release *rel, const est_result *r)
+void est_report_release(const est_settings *s, const est_release *rel, const est_result *r, est_line_fn line)
 {
     FILE *f = s->progress;
     if (!f)
         return;
-    if (s->method == EST_TOPK) {
+    if (line) {
+        line(f, s, rel, r);
+    } else if (s->method == EST_TOPK) {
         fprintf(f, "topk  NOT PRIVATE  rows %llu", (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
-    } else if (est_is_cov(s->method)) {
-        est_cov_report(f, s, rel, r);
     } else if (s->method == EST_ANALYZE_GAUSS) {
         fprintf(f, "analyze-gauss  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
         fprintf(f, "  rho %.3f (called with rho %.3g: it spends 2 rho)", rel->rho_epoch, r->analyze_rho);
-        s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
-    } else if (s->method == EST_EXACT) {
-        est_ss_report_line(f, rel, r);
-        s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
+        est_report_budget(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
     } else {
         fprintf(f, "epoch %llu  %s  rows %llu", (unsigned long long)rel->epoch, dps_status_name(rel->status),
                 (unsigned long long)rel->rows_used);
@@ -78,12 +82,25 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
             fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
         s_truth_part(f, rel);
         fprintf(f, "  rho this epoch %.3f", rel->rho_epoch);
-        s_budget_part(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
+        est_report_budget(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
     }
     if (rel->status != DPS_SNAP_RELEASED)
         fprintf(f, "  (%s)", rel->reason);
     fputc('\n', f);
     fflush(f);
+}
+
+int est_release_finish(const est_settings *s, est_result *r, est_release *rel, const dps_accountant *acc, int code,
+                       est_line_fn line)
+{
+    r->spent = dps_accountant_spent(acc);
+    r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
+    rel->rho_total = r->spent.rho;
+    rel->delta_total = r->spent.delta;
+    rel->eps_total = r->eps_total;
+    if (!code)
+        est_report_release(s, rel, r, line);
+    return code;
 }
 
 void est_report_mean(const est_settings *s, const est_result *r)
@@ -96,7 +113,7 @@ void est_report_mean(const est_settings *s, const est_result *r)
             (unsigned long long)m->rows);
     if (m->released)
         fprintf(f, "  rho %.3f  sigma %.3g  error %.3g  subspace bias %.3g", m->rho, m->sigma, m->error, m->bias);
-    s_budget_part(f, r->spent.rho, r->spent.delta, r->eps_total, s->cfg.cap.delta_target);
+    est_report_budget(f, r->spent.rho, r->spent.delta, r->eps_total, s->cfg.cap.delta_target);
     if (m->reason[0])
         fprintf(f, "  (%s)", m->reason);
     fputc('\n', f);
@@ -160,7 +177,8 @@ static void s_json_release(cli_json *j, const est_release *e)
     cli_json_object_end(j);
 }
 
-int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exit_code, const char *error)
+int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exit_code, const char *error,
+                    est_json_fn method_json)
 {
     cli_json j;
     cli_json_init(&j, f);
@@ -184,19 +202,8 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
     cli_json_u64(&j, "n_rows", r->n_rows);
     cli_json_u64(&j, "rows_subspace", r->rows_subspace);
     s_json_config(&j, s);
-    if (s->method == EST_ANALYZE_GAUSS) {
-        cli_json_num(&j, "analyze_gauss_rho", r->analyze_rho);
-        cli_json_str(&j, "analyze_gauss_note",
-                     s->task == EST_MEAN
-                         ? "dps_analyze_gauss spends (2 rho, delta): it was called with rho = --rho/4 so that the "
-                           "subspace spends --rho/2 and the mean the other --rho/2"
-                         : "dps_analyze_gauss spends (2 rho, delta): it was called with rho = --rho/2 so that it "
-                           "spends --rho");
-    }
-    if (est_is_cov(s->method))
-        est_cov_json(&j, s, r);
-    if (s->method == EST_EXACT)
-        est_ss_json(&j, s, r);
+    if (method_json)
+        method_json(&j, s, r);
     cli_json_array_begin(&j, "epochs");
     for (size_t i = 0; i < r->n_rel; i++)
         s_json_release(&j, &r->rel[i]);

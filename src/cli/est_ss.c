@@ -14,18 +14,7 @@
 int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng)
 {
     r->rows_subspace = n;
-    for (size_t i = 0; i < n; i++) { /* counted like the other methods; the library treats them as zero rows */
-        const float *x = X + i * r->d;
-        int nan = 0, inf = 0, nz = 0;
-        for (size_t j = 0; j < r->d; j++) {
-            nan |= isnan(x[j]);
-            inf |= isinf(x[j]);
-            nz |= x[j] != 0;
-        }
-        r->rows_nan += nan;
-        r->rows_inf += !nan && inf;
-        r->rows_zero += !nan && !inf && !nz;
-    }
+    est_count_rows(X, n, r->d, r); /* the library treats NaN/Inf rows as zero rows */
     est_release *rel = est_release_new(r);
     float *V = malloc(r->k * r->d * sizeof *V);
     dps_accountant *acc = NULL;
@@ -74,19 +63,21 @@ int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n
             code = est_basis_keep(s, r, rel, V);
         }
     }
-    code = est_release_finish(s, r, rel, acc, code);
+    code = est_release_finish(s, r, rel, acc, code, est_ss_report_line);
     dps_accountant_destroy(&acc);
     free(V);
     return code;
 }
 
-void est_ss_report_line(FILE *f, const est_release *rel, const est_result *r)
+void est_ss_report_line(FILE *f, const est_settings *s, const est_release *rel, const est_result *r)
 {
+    (void)s;
     fprintf(f, "exact  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
     if (!isnan(rel->sin_to_truth))
         fprintf(f, "  sin %.3g  ||P-P*||_F %.3g", rel->sin_to_truth, rel->fro_to_truth);
     fprintf(f, "  (eps %.3g, delta %.3g)-DP  candidates %zu", sqrt(2 * rel->rho_epoch), rel->delta_epoch,
             r->exact.candidates);
+    est_report_budget(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
 }
 
 void est_ss_json(cli_json *j, const est_settings *s, const est_result *r)

@@ -1,13 +1,15 @@
 /* estimate.c - dps-estimate's main: the flags and their checks, the order of
    the work (open the input, build the configuration, load --truth, run,
-   write the outputs), and the exit code.  Running is in est_run.c, the
-   progress lines and the JSON in est_report.c.
+   write the outputs), and the exit code.  The flags become settings in
+   est_args.c, running is in est_run.c, the progress lines and the JSON in
+   est_report.c.
 
    Who owns what: main owns the settings (strings point into argv), the open
    input reader, the truth basis, the JSON file and the result, and frees them
    all before returning.  Errors: one line on stderr (args.c) and the exit
    codes of args.h; the JSON summary is written whenever the run started. */
 #include "args.h"
+#include "est_args.h"
 #include "est_rgrad.h"
 #include "estimate.h"
 #include "io.h"
@@ -158,332 +160,6 @@ static const char s_epilogue[] =
     "  dps-gen --d 1000 --k 4 --seed 1 --out rows.npy --basis basis.npy\n"
     "  dps-estimate rows.npy --k 4 --rho 1 --truth basis.npy --out v.npy --json s.json\n";
 
-/* Raw values from the command line, before they become a configuration. */
-typedef struct {
-    const char *in, *format, *method, *task, *aggregator, *split;
-    size_t dim, k, t, m, window, q, batch, workers, k_max, candidates;
-    double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k, hist_width;
-    uint64_t seed, public_seed;
-    int close_partial, quiet, help;
-    const char *truth, *out, *out_prefix, *json, *mean_out;
-    est_rgrad_flags rg;
-    double eps;                             /* covariance methods (est_cov.c) */
-    const char *eps_values, *cov_out;
-} est_args;
-
-
-
-/* Parse "S:C:M" into three positive numbers. */
-static int s_parse_split(const char *v, double out[3])
-{
-    char buf[128];
-    if (strlen(v) >= sizeof buf)
-        return -1;
-    strcpy(buf, v);
-    char *parts[3];
-    char *p = buf;
-    for (int i = 0; i < 3; i++) {
-        parts[i] = p;
-        char *c = strchr(p, ':');
-        if (i < 2) {
-            if (!c)
-                return -1;
-            *c = '\0';
-            p = c + 1;
-        } else if (c) {
-            return -1;
-        }
-    }
-    for (int i = 0; i < 3; i++)
-        if (cli_parse_double(parts[i], &out[i]) || !(out[i] > 0))
-            return -1;
-    return 0;
-}
-
-/* Checks that need no input: names, required flags, flags that only make
-   sense together.  Fills the parts of s that do not depend on d. */
-static int s_check_args(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
-{
-    if (a->in && pos)
-        CLI_USAGE("give the input once: either --in FILE or a file argument, not both");
-    s->input = a->in ? a->in : pos;
-    if (!s->input)
-        CLI_USAGE("no input: give a .npy, .csv or raw float32 file (or - for standard input); see --help");
-    if (est_method_from_name(a->method, &s->method) != 0)
-        CLI_USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, iterative, cov-laplace, "
-              "cov-gaussian, exact, rgrad or choose-k", a->method);
-    if (strcmp(a->task, "subspace") == 0)
-        s->task = EST_SUBSPACE;
-    else if (strcmp(a->task, "mean") == 0)
-        s->task = EST_MEAN;
-    else
-        CLI_USAGE("--task: '%s' is not a task; give subspace or mean", a->task);
-    s->format = CLI_FMT_AUTO;
-    if (a->format && cli_format_parse(a->format, &s->format))
-        CLI_USAGE("--format: '%s' is not a format; give npy, csv or raw", a->format);
-    int k_max = cli_opt_given(opts, n_opts, "--k-max");
-    if (cli_opt_given(opts, n_opts, "--k") && k_max)
-        CLI_USAGE("give --k K (a known k) or --k-max K (choose k privately), not both");
-    if (s->method == EST_CHOOSE_K && !k_max)
-        CLI_USAGE("--method choose-k needs --k-max K, the largest k to consider");
-    if (!k_max && (cli_opt_given(opts, n_opts, "--eps-k") || cli_opt_given(opts, n_opts, "--beta-k")))
-        CLI_USAGE("--eps-k and --beta-k apply only with --k-max (choosing k privately)");
-    if (!cli_opt_given(opts, n_opts, "--k") && !k_max)
-        CLI_USAGE("--k K is required (the subspace dimension, 1 <= k < d), or --k-max K to choose it; see --help");
-    if (!k_max && a->k < 1)
-        CLI_USAGE("--k must be at least 1 (got 0)");
-    if (k_max && (a->k_max < 1 || a->k_max > EST_K_MAX_LIMIT))
-        CLI_USAGE("--k-max must be in 1..%d (got %zu)", EST_K_MAX_LIMIT, a->k_max);
-    if (k_max && !(a->eps_k > 0 && isfinite(a->eps_k)))
-        CLI_USAGE("--eps-k must be positive (got %g)", a->eps_k);
-    if (k_max && !(a->beta_k > 0 && a->beta_k < 1))
-        CLI_USAGE("--beta-k must be in (0, 1) (got %g)", a->beta_k);
-    if (s->method == EST_CHOOSE_K && s->task == EST_MEAN)
-        CLI_USAGE("--method choose-k only chooses k; --task mean needs a subspace method");
-    s->k_max = k_max ? a->k_max : 0;
-    s->eps_k = a->eps_k;
-    s->beta_k = a->beta_k;
-    if (a->batch < 1)
-        CLI_USAGE("--batch must be at least 1 (got 0)");
-    if (!(a->rho > 0))
-        CLI_USAGE("--rho must be positive (got %g)", a->rho);
-    if (!(a->delta > 0 && a->delta < 1))
-        CLI_USAGE("--delta must be in (0, 1) (got %g)", a->delta);
-    if (!(a->delta_target > 0 && a->delta_target < 1))
-        CLI_USAGE("--delta-target must be in (0, 1) (got %g)", a->delta_target);
-    if (a->cap_rho < 0 || a->cap_eps < 0)
-        CLI_USAGE("--cap-rho and --cap-eps must be >= 0 (0 means no cap)");
-    static const char *const estimator_only[] = {"--t", "--m", "--window", "--q", "--aggregator", "--alpha",
-                                                 "--tau", "--split", "--public-seed", "--batch",
-                                                 "--close-partial", "--out-prefix"};
-    for (size_t i = 0; i < est_rgrad_n_only_flags; i++)
-        if (cli_opt_given(opts, n_opts, est_rgrad_only_flags[i]))
-            CLI_USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
-    for (size_t i = 0; i < sizeof estimator_only / sizeof estimator_only[0]; i++)
-        if (s->method != EST_ESTIMATOR && cli_opt_given(opts, n_opts, estimator_only[i]) &&
-            !(s->method == EST_ITERATIVE && strcmp(estimator_only[i], "--split") == 0))
-            CLI_USAGE("%s applies only to --method estimator (not %s); drop it", estimator_only[i], a->method);
-    if (s->method != EST_EXACT && cli_opt_given(opts, n_opts, "--candidates"))
-        CLI_USAGE("--candidates applies only to --method exact (not %s); drop it", a->method);
-    if (s->method == EST_EXACT) {
-        if (cli_opt_given(opts, n_opts, "--rho"))
-            CLI_USAGE("--method exact is (eps, delta)-DP: give --eps, not --rho");
-        if (s->task == EST_MEAN)
-            CLI_USAGE("--task mean is not available with --method exact");
-        if (!(a->eps > 0) || !isfinite(a->eps))
-            CLI_USAGE("--eps must be positive (got %g)", a->eps);
-        if (!(a->delta <= 0.5))
-            CLI_USAGE("--method exact needs --delta <= 0.5 (got %g)", a->delta);
-    }
-    if (cli_opt_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
-        CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
-    if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
-        CLI_USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
-    if (a->mean_out && s->task != EST_MEAN)
-        CLI_USAGE("--mean-out needs --task mean");
-    if (s->method == EST_ESTIMATOR && s->task == EST_MEAN && cli_opt_given(opts, n_opts, "--out-prefix"))
-        CLI_USAGE("--out-prefix is for several epochs; --task mean uses one: use --out");
-    const char *outs[][2] = {{a->out, "--out"}, {a->json, "--json"}, {a->mean_out, "--mean-out"}};
-    for (size_t i = 0; i < 3; i++) {
-        cli_msg m;
-        if (outs[i][0] && cli_check_writable(outs[i][0], outs[i][1], &m)) {
-            cli_error("%s", m.msg);
-            return CLI_EXIT_USAGE;
-        }
-        for (size_t j = 0; j < i; j++)
-            if (outs[i][0] && outs[j][0] && strcmp(outs[i][0], outs[j][0]) == 0)
-                CLI_USAGE("%s and %s name the same file '%s'; give different files", outs[j][1], outs[i][1], outs[i][0]);
-    }
-    if (a->out_prefix) {
-        cli_msg m;
-        char probe[4096];
-        snprintf(probe, sizeof probe, "%s0.npy", a->out_prefix);
-        if (cli_check_writable(probe, "--out-prefix", &m)) {
-            cli_error("%s", m.msg);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    s->dim = a->dim;
-    s->batch = a->batch;
-    s->close_partial = a->close_partial;
-    s->rho = a->rho;
-    s->delta = a->delta;
-    s->seeded = cli_opt_given(opts, n_opts, "--seed");
-    s->seed = a->seed;
-    s->truth = a->truth;
-    s->out = a->out;
-    s->out_prefix = a->out_prefix;
-    s->json = a->json;
-    s->mean_out = a->mean_out;
-    s->quiet = a->quiet;
-    s->eps = a->eps;
-    s->candidates = a->candidates;
-    if (s->method == EST_EXACT)
-        s->rho = NAN; /* not used: config.rho is null in the JSON */
-    s->cov.eps = a->eps;
-    s->cov.eps_values = a->eps_values;
-    s->cov.split = s->method == EST_ITERATIVE ? a->split : NULL;
-    s->cov.cov_out = a->cov_out;
-    int given[EST_COV_GIVEN_N] = {
-        [EST_COV_GIVEN_RHO] = cli_opt_given(opts, n_opts, "--rho"), [EST_COV_GIVEN_DELTA] = cli_opt_given(opts, n_opts, "--delta"),
-        [EST_COV_GIVEN_EPS] = cli_opt_given(opts, n_opts, "--eps"),
-        [EST_COV_GIVEN_EPS_VALUES] = cli_opt_given(opts, n_opts, "--eps-values"),
-        [EST_COV_GIVEN_SPLIT] = cli_opt_given(opts, n_opts, "--split"),
-        [EST_COV_GIVEN_COV_OUT] = cli_opt_given(opts, n_opts, "--cov-out")};
-    return est_cov_check(s, given);
-}
-
-/* Build s->cfg for dimension d from the flags; checks it with the library. */
-static int s_build_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s)
-{
-    if (s->k_max && s->k_max >= d)
-        CLI_USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
-    if (est_is_cov(s->method)) { /* d x d methods: 1 <= k <= d, no estimator configuration */
-        if (a->k > d)
-            CLI_USAGE("--k %zu must be at most the row dimension d = %zu of the input; lower --k", a->k, d);
-        if (d > DPS_COV_MAX_D)
-            CLI_USAGE("--method %s forms d x d matrices and refuses d = %zu (limit %d); use --method estimator",
-                  a->method, d, DPS_COV_MAX_D);
-        dps_config_init(&s->cfg, d, 1);
-        s->cfg.k = a->k;
-        s->cfg.cap.rho_cap = a->cap_rho;
-        s->cfg.cap.eps_cap = a->cap_eps;
-        s->cfg.cap.delta_target = a->delta_target;
-        s->cfg.seeded = s->seeded;
-        s->cfg.seed = a->seed;
-        if (cli_opt_given(opts, n_opts, "--workers")) {
-            if (a->workers < 1 || a->workers > 256)
-                CLI_USAGE("--workers must be in 1..256 (got %zu)", a->workers);
-            s->cfg.workers = (int)a->workers;
-        }
-        return 0;
-    }
-    if (a->k >= d)
-        CLI_USAGE("--k %zu must be less than the row dimension d = %zu of the input; lower --k", a->k, d);
-    if (s->method == EST_ANALYZE_GAUSS && d > DPS_ANALYZE_GAUSS_MAX_D)
-        CLI_USAGE("analyze-gauss forms a d x d matrix and refuses d = %zu (limit %d); use --method estimator", d,
-              DPS_ANALYZE_GAUSS_MAX_D);
-    if (s->batch > SIZE_MAX / sizeof(float) / d)
-        CLI_USAGE("--batch %zu is too large for rows of %zu values; lower it", s->batch, d);
-    dps_config *c = &s->cfg;
-    dps_config_init(c, d, a->k);
-    if (cli_opt_given(opts, n_opts, "--t")) {
-        c->t = a->t;
-        c->window = a->t; /* the window follows t unless given */
-    }
-    if (cli_opt_given(opts, n_opts, "--m"))
-        c->m = a->m;
-    if (cli_opt_given(opts, n_opts, "--window"))
-        c->window = a->window;
-    if (cli_opt_given(opts, n_opts, "--q"))
-        c->q = a->q;
-    if (cli_opt_given(opts, n_opts, "--workers")) {
-        if (a->workers < 1 || a->workers > 256)
-            CLI_USAGE("--workers must be in 1..256 (got %zu)", a->workers);
-        c->workers = (int)a->workers;
-    }
-    if (a->aggregator) {
-        if (dps_aggregator_from_name(a->aggregator, &c->aggregator) != DPS_OK)
-            CLI_USAGE("--aggregator: '%s' is not an aggregator; give reference, projection, histogram or covariance",
-                  a->aggregator);
-    }
-    c->hist_width = a->hist_width;
-    if (a->split) {
-        double sp[3];
-        if (s_parse_split(a->split, sp))
-            CLI_USAGE("--split: '%s' is not three positive numbers S:C:M, e.g. 0.2:0.1:0.7", a->split);
-        c->split_search = sp[0];
-        c->split_count = sp[1];
-        c->split_mean = sp[2];
-    }
-    c->rho_epoch = (s->method == EST_ESTIMATOR && s->task == EST_MEAN) ? a->rho / 2 : a->rho;
-    c->delta_epoch = a->delta;
-    c->alpha = a->alpha;
-    c->tau = a->tau;
-    c->cap.rho_cap = a->cap_rho;
-    c->cap.eps_cap = a->cap_eps;
-    c->cap.delta_target = a->delta_target;
-    c->public_seed = a->public_seed;
-    c->seeded = s->seeded;
-    c->seed = a->seed;
-    const char *why = NULL;
-    int rc = dps_config_check(c, &why);
-    if (rc == DPS_ELIMIT)
-        CLI_USAGE("%s; use --aggregator reference", why);
-    if (rc)
-        CLI_USAGE("impossible settings: %s (see --help)", why ? why : dps_strerror(rc));
-    return 0;
-}
-
-/* Make the k rows of V orthonormal (Gram-Schmidt, twice, in double).
-   Returns -1 if they are (numerically) linearly dependent. */
-static int s_orthonormalize(float *V, size_t k, size_t d)
-{
-    double *W = malloc(k * d * sizeof *W);
-    if (!W)
-        return -1;
-    for (size_t i = 0; i < k * d; i++)
-        W[i] = V[i];
-    int rc = 0;
-    for (size_t a = 0; a < k && !rc; a++) {
-        double *w = W + a * d;
-        double n0 = 0;
-        for (size_t j = 0; j < d; j++)
-            n0 += w[j] * w[j];
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t b = 0; b < a; b++) {
-                const double *v = W + b * d;
-                double dot = 0;
-                for (size_t j = 0; j < d; j++)
-                    dot += v[j] * w[j];
-                for (size_t j = 0; j < d; j++)
-                    w[j] -= dot * v[j];
-            }
-        double nn = 0;
-        for (size_t j = 0; j < d; j++)
-            nn += w[j] * w[j];
-        if (!(nn > 1e-10 * n0) || !(nn > 0) || !isfinite(nn)) {
-            rc = -1;
-            break;
-        }
-        double inv = 1 / sqrt(nn);
-        for (size_t j = 0; j < d; j++)
-            w[j] *= inv;
-    }
-    for (size_t i = 0; !rc && i < k * d; i++)
-        V[i] = (float)W[i];
-    free(W);
-    return rc;
-}
-
-/* Load --truth as a k x d orthonormal basis into *out (malloc'ed). */
-static int s_load_truth(const est_settings *s, float **out)
-{
-    cli_format f = cli_format_from_path(s->truth);
-    float *V = NULL;
-    size_t n = 0, d = 0;
-    cli_msg m;
-    int rc = cli_read_all(s->truth, f == CLI_FMT_AUTO ? CLI_FMT_NPY : f, 0, &V, &n, &d, &m);
-    if (rc) {
-        cli_error("--truth: %s", m.msg);
-        return rc;
-    }
-    if (n != s->cfg.k || d != s->cfg.d) {
-        free(V);
-        cli_error("--truth '%s' is %zu x %zu but the estimate is k x d = %zu x %zu; give the true k x d basis",
-                  s->truth, n, d, s->cfg.k, s->cfg.d);
-        return CLI_EXIT_INPUT;
-    }
-    if (s_orthonormalize(V, n, d)) {
-        free(V);
-        cli_error("--truth '%s': its %zu rows are linearly dependent (or not finite); give a basis of rank k",
-                  s->truth, n);
-        return CLI_EXIT_INPUT;
-    }
-    *out = V;
-    return 0;
-}
-
 /* Decide the privacy outcome: 0 if everything asked for was released, else
    CLI_EXIT_PRIVACY with a sentence in msg. */
 static int s_outcome(const est_settings *s, const est_result *r, char *msg, size_t n)
@@ -607,7 +283,7 @@ static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_resu
             cli_error("--json: cannot create '%s'; check the path and permissions", a->json);
             return CLI_EXIT_USAGE;
         }
-        int bad = est_report_json(jf, s, r, 0, NULL) != 0;
+        int bad = est_report_json(jf, s, r, 0, NULL, NULL) != 0;
         if (jf != stdout)
             bad |= fclose(jf) != 0;
         if (bad) {
@@ -632,7 +308,7 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
 {
     est_settings s;
     memset(&s, 0, sizeof s);
-    int code = s_check_args(a, opts, n_opts, pos, &s);
+    int code = est_args_check(a, opts, n_opts, pos, &s);
     if (code)
         return code;
     cli_msg m;
@@ -652,9 +328,9 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
         free(rows);
         return code == -1 ? 0 : code; /* -1: --method choose-k is done */
     }
-    code = s_build_config(&chosen, opts, n_opts, cli_reader_dim(s.reader), &s);
+    code = est_args_config(&chosen, opts, n_opts, cli_reader_dim(s.reader), &s);
     s.cfg.spent_before = r.spent; /* the choice of k, if it ran */
-    if (!code && s.truth && !(code = s_load_truth(&s, &truth)))
+    if (!code && s.truth && !(code = est_load_truth(&s, &truth)))
         s.truth_basis = truth;
     if (!code && s.json && !(jf = fopen(s.json, "w"))) {
         cli_error("--json: cannot create '%s'; check the path and permissions", s.json);
@@ -683,7 +359,7 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
         snprintf(saved, sizeof saved, "%s", error);
         error = saved;
     }
-    if (est_report_json(jf ? jf : stdout, &s, &r, code, error) != 0) {
+    if (est_report_json(jf ? jf : stdout, &s, &r, code, error, est_method_json(s.method)) != 0) {
         cli_error("cannot write the JSON summary%s%s", s.json ? " to " : "", s.json ? s.json : "");
         if (!code)
             code = CLI_EXIT_RUNTIME;

@@ -1,10 +1,5 @@
-/* estimate.h - the parts of dps-estimate shared by its modules:
-     estimate.c     flags, checks, the order of work, exit codes (main);
-     est_run.c      running a method (streaming estimator, topk, Analyze
-                    Gauss) and the private mean task, filling an est_result;
-     est_report.c   progress lines and the JSON summary;
-     est_ss.c       the Singhal-Steinke methods: --method exact (DPESE) and
-                    the flags of the histogram aggregator.
+/* estimate.h - the parts of dps-estimate shared by its modules (listed
+   with their layers below the types).
 
    Who owns what: main owns the est_settings (strings point into argv) and the
    est_result; est_result_free releases what the run functions allocated in
@@ -109,66 +104,93 @@ typedef struct {
     dps_exact_stats exact;   /* --method exact: the run's bookkeeping            */
 } est_result;
 
-/* Run the settings' method on the input; progress lines as it goes.  Returns
-   an exit code: 0, CLI_EXIT_RUNTIME, CLI_EXIT_INPUT (message printed; the
-   result holds what was done before).  Privacy outcomes (failed, refused) are
-   in the result, not in the return value. */
+/* The modules, top to bottom; each calls only modules below it:
+     estimate.c / est_args.c   main: flags -> settings, the order of work, exit codes
+     est_run.c                 dispatch to the method, then the mean task
+     est_stream.c est_central.c est_cov.c est_ss.c est_choose_k.c   the methods
+     est_report.c              progress lines, the JSON summary
+     est_release.c             the result: releases, the kept basis, row counts
+   (est_rgrad.c is a program of its own, reached from main only.) */
+
+/* ---- est_run.c: run the settings' method on the input; progress lines as
+   it goes.  Returns an exit code: 0, CLI_EXIT_RUNTIME, CLI_EXIT_INPUT
+   (message printed; the result holds what was done before).  Privacy
+   outcomes (failed, refused) are in the result, not in the return value. */
 int est_run(const est_settings *s, est_result *r);
+/* The JSON block of a method's own (NULL: none), for est_report_json. */
+typedef void (*est_json_fn)(cli_json *j, const est_settings *s, const est_result *r);
+est_json_fn est_method_json(est_method m);
 
-/* Choose k privately from the n rows X (est_choose_k.c): fills r->choice,
-   sets r->spent to its cost, prints a progress line.  Returns an exit code. */
+/* ---- the methods.  Each returns an exit code (message printed) and fills
+   r; the rows X are the caller's. */
+/* est_stream.c: --method estimator on the open reader (rows streamed), or on
+   n rows in memory (the mean task). */
+int est_stream_run_reader(const est_settings *s, est_result *r);
+int est_stream_run_rows(const est_settings *s, est_result *r, const float *X, size_t n);
+/* est_central.c: the non-private top-k (NaN/Inf rows of X are zeroed),
+   Analyze Gauss and its JSON members, the private mean task. */
+int est_central_topk(const est_settings *s, est_result *r, float *X, size_t n);
+int est_central_analyze(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng);
+void est_central_json(cli_json *j, const est_settings *s, const est_result *r);
+int est_mean_run(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng);
+/* est_choose_k.c: choose k privately from the n rows X: fills r->choice,
+   sets r->spent to its cost, prints a progress line. */
 int est_choose_k(const est_settings *s, const float *X, size_t n, size_t d, dps_rng *rng, est_result *r);
+/* est_ss.c: --method exact on all rows; its progress line and JSON block. */
+int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng);
+void est_ss_report_line(FILE *f, const est_settings *s, const est_release *rel, const est_result *r);
+void est_ss_json(cli_json *j, const est_settings *s, const est_result *r);
+/* est_cov.c: the covariance methods.  est_cov_check: flag checks that need no input
+   (given[] says which generic flags were on the command line: see
+   EST_COV_GIVEN_*); returns 0 or CLI_EXIT_USAGE (message printed).
+   est_cov_run: the run on all n rows.  est_cov_report / est_cov_json: its
+   progress line and "dp" JSON member. */
+enum { EST_COV_GIVEN_RHO, EST_COV_GIVEN_DELTA, EST_COV_GIVEN_EPS, EST_COV_GIVEN_EPS_VALUES, EST_COV_GIVEN_SPLIT,
+       EST_COV_GIVEN_COV_OUT, EST_COV_GIVEN_N };
+int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N]);
+int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rng *rng);
+void est_cov_report(FILE *f, const est_settings *s, const est_release *rel, const est_result *r);
+void est_cov_json(cli_json *j, const est_settings *s, const est_result *r);
 
-/* Free what est_run allocated in r. */
-void est_result_free(est_result *r);
-
-/* Print one progress line for a release to s->progress (if any). */
-void est_report_release(const est_settings *s, const est_release *rel, const est_result *r);
-/* Print the mean task's progress line. */
-void est_report_mean(const est_settings *s, const est_result *r);
-/* Write the JSON summary to f, ending with the exit code the program is about
-   to return and its error message (NULL if none).  Returns 0 or -1 on a write
-   error. */
-int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exit_code, const char *error);
-
-/* est_run.c's release list and basis keeper, for the methods in other files. */
-est_release *est_release_new(est_result *r);
-int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V);
+/* ---- est_report.c: what is shown.  A method with a progress line of its
+   own passes it as an est_line_fn (it prints everything but the reason and
+   the newline); NULL gives the generic line of the estimator, topk and
+   Analyze Gauss. */
+typedef void (*est_line_fn)(FILE *f, const est_settings *s, const est_release *rel, const est_result *r);
+void est_report_release(const est_settings *s, const est_release *rel, const est_result *r, est_line_fn line);
+/* "  total rho R  eps E at delta D" (and why eps is infinite, if it is). */
+void est_report_budget(FILE *f, double rho_total, double delta_total, double eps_total, double delta_target);
 /* The end of a central (one-release) method: the run's totals from acc into r
    and rel, and the progress line when code is 0.  Returns code. */
-int est_release_finish(const est_settings *s, est_result *r, est_release *rel, const dps_accountant *acc, int code);
-/* A central method's mechanism returned rc after its charge: rel becomes
-   FAILED with a reason naming rc (exit 4, like a FAIL of the mechanism),
-   never a runtime error without a release (issue 9; the list of such errors
-   is at the definition in est_run.c). */
-void est_release_internal_error(est_release *rel, const char *method, int rc);
-
-/* est_ss.c: run --method exact on all rows (X is the caller's); returns an
-   exit code (message printed). */
-int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng);
-/* est_ss.c: the progress line and the JSON block of --method exact. */
-void est_ss_report_line(FILE *f, const est_release *rel, const est_result *r);
-void est_ss_json(cli_json *j, const est_settings *s, const est_result *r);
-
+int est_release_finish(const est_settings *s, est_result *r, est_release *rel, const dps_accountant *acc, int code,
+                       est_line_fn line);
+/* Print the mean task's progress line. */
+void est_report_mean(const est_settings *s, const est_result *r);
+/* Write the JSON summary to f (method_json: the method's own block, or NULL),
+   ending with the exit code the program is about to return and its error
+   message (NULL if none).  Returns 0 or -1 on a write error. */
+int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exit_code, const char *error,
+                    est_json_fn method_json);
 /* Name of a method / task as used on the command line. */
 const char *est_method_name(est_method m);
 /* The method named name (rgrad excepted: main dispatches it first) into *m;
    0, or -1 for another name. */
 int est_method_from_name(const char *name, est_method *m);
 const char *est_task_name(est_task t);
-
-/* The covariance methods (est_cov.c).  est_is_cov: 1 for iterative,
-   cov-laplace, cov-gaussian.  est_cov_check: flag checks that need no input (given[] says which
-   generic flags were on the command line: see EST_COV_GIVEN_*); returns 0 or
-   CLI_EXIT_USAGE (message printed).  est_cov_run: the run on all n rows.
-   est_cov_report / est_cov_json: its progress line and "dp" JSON member. */
-enum { EST_COV_GIVEN_RHO, EST_COV_GIVEN_DELTA, EST_COV_GIVEN_EPS, EST_COV_GIVEN_EPS_VALUES, EST_COV_GIVEN_SPLIT,
-       EST_COV_GIVEN_COV_OUT, EST_COV_GIVEN_N };
+/* 1 for the covariance methods: iterative, cov-laplace, cov-gaussian. */
 int est_is_cov(est_method m);
-int est_cov_check(est_settings *s, const int given[EST_COV_GIVEN_N]);
-int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rng *rng);
-void est_cov_report(FILE *f, const est_settings *s, const est_release *rel, const est_result *r);
-void est_cov_json(cli_json *j, const est_settings *s, const est_result *r);
-void est_cov_result_free(est_result *r);
+
+/* ---- est_release.c: the result. */
+est_release *est_release_new(est_result *r);
+int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V);
+/* A central method's mechanism returned rc after its charge: rel becomes
+   FAILED with a reason naming rc (exit 4, like a FAIL of the mechanism),
+   never a runtime error without a release (issue 9; the list of such errors
+   is at the definition). */
+void est_release_internal_error(est_release *rel, const char *method, int rc);
+/* Count rows with NaN, Inf (and no NaN) or zero norm into r's counters. */
+void est_count_rows(const float *X, size_t n, size_t d, est_result *r);
+/* Free what the run allocated in r. */
+void est_result_free(est_result *r);
 
 #endif

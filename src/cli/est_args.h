@@ -1,0 +1,35 @@
+/* est_args.h - dps-estimate's command line before it becomes settings: the
+   raw flag values (filled by the option table in estimate.c) and the checks
+   that turn them into est_settings (est_args.c). */
+#ifndef DPS_CLI_EST_ARGS_H
+#define DPS_CLI_EST_ARGS_H
+
+#include "args.h"
+#include "est_rgrad.h"
+#include "estimate.h"
+
+/* Raw values from the command line, before they become a configuration. */
+typedef struct {
+    const char *in, *format, *method, *task, *aggregator, *split;
+    size_t dim, k, t, m, window, q, batch, workers, k_max, candidates;
+    double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k, hist_width;
+    uint64_t seed, public_seed;
+    int close_partial, quiet, help;
+    const char *truth, *out, *out_prefix, *json, *mean_out;
+    est_rgrad_flags rg;
+    double eps;                             /* covariance methods (est_cov.c) */
+    const char *eps_values, *cov_out;
+} est_args;
+
+/* Checks that need no input: names, required flags, flags that only make
+   sense together.  Fills the parts of s that do not depend on d.  pos is the
+   file argument (or NULL).  Returns 0 or an exit code (message printed). */
+int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s);
+/* The estimator's configuration for rows of dimension d, into s->cfg, and
+   the checks that need d.  Returns 0 or an exit code (message printed). */
+int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s);
+/* Load --truth (k x d, orthonormalised) into *out (the caller frees it).
+   Returns 0 or an exit code (message printed). */
+int est_load_truth(const est_settings *s, float **out);
+
+#endif
