@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dpsubspace_export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,15 +56,15 @@ typedef enum {
 } dps_err;
 
 /* A static English sentence for an error code; never NULL. */
-const char *dps_strerror(int err);
+DPS_EXPORT const char *dps_strerror(int err);
 
 /* Library version as "MAJOR.MINOR.PATCH"; static string. */
-const char *dps_version(void);
+DPS_EXPORT const char *dps_version(void);
 
 /* Set OpenBLAS's process-wide thread count once, on purpose.  n >= 1. */
-void dps_blas_set_threads(int n);
+DPS_EXPORT void dps_blas_set_threads(int n);
 /* OpenBLAS's name for the CPU kernel it uses (e.g. "Haswell"); static string. */
-const char *dps_blas_corename(void);
+DPS_EXPORT const char *dps_blas_corename(void);
 
 /* ------------------------------------------------------------- randomness */
 /* A random source.  Secure mode: a ChaCha20 stream keyed from the operating
@@ -72,28 +74,28 @@ const char *dps_blas_corename(void);
    Not thread-safe: one source per thread (see dps_rng_fork). */
 typedef struct dps_rng dps_rng;
 
-int  dps_rng_new_secure(dps_rng **out);                 /* DPS_ERANDOM if no entropy */
-int  dps_rng_new_seeded(dps_rng **out, uint64_t seed);
+DPS_EXPORT int  dps_rng_new_secure(dps_rng **out);                 /* DPS_ERANDOM if no entropy */
+DPS_EXPORT int  dps_rng_new_seeded(dps_rng **out, uint64_t seed);
 /* A seeded stream for a named purpose: key = BLAKE2b(seed, label, index).
    Used for public randomness (reference points) that anyone can recompute. */
-int  dps_rng_new_labelled(dps_rng **out, uint64_t seed, const char *label, uint64_t index);
+DPS_EXPORT int  dps_rng_new_labelled(dps_rng **out, uint64_t seed, const char *label, uint64_t index);
 /* An independent child stream keyed by 32 bytes drawn from parent; the child is
    seeded iff the parent is.  The caller owns *out. */
-int  dps_rng_fork(dps_rng *parent, dps_rng **out);
-void dps_rng_destroy(dps_rng **rng);
-int  dps_rng_is_seeded(const dps_rng *rng);
+DPS_EXPORT int  dps_rng_fork(dps_rng *parent, dps_rng **out);
+DPS_EXPORT void dps_rng_destroy(dps_rng **rng);
+DPS_EXPORT int  dps_rng_is_seeded(const dps_rng *rng);
 
-uint64_t dps_rng_u64(dps_rng *rng);
+DPS_EXPORT uint64_t dps_rng_u64(dps_rng *rng);
 /* Uniform on (0, 1) with 53 random bits; never returns 0 or 1. */
-double dps_rng_uniform(dps_rng *rng);
+DPS_EXPORT double dps_rng_uniform(dps_rng *rng);
 /* Uniform integer in [0, n), unbiased (rejection).  n >= 1. */
-uint64_t dps_rng_below(dps_rng *rng, uint64_t n);
+DPS_EXPORT uint64_t dps_rng_below(dps_rng *rng, uint64_t n);
 /* N(0, sigma^2) by Box-Muller on 53-bit uniforms. */
-double dps_rng_gaussian(dps_rng *rng, double sigma);
+DPS_EXPORT double dps_rng_gaussian(dps_rng *rng, double sigma);
 /* Laplace(0, b): density exp(-|x|/b)/(2b). */
-double dps_rng_laplace(dps_rng *rng, double b);
-void dps_rng_gaussian_fill(dps_rng *rng, double sigma, double *out, size_t n);
-void dps_rng_gaussian_fill_f(dps_rng *rng, double sigma, float *out, size_t n);
+DPS_EXPORT double dps_rng_laplace(dps_rng *rng, double b);
+DPS_EXPORT void dps_rng_gaussian_fill(dps_rng *rng, double sigma, double *out, size_t n);
+DPS_EXPORT void dps_rng_gaussian_fill_f(dps_rng *rng, double sigma, float *out, size_t n);
 
 /* ------------------------------------------------------ privacy accounting */
 /* Approximate zCDP cost: a mechanism is delta-approximately rho-zCDP. */
@@ -101,17 +103,17 @@ typedef struct { double rho; double delta; } dps_zcdp;
 
 /* (eps, delta)-DP enters as delta-approximate eps^2/2-zCDP; pure eps-DP as
    eps^2/2-zCDP (Bun-Steinke 2016, Prop. 1.4). */
-dps_zcdp dps_zcdp_from_dp(double eps, double delta);
-dps_zcdp dps_zcdp_from_pure(double eps);
+DPS_EXPORT dps_zcdp dps_zcdp_from_dp(double eps, double delta);
+DPS_EXPORT dps_zcdp dps_zcdp_from_pure(double eps);
 
 /* Tight conversion of rho-zCDP to (eps, delta)-DP (Canonne-Kamath-Steinke 2020):
    delta(eps) = min_{a>1} exp((a-1)(a rho - eps) + a ln(1 - 1/a)) / (a - 1). */
-double dps_zcdp_delta_at(double rho, double eps);
+DPS_EXPORT double dps_zcdp_delta_at(double rho, double eps);
 /* The smallest eps with delta(eps) <= delta_conv (bisection on the above). */
-double dps_zcdp_eps_at(double rho, double delta_conv);
+DPS_EXPORT double dps_zcdp_eps_at(double rho, double delta_conv);
 /* eps of a spent (rho, delta_mech) shown at total delta_total: the conversion
    gets delta_total - delta_mech; INFINITY when delta_mech >= delta_total. */
-double dps_zcdp_eps_total(dps_zcdp spent, double delta_total);
+DPS_EXPORT double dps_zcdp_eps_total(dps_zcdp spent, double delta_total);
 
 /* A budget cap.  Either rho_cap > 0 (spent rho must stay <= rho_cap and spent
    delta <= delta_target), or eps_cap > 0 (eps_total(spent, delta_target) must
@@ -120,24 +122,24 @@ typedef struct { double rho_cap; double eps_cap; double delta_target; } dps_budg
 
 typedef struct dps_accountant dps_accountant;
 /* cap may be NULL (no cap); spent_before resumes a ledger (may be NULL). */
-int  dps_accountant_new(dps_accountant **out, const dps_budget *cap,
-                        const dps_zcdp *spent_before);
-void dps_accountant_destroy(dps_accountant **acc);
+DPS_EXPORT int  dps_accountant_new(dps_accountant **out, const dps_budget *cap,
+                                   const dps_zcdp *spent_before);
+DPS_EXPORT void dps_accountant_destroy(dps_accountant **acc);
 /* 1 if charging cost keeps the total within the cap, else 0. */
-int  dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost);
+DPS_EXPORT int  dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost);
 /* Add cost; DPS_EBUDGET (and no change) if it would pass the cap. */
-int  dps_accountant_charge(dps_accountant *acc, dps_zcdp cost);
+DPS_EXPORT int  dps_accountant_charge(dps_accountant *acc, dps_zcdp cost);
 /* Replace the cap (NULL: none); what was spent stays.  DPS_EINVAL for a cap
    out of range, as in dps_accountant_new, and then nothing changes. */
-int  dps_accountant_set_cap(dps_accountant *acc, const dps_budget *cap);
-dps_zcdp dps_accountant_spent(const dps_accountant *acc);
+DPS_EXPORT int  dps_accountant_set_cap(dps_accountant *acc, const dps_budget *cap);
+DPS_EXPORT dps_zcdp dps_accountant_spent(const dps_accountant *acc);
 /* eps spent at the cap's delta_target (or at delta_total if the cap has none). */
-double dps_accountant_eps(const dps_accountant *acc, double delta_total);
+DPS_EXPORT double dps_accountant_eps(const dps_accountant *acc, double delta_total);
 /* What is left: rho (if rho-capped) or eps (if eps-capped); INFINITY if no cap. */
-double dps_accountant_left(const dps_accountant *acc);
+DPS_EXPORT double dps_accountant_left(const dps_accountant *acc);
 /* The unit dps_accountant_left counts in for cap: "rho", "eps", or "none"
    (no cap, or cap NULL).  A static string. */
-const char *dps_budget_unit(const dps_budget *cap);
+DPS_EXPORT const char *dps_budget_unit(const dps_budget *cap);
 
 /* --------------------------------------------------------------- snapshot */
 typedef enum {
@@ -159,11 +161,11 @@ typedef enum {
                                d <= DPS_COV_MAX_D (dpsubspace_cov.h)            */
 } dps_aggregator;
 
-const char *dps_status_name(dps_status s);
-const char *dps_aggregator_name(dps_aggregator a);
+DPS_EXPORT const char *dps_status_name(dps_status s);
+DPS_EXPORT const char *dps_aggregator_name(dps_aggregator a);
 /* The aggregator named name (as dps_aggregator_name spells it) into *out;
    DPS_EINVAL for another name. */
-int dps_aggregator_from_name(const char *name, dps_aggregator *out);
+DPS_EXPORT int dps_aggregator_from_name(const char *name, dps_aggregator *out);
 
 typedef struct dps_snapshot dps_snapshot;
 
@@ -201,18 +203,18 @@ typedef struct {
                                 dps_snapshot_new keeps these static strings    */
 } dps_snapshot_info;
 
-void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);
+DPS_EXPORT void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);
 /* For a released snapshot: 1 if radius >= radius_unrelated / 2, i.e. the
    buckets agreed only at distances comparable to unrelated subspaces and the
    basis carries little information about the data. */
-int dps_snapshot_weak(const dps_snapshot_info *info);
+DPS_EXPORT int dps_snapshot_weak(const dps_snapshot_info *info);
 /* k x d orthonormal rows; NULL unless status == DPS_SNAP_RELEASED.
    Owned by the snapshot. */
-const float *dps_snapshot_basis(const dps_snapshot *s);
+DPS_EXPORT const float *dps_snapshot_basis(const dps_snapshot *s);
 /* A snapshot from its parts (e.g. one read from disk or the wire); basis is
    copied and may be NULL for failed/refused.  info->reason is copied. */
-int  dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const float *basis);
-void dps_snapshot_destroy(dps_snapshot **s);
+DPS_EXPORT int  dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const float *basis);
+DPS_EXPORT void dps_snapshot_destroy(dps_snapshot **s);
 
 /* ------------------------------------------------------ streaming estimator */
 /* Called once per epoch with the epoch's cost, after the cap check and before
@@ -264,12 +266,12 @@ typedef struct {
    T = 1 + (2/eps) ln(1/(2 delta_epoch)), eps = sqrt(2 rho_epoch) (the largest
    cell must hold more than T buckets).  Below it an epoch is not run (nothing
    is spent: the bucket count is public); dps_config_check refuses t below it. */
-size_t dps_config_min_buckets(const dps_config *cfg);
+DPS_EXPORT size_t dps_config_min_buckets(const dps_config *cfg);
 
 /* Fill cfg with the defaults above for dimension d and rank k. */
-void dps_config_init(dps_config *cfg, size_t d, size_t k);
+DPS_EXPORT void dps_config_init(dps_config *cfg, size_t d, size_t k);
 /* DPS_OK or DPS_EINVAL / DPS_ELIMIT with a sentence in why (may be NULL). */
-int  dps_config_check(const dps_config *cfg, const char **why);
+DPS_EXPORT int  dps_config_check(const dps_config *cfg, const char **why);
 
 /* Counters; "rows_*" count rows, "batches_*" whole batches refused. */
 typedef struct {
@@ -292,9 +294,9 @@ typedef struct {
 typedef struct dps_estimator dps_estimator;
 
 /* The caller owns *out.  Copies cfg. */
-int  dps_estimator_new(dps_estimator **out, const dps_config *cfg);
+DPS_EXPORT int  dps_estimator_new(dps_estimator **out, const dps_config *cfg);
 /* Waits for the workers and frees everything; pending rows are discarded. */
-void dps_estimator_destroy(dps_estimator **est);
+DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);
 /* Push n_rows rows of dimension dim (row-major).  Rows are validated (NaN, Inf,
    zero norm enter their slot as the zero vector and are counted) and normalised.
    Takes rows until the epoch is full; *n_taken (may be NULL) says how many.
@@ -303,10 +305,10 @@ void dps_estimator_destroy(dps_estimator **est);
    were taken (close it, then push the rest), DPS_EDIM / DPS_EEMPTY for a refused batch
    (counted, nothing taken).  May block while workers catch up (memory bound).
    Not thread-safe: push and close from one thread. */
-int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
-                        size_t dim, size_t *n_taken);
+DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
+                                   size_t dim, size_t *n_taken);
 /* 1 when the open epoch has t*m rows. */
-int  dps_estimator_epoch_full(const dps_estimator *est);
+DPS_EXPORT int  dps_estimator_epoch_full(const dps_estimator *est);
 /* Close the open epoch: wait for its buckets, aggregate the completed ones
    privately, charge the accountant, and return the snapshot (the caller owns
    it).  A refusal or a FAIL is a snapshot too (see dps_status).  Rows of
@@ -318,38 +320,38 @@ int  dps_estimator_epoch_full(const dps_estimator *est);
    Returns DPS_ECOMMIT if the commit hook failed (no snapshot, no charge kept,
    the epoch's rows dropped), or DPS_ENOMEM before the charge (nothing spent,
    the epoch stays open and may be closed again). */
-int  dps_estimator_close_epoch(dps_estimator *est, dps_snapshot **out);
-void dps_estimator_get_stats(const dps_estimator *est, dps_stats *out);
-dps_zcdp dps_estimator_spent(const dps_estimator *est);
+DPS_EXPORT int  dps_estimator_close_epoch(dps_estimator *est, dps_snapshot **out);
+DPS_EXPORT void dps_estimator_get_stats(const dps_estimator *est, dps_stats *out);
+DPS_EXPORT dps_zcdp dps_estimator_spent(const dps_estimator *est);
 /* Replace the budget cap (cfg.cap), e.g. when a collector reloads its
    configuration: the next close checks against it; what was spent stays, and
    a cap below it refuses every later epoch.  DPS_EINVAL for a cap out of range
    (as dps_config_check says), and then nothing changes.  Call it from the
    thread that closes epochs. */
-int dps_estimator_set_cap(dps_estimator *est, const dps_budget *cap);
+DPS_EXPORT int dps_estimator_set_cap(dps_estimator *est, const dps_budget *cap);
 /* Upper bound on the bytes an epoch holds (rows, bases, reference points). */
-size_t dps_estimator_memory_bound(const dps_config *cfg);
+DPS_EXPORT size_t dps_estimator_memory_bound(const dps_config *cfg);
 
 /* ------------------------------------------------- central (whole-data) tools */
 /* Non-private top-k right singular basis of an n x d matrix (finite rows);
    V is k x d.
    sv (may be NULL) receives min(n, k+1) singular values, largest first. */
-int dps_topk_basis(const float *X, size_t n, size_t d, size_t k, float *V, double *sv);
+DPS_EXPORT int dps_topk_basis(const float *X, size_t n, size_t d, size_t k, float *V, double *sv);
 
 /* Analyze Gauss, zCDP variant (DESIGN 3.5, Tsfadia sec. 3.8.4, DTTZ14): rows are
    clipped to unit norm; spends (2 rho, delta) - call it with half the budget you
    mean to spend.  *released = 0 means FAIL (V untouched).  Forms a d x d matrix:
    refuses d > DPS_ANALYZE_GAUSS_MAX_D with DPS_ELIMIT. */
 #define DPS_ANALYZE_GAUSS_MAX_D 20000 /* 1.6 GB float d x d; minutes of Krylov */
-int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho,
-                      double delta, dps_rng *rng, float *V, int *released);
+DPS_EXPORT int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho,
+                                 double delta, dps_rng *rng, float *V, int *released);
 
 /* Gaussian mechanism for the mean of n rows clipped to unit norm: rho-zCDP,
    sigma = (2/n) / sqrt(2 rho) per coordinate (replace-one sensitivity 2/n). */
-int dps_gaussian_mean(const float *X, size_t n, size_t d, double rho, dps_rng *rng,
-                      double *out);
+DPS_EXPORT int dps_gaussian_mean(const float *X, size_t n, size_t d, double rho, dps_rng *rng,
+                                 double *out);
 /* Project x (length d) onto span of V's k orthonormal rows: out = V^T V x. */
-void dps_project(const float *V, size_t k, size_t d, const double *x, double *out);
+DPS_EXPORT void dps_project(const float *V, size_t k, size_t d, const double *x, double *out);
 
 /* Private choice of k (Tsfadia sec. 2.1, the remark on unknown k), pure
    eps-DP (proof in src/mechanisms/baselines.c): s_i = sigma_i^2 + Lap(2/eps) for the
@@ -362,28 +364,28 @@ void dps_project(const float *V, size_t k, size_t d, const double *x, double *ou
    min(n, d)-square Gram: DPS_ELIMIT for n <= d above DPS_CHOOSE_K_MAX_DIM
    rows, for n > d above DPS_COV_MAX_D columns.
    1 <= k_max < d, eps > 0, 0 < beta < 1, else DPS_EINVAL. */
-double dps_choose_k_threshold(size_t k_max, double eps, double beta);
+DPS_EXPORT double dps_choose_k_threshold(size_t k_max, double eps, double beta);
 #define DPS_CHOOSE_K_MAX_DIM 20000
-int dps_choose_k(const float *X, size_t n, size_t d, size_t k_max, double eps, double beta, dps_rng *rng,
-                 size_t *k_out, double *noisy_sq);
+DPS_EXPORT int dps_choose_k(const float *X, size_t n, size_t d, size_t k_max, double eps, double beta,
+                            dps_rng *rng, size_t *k_out, double *noisy_sq);
 
 /* ----------------------------------------------------------- evaluation aids */
 /* The paper's generator (Tsfadia sec. 6, DESIGN 4): b_1..b_k uniform in
    {-1,1}^d; each row (u + nu)/||u + nu|| with u a uniform unit vector of
    span(b) and nu uniform in {-1/tau, 1/tau}^d.  rows: n x d; basis (may be
    NULL): k x d orthonormal basis of span(b). */
-int dps_synth_paper(dps_rng *rng, size_t n, size_t d, size_t k, double tau,
-                    float *rows, float *basis);
+DPS_EXPORT int dps_synth_paper(dps_rng *rng, size_t n, size_t d, size_t k, double tau,
+                               float *rows, float *basis);
 
 /* The reference points of an epoch (q x d, N(0, 1) entries) as the reference
    aggregator draws them from public_seed: public randomness anyone can
    recompute to check a snapshot.  q < 2^24. */
-int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t q, size_t d, float *P);
+DPS_EXPORT int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t q, size_t d, float *P);
 
 /* Distance between the spans of A (k x d) and B (k x d), both orthonormal rows:
    sin of the largest principal angle (= ||P_A - P_B||_2) and, if fro != NULL,
    ||P_A - P_B||_F. */
-double dps_subspace_sin(const float *A, const float *B, size_t k, size_t d, double *fro);
+DPS_EXPORT double dps_subspace_sin(const float *A, const float *B, size_t k, size_t d, double *fro);
 
 #ifdef __cplusplus
 }

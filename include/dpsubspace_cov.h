@@ -29,7 +29,7 @@ extern "C" {
    Not private by itself (it is the input of the mechanisms below).
    *nonfinite (may be NULL) receives the number of rows taken as zero.
    DPS_EINVAL (NULL, d = 0), DPS_ELIMIT (d > DPS_COV_MAX_D), DPS_ENOMEM. */
-int dps_cov_accumulate(const float *X, size_t n, size_t d, double *C, uint64_t *nonfinite);
+DPS_EXPORT int dps_cov_accumulate(const float *X, size_t n, size_t d, double *C, uint64_t *nonfinite);
 
 /* One draw x (length q, unit norm) from the Bingham density proportional to
    exp(-x^T A x) on the sphere S^{q-1}, for A (q x q, full symmetric) positive
@@ -40,7 +40,7 @@ int dps_cov_accumulate(const float *X, size_t n, size_t d, double *C, uint64_t *
    DPS_EINVAL (NULL, q = 0, A not finite/symmetric, or an eigenvalue below
    -1e-9 * max(1, ||A||)), DPS_ELIMIT (q > DPS_COV_MAX_D), DPS_ENOMEM,
    DPS_ENUMERIC.  Not a mechanism by itself: see dps_cov_iterative. */
-int dps_bingham_sample(const double *A, size_t q, dps_rng *rng, double *x, uint64_t *proposals);
+DPS_EXPORT int dps_bingham_sample(const double *A, size_t q, dps_rng *rng, double *x, uint64_t *proposals);
 
 /* How dps_cov_iterative splits the eigenvector budget over its k draws. */
 typedef enum {
@@ -96,34 +96,34 @@ typedef struct {
    range, adaptive with eps_values = 0, lambda/C_hat asked without
    eps_values, n = 0), DPS_ELIMIT (d > DPS_COV_MAX_D), DPS_ENOMEM,
    DPS_ENUMERIC.  Outputs are untouched on error. */
-int dps_cov_iterative(const double *C, size_t n, size_t d, const dps_iterative_params *p, dps_rng *rng,
-                      float *V, double *lambda, double *C_hat, dps_iterative_stats *st);
+DPS_EXPORT int dps_cov_iterative(const double *C, size_t n, size_t d, const dps_iterative_params *p, dps_rng *rng,
+                                 float *V, double *lambda, double *C_hat, dps_iterative_stats *st);
 
 /* LAPLACE COVARIANCE: C_hat = C + E, E symmetric with its upper triangle
    (diagonal included) iid Laplace((d + 1)/eps), then projected to eigenvalues
    in [0, n] (dps_cov_clip_spectrum).  eps-DP: the upper triangle of x x^T -
    y y^T has l1 norm <= d + 1 (proof in src/mechanisms/covariance.c).
    C_hat: d x d (may alias C).  DPS_EINVAL, DPS_ELIMIT, DPS_ENOMEM, DPS_ENUMERIC. */
-int dps_cov_laplace(const double *C, size_t n, size_t d, double eps, dps_rng *rng, double *C_hat);
+DPS_EXPORT int dps_cov_laplace(const double *C, size_t n, size_t d, double eps, dps_rng *rng, double *C_hat);
 /* The Laplace scale dps_cov_laplace uses: (d + 1) / eps. */
-double dps_cov_laplace_scale(size_t d, double eps);
+DPS_EXPORT double dps_cov_laplace_scale(size_t d, double eps);
 
 /* GAUSSIAN COVARIANCE: C_hat = C + E, E symmetric with off-diagonal entries
    N(0, s^2) and diagonal entries N(0, 2 s^2), s = dps_cov_gaussian_sigma(eps,
    delta), then eigenvalues clipped to [0, n].  (eps, delta)-DP for every
    eps > 0 and delta in (0, 1) (analytic Gaussian mechanism, Balle-Wang 2018;
    proof in src/mechanisms/covariance.c).  DPS_EINVAL, DPS_ELIMIT, DPS_ENOMEM, DPS_ENUMERIC. */
-int dps_cov_gaussian(const double *C, size_t n, size_t d, double eps, double delta, dps_rng *rng,
-                     double *C_hat);
+DPS_EXPORT int dps_cov_gaussian(const double *C, size_t n, size_t d, double eps, double delta, dps_rng *rng,
+                                double *C_hat);
 /* The off-diagonal noise sd of dps_cov_gaussian: the analytic Gaussian
    mechanism's sigma for l2 sensitivity 1. NAN for bad arguments. */
-double dps_cov_gaussian_sigma(double eps, double delta);
+DPS_EXPORT double dps_cov_gaussian_sigma(double eps, double delta);
 
 /* The smallest sigma with which N(0, sigma^2 I) added to a query of l2
    sensitivity sens is (eps, delta)-DP, exactly (Balle-Wang 2018, Thm 8:
    Phi(D/2s - eps s/D) - e^eps Phi(-D/2s - eps s/D) <= delta), by bisection to
    a relative 1e-13, then rounded up by 1e-9.  NAN for sens <= 0, eps <= 0, delta not in (0,1). */
-double dps_analytic_gaussian_sigma(double sens, double eps, double delta);
+DPS_EXPORT double dps_analytic_gaussian_sigma(double sens, double eps, double delta);
 
 /* Post-processing of a released symmetric matrix (no privacy cost).
    dps_cov_clip_spectrum: S (d x d, full symmetric, in place) = U clip(L, lo,
@@ -131,8 +131,8 @@ double dps_analytic_gaussian_sigma(double sens, double eps, double delta);
    changed), w (may be NULL) their eigenvalues, descending.
    Needs 0 <= lo <= hi and a finite S.
    DPS_EINVAL, DPS_ELIMIT, DPS_ENOMEM, DPS_ENUMERIC. */
-int dps_cov_clip_spectrum(double *S, size_t d, double lo, double hi);
-int dps_cov_topk(const double *S, size_t d, size_t k, float *V, double *w);
+DPS_EXPORT int dps_cov_clip_spectrum(double *S, size_t d, double lo, double hi);
+DPS_EXPORT int dps_cov_topk(const double *S, size_t d, size_t k, float *V, double *w);
 
 #ifdef __cplusplus
 }

@@ -25,16 +25,16 @@ typedef struct {
 } dps_keypair;
 
 /* A new CURVE key pair (libzmq/libsodium).  DPS_ENET if CURVE is unavailable. */
-int dps_keypair_generate(dps_keypair *out);
+DPS_EXPORT int dps_keypair_generate(dps_keypair *out);
 /* Write base.key (public key, 0644) and base.key_secret (both keys, 0600);
    refuses to overwrite (DPS_EIO).  */
-int dps_keypair_save(const dps_keypair *kp, const char *base);
+DPS_EXPORT int dps_keypair_save(const dps_keypair *kp, const char *base);
 /* Read a key pair from a .key_secret file. */
-int dps_keypair_load(dps_keypair *out, const char *path);
+DPS_EXPORT int dps_keypair_load(dps_keypair *out, const char *path);
 /* Read the public key from a .key or .key_secret file. */
-int dps_public_key_load(char out[DPS_KEY_LEN + 1], const char *path);
+DPS_EXPORT int dps_public_key_load(char out[DPS_KEY_LEN + 1], const char *path);
 /* 1 if endpoint is loopback TCP (127.0.0.0/8, [::1], localhost) or ipc://. */
-int dps_endpoint_is_local(const char *endpoint);
+DPS_EXPORT int dps_endpoint_is_local(const char *endpoint);
 
 /* How a client connects.  CURVE: server_public_key and the client's own pair
    (the collector's ZAP handler checks public_key against its authorized
@@ -67,21 +67,21 @@ typedef struct {
 
 typedef struct dps_producer dps_producer;
 
-void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim);
+DPS_EXPORT void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim);
 /* Connects (asynchronously).  The caller owns *out. */
-int dps_producer_new(dps_producer **out, const dps_producer_opts *o);
+DPS_EXPORT int dps_producer_new(dps_producer **out, const dps_producer_opts *o);
 /* Wait until the security handshake with the collector succeeded: DPS_OK,
    DPS_EAUTH (our key was refused), or DPS_ETIMEOUT. */
-int dps_producer_wait_ready(dps_producer *p, int timeout_ms);
+DPS_EXPORT int dps_producer_wait_ready(dps_producer *p, int timeout_ms);
 /* Buffer n rows of dimension dim and send every full batch.  Blocks while the
    collector is behind (its queue and ours are full): rows are never dropped.
    DPS_EDIM if dim differs, DPS_EAUTH if the collector refused our key,
    DPS_ETIMEOUT if send_timeout_ms passed (the rows not sent stay buffered),
    DPS_ESTATE after dps_producer_close. */
-int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim);
+DPS_EXPORT int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim);
 /* Send the partial batch, if any. */
-int dps_producer_flush(dps_producer *p);
-void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent);
+DPS_EXPORT int dps_producer_flush(dps_producer *p);
+DPS_EXPORT void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent);
 /* Flush, then wait until the collector has answered for every batch we sent
    (asked on status_endpoint): DPS_OK when all were taken, DPS_EPROTO when it
    refused some as a whole (wrong dimension, too large...: its status says
@@ -89,12 +89,12 @@ void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *b
    status_endpoint or after close.  libzmq discards messages still queued
    toward a PULL socket when their sender disconnects; this is how a producer
    knows it may disconnect. */
-int dps_producer_drain(dps_producer *p, int timeout_ms);
+DPS_EXPORT int dps_producer_drain(dps_producer *p, int timeout_ms);
 /* The collector's last answer to a drain: batches of ours it took, and
    refused as a whole (0, 0 before any answer). */
-void dps_producer_confirmed(const dps_producer *p, uint64_t *taken, uint64_t *refused);
+DPS_EXPORT void dps_producer_confirmed(const dps_producer *p, uint64_t *taken, uint64_t *refused);
 /* The producer id the collector knows us by (generated unless given). */
-const char *dps_producer_id(const dps_producer *p);
+DPS_EXPORT const char *dps_producer_id(const dps_producer *p);
 /* Flush (up to linger_ms), drain (with a status endpoint, until linger_ms
    from the call; not again if a drain already ended for the same batches),
    and close the connection; the caller still owns p (destroy frees it).
@@ -108,42 +108,43 @@ const char *dps_producer_id(const dps_producer *p);
    endpoint nothing can be confirmed: DPS_OK after lingering up to linger_ms
    to deliver, with every batch counted in *unconfirmed.  A second call
    returns the first one's result. */
-int dps_producer_close(dps_producer *p, uint64_t *unconfirmed);
+DPS_EXPORT int dps_producer_close(dps_producer *p, uint64_t *unconfirmed);
 /* Close (if dps_producer_close was not called; its result is lost: call it
    to know whether the rows arrived), free, and set *p to NULL. */
-void dps_producer_destroy(dps_producer **p);
+DPS_EXPORT void dps_producer_destroy(dps_producer **p);
 
 /* ------------------------------------------------------------- subscriber */
 typedef struct dps_subscriber dps_subscriber;
 
 /* Subscribe to a collector's snapshot endpoint.  A new subscriber receives the
    latest snapshot at once (the collector's welcome message). */
-int dps_subscriber_new(dps_subscriber **out, const char *endpoint, const dps_security *sec);
-void dps_subscriber_destroy(dps_subscriber **s);
+DPS_EXPORT int dps_subscriber_new(dps_subscriber **out, const char *endpoint, const dps_security *sec);
+DPS_EXPORT void dps_subscriber_destroy(dps_subscriber **s);
 /* Skip every snapshot of an epoch before epoch, the welcome message included
    (it can be the last snapshot of a previous job on the same collector): a
    job that asks the collector's open epoch (dps_collector_status_query) when
    it starts and passes it here sees only bases learned from then on.  Call
    before the first recv/update; 0 (the default) skips nothing. */
-int dps_subscriber_set_from_epoch(dps_subscriber *s, uint64_t epoch);
+DPS_EXPORT int dps_subscriber_set_from_epoch(dps_subscriber *s, uint64_t epoch);
 /* The next snapshot not seen before (by sequence number) and not skipped by
    dps_subscriber_set_from_epoch: DPS_OK and *out
    (the caller owns it), DPS_ETIMEOUT, DPS_EAUTH (the collector refused our
    key), or DPS_EPROTO for a message that does not decode (skipped and
    counted).  timeout_ms < 0 waits forever. */
-int dps_subscriber_recv(dps_subscriber *s, int timeout_ms, dps_snapshot **out);
+DPS_EXPORT int dps_subscriber_recv(dps_subscriber *s, int timeout_ms, dps_snapshot **out);
 /* For a training loop: take every pending snapshot without blocking and keep
    the latest released one.  Returns 1 if the basis changed, 0 if not, or a
    negative -dps_err. */
-int dps_subscriber_update(dps_subscriber *s);
+DPS_EXPORT int dps_subscriber_update(dps_subscriber *s);
 /* The latest released snapshot kept by update/recv; NULL before the first.
    Owned by the subscriber, valid until the next update/recv/destroy. */
-const dps_snapshot *dps_subscriber_latest(const dps_subscriber *s);
+DPS_EXPORT const dps_snapshot *dps_subscriber_latest(const dps_subscriber *s);
 /* out = V^T V x with the latest released basis (x, out of length d; may
    alias).  DPS_ESTATE before the first basis, DPS_EDIM if d differs. */
-int dps_subscriber_project(const dps_subscriber *s, const float *x, float *out, size_t d);
+DPS_EXPORT int dps_subscriber_project(const dps_subscriber *s, const float *x, float *out, size_t d);
 /* Snapshots missed (gaps in sequence numbers) and undecodable messages. */
-void dps_subscriber_counts(const dps_subscriber *s, uint64_t *received, uint64_t *missed, uint64_t *bad);
+DPS_EXPORT void dps_subscriber_counts(const dps_subscriber *s, uint64_t *received, uint64_t *missed,
+                                      uint64_t *bad);
 
 /* ---------------------------------------------------------------- status */
 #define DPS_STATUS_MAX_COUNTERS 32
@@ -162,19 +163,19 @@ typedef struct {
 /* Ask a collector's status endpoint: DPS_OK, DPS_ETIMEOUT, DPS_EAUTH (our key
    is not among its authorized keys), DPS_EPROTO.  Operator information: the
    rejection counts are about the data and are not differentially private. */
-int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
-                               dps_collector_status *out);
+DPS_EXPORT int dps_collector_status_query(const char *endpoint, const dps_security *sec, int timeout_ms,
+                                          dps_collector_status *out);
 /* The same, also asking how many batches of producer_id were taken. */
-int dps_collector_status_query_producer(const char *endpoint, const dps_security *sec, int timeout_ms,
-                                        const char *producer_id, dps_collector_status *out);
+DPS_EXPORT int dps_collector_status_query_producer(const char *endpoint, const dps_security *sec, int timeout_ms,
+                                                   const char *producer_id, dps_collector_status *out);
 
 /* ------------------------------------------------------- snapshot bytes */
 /* Serialise a snapshot (with its seq/time from its info) as a protocol
    Snapshot message; *out is malloc'd, the caller frees it. */
-int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len);
+DPS_EXPORT int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len);
 /* Parse and validate a Snapshot message (version, sizes, status, basis
    length, finite numbers).  The caller owns *out. */
-int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out);
+DPS_EXPORT int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out);
 
 #ifdef __cplusplus
 }

@@ -29,8 +29,8 @@ extern "C" {
    for r >= 2), scaled so ||M||_F = 1; X entries iid N(0, 1), so <X_i, M> ~
    N(0, 1); y_i = <X_i, M> + N(0, noise_sd^2).  X: n x (d1*d2), y: n, M (may be
    NULL): d1 x d2.  1 <= r <= min(d1, d2); DPS_EINVAL otherwise. */
-int dps_trace_synth(dps_rng *rng, size_t n, size_t d1, size_t d2, size_t r, double noise_sd, float *X,
-                    float *y, float *M);
+DPS_EXPORT int dps_trace_synth(dps_rng *rng, size_t n, size_t d1, size_t d2, size_t r, double noise_sd, float *X,
+                               float *y, float *M);
 
 typedef struct {
     size_t d1, d2, r;    /* shape and rank, 1 <= r <= min(d1, d2)            */
@@ -61,28 +61,28 @@ typedef struct {
 } dps_rgrad_config;
 
 /* Defaults above for shape (d1, d2, r), with dps_rgrad_config_budget(cfg, 1). */
-void dps_rgrad_config_init(dps_rgrad_config *cfg, size_t d1, size_t d2, size_t r);
+DPS_EXPORT void dps_rgrad_config_init(dps_rgrad_config *cfg, size_t d1, size_t d2, size_t r);
 /* Spend rho_total in all: batch mode rho_init = 0.3 rho_total and rho_iter =
    0.7 rho_total / iters (the parts compose); streaming mode rho_init =
    rho_iter = rho_total (disjoint batches: the cost is the max).  Call after
    setting iters and streaming. */
-void dps_rgrad_config_budget(dps_rgrad_config *cfg, double rho_total);
+DPS_EXPORT void dps_rgrad_config_budget(dps_rgrad_config *cfg, double rho_total);
 /* DPS_OK, or DPS_EINVAL / DPS_ELIMIT with a sentence in *why (may be NULL), for
    a fit of n observations. */
-int dps_rgrad_config_check(const dps_rgrad_config *cfg, size_t n, const char **why);
+DPS_EXPORT int dps_rgrad_config_check(const dps_rgrad_config *cfg, size_t n, const char **why);
 /* What dps_rgrad_fit spends when everything runs: batch (rho_init +
    iters rho_iter, delta); streaming (max(rho_init, rho_iter), delta). */
-dps_zcdp dps_rgrad_cost(const dps_rgrad_config *cfg);
+DPS_EXPORT dps_zcdp dps_rgrad_cost(const dps_rgrad_config *cfg);
 /* The number of groups a fit uses: cfg->groups, or when 0 the smallest t with
    tau t >= 1 + s_W (sqrt(2 ln(2/delta)) + 6) (s_W as below): 6 sd of margin
    for the noisy count and the radius search, so FAIL is rare when the groups
    agree. */
-size_t dps_rgrad_groups(const dps_rgrad_config *cfg);
+DPS_EXPORT size_t dps_rgrad_groups(const dps_rgrad_config *cfg);
 /* The fewest groups with which each aggregation's noisy count can succeed even
    if every group agrees: 1 + s_W (sqrt(2 ln(2/delta)) + 2), s_W = (1/alpha + 1)
    / sqrt(2 rho_count) (the estimator's dps_config_min_buckets rule).  Fewer
    groups (>= 2) are accepted but the init then FAILs with high probability. */
-size_t dps_rgrad_min_groups(const dps_rgrad_config *cfg);
+DPS_EXPORT size_t dps_rgrad_min_groups(const dps_rgrad_config *cfg);
 
 typedef struct {
     int init_failed;       /* 1: an aggregation said FAIL (a DP output); L is
@@ -114,16 +114,16 @@ typedef struct {
    for every input, under replace-one neighbours; st->spent says what ran.
    Errors: DPS_EINVAL / DPS_ELIMIT (dps_rgrad_config_check), DPS_ENOMEM,
    DPS_ENUMERIC (an SVD failed: spent stays charged). */
-int dps_rgrad_fit(const float *X, const float *y, size_t n, const dps_rgrad_config *cfg, dps_rng *rng,
-                  float *L, dps_rgrad_stats *st);
+DPS_EXPORT int dps_rgrad_fit(const float *X, const float *y, size_t n, const dps_rgrad_config *cfg, dps_rng *rng,
+                             float *L, dps_rgrad_stats *st);
 
 /* ------------------------------------------------ the pieces (for tests) */
 /* out = P_T(G) = U U^T G + G V V^T - U U^T G V V^T, the projection onto the
    tangent space at a rank-r point with column bases U (d1 x r) and V (d2 x r),
    both row-major double with orthonormal columns; G, out d1 x d2 (may alias).
    DPS_EINVAL for NULLs or r = 0. */
-int dps_rgrad_tangent_project(const double *U, const double *V, size_t d1, size_t d2, size_t r, const double *G,
-                              double *out);
+DPS_EXPORT int dps_rgrad_tangent_project(const double *U, const double *V, size_t d1, size_t d2, size_t r,
+                                         const double *G, double *out);
 
 /* The private Riemannian gradient at L = U diag(s) V^T:
      G = (1/n) sum_i clip_F(P_T((<X_i, L> - y_i) X_i), clip) + P_T(Z),
@@ -132,12 +132,12 @@ int dps_rgrad_tangent_project(const double *U, const double *V, size_t d1, size_
    2 clip / n, so sigma = dps_rgrad_sigma(clip, n, rho) makes G rho-zCDP given
    U, s, V.  *n_clipped (may be NULL) counts clipped contributions (NOT private).
    G: d1 x d2.  DPS_EINVAL for bad arguments. */
-int dps_rgrad_gradient(const float *X, const float *y, size_t n, size_t d1, size_t d2, size_t r, const double *U,
-                       const double *s, const double *V, double clip, double sigma, dps_rng *rng, double *G,
-                       uint64_t *n_clipped);
+DPS_EXPORT int dps_rgrad_gradient(const float *X, const float *y, size_t n, size_t d1, size_t d2, size_t r,
+                                  const double *U, const double *s, const double *V, double clip, double sigma,
+                                  dps_rng *rng, double *G, uint64_t *n_clipped);
 /* Gaussian-mechanism sd for a mean of n contributions of norm <= clip at rho:
    (2 clip / n) / sqrt(2 rho). */
-double dps_rgrad_sigma(double clip, size_t n, double rho);
+DPS_EXPORT double dps_rgrad_sigma(double clip, size_t n, double rho);
 
 #ifdef __cplusplus
 }

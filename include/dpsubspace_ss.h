@@ -46,24 +46,24 @@ typedef struct {
    Errors: DPS_EINVAL (NULL pointers, n < 1, k < 1, k >= d, eps <= 0 or not
    finite, delta not in (0, 1/2]), DPS_ELIMIT (above the limits above),
    DPS_ENOMEM. */
-int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps, double delta,
-                       size_t candidates, dps_rng *rng, float *V, int *released, dps_exact_stats *st);
+DPS_EXPORT int dps_exact_subspace(const float *X, size_t n, size_t d, size_t k, double eps, double delta,
+                                  size_t candidates, dps_rng *rng, float *V, int *released, dps_exact_stats *st);
 
 /* DPS_OK if n rows of dimension d with rank k are within the limits above,
    DPS_ELIMIT if not, DPS_EINVAL for k < 1 or k >= d: all public sizes, so a
    caller checks them before charging (dps_exact_subspace checks them too). */
-int dps_exact_check_limits(size_t n, size_t d, size_t k);
+DPS_EXPORT int dps_exact_check_limits(size_t n, size_t d, size_t k);
 
 /* The public bookkeeping of a run, before it runs: fills st's candidates
    (R, or the default for R = 0), bound, delta_sampling, delta_total and cost
    (the rest zero).  Same argument checks as dps_exact_subspace (k >= 1). */
-int dps_exact_plan(size_t k, double eps, double delta, size_t candidates, dps_exact_stats *st);
+DPS_EXPORT int dps_exact_plan(size_t k, double eps, double delta, size_t candidates, dps_exact_stats *st);
 
 /* The truncated Laplace noise of sensitivity 2 (Geng et al. 2020): support
    [-B, B], B = (2/eps) ln(1 + (e^eps - 1)/(2 delta)), density prop. to
    exp(-eps |x| / 2).  Adding it to a sensitivity-2 value is (eps, delta)-DP. */
-double dps_tlap_bound(double eps, double delta);
-double dps_tlap_sample(dps_rng *rng, double eps, double delta);
+DPS_EXPORT double dps_tlap_bound(double eps, double delta);
+DPS_EXPORT double dps_tlap_sample(dps_rng *rng, double eps, double delta);
 
 #ifdef __cplusplus
 }

@@ -6,20 +6,23 @@
 #      sees both released with a small angle to the true basis; dps-status
 #      counts every row; bad inputs end with their exit codes;
 #   2. CURVE over tcp on 127.0.0.1 with keys made by dps-keygen: an authorized
-#      producer fills an epoch, an unauthorized one is told so (exit 5).
+#      producer fills an epoch, an unauthorized one is told so (exit 5); the
+#      C API example (producers/example_producer.c) sends rows and checks
+#      that the collector confirmed them.
 # Pure POSIX shell plus the programs; every command runs under `timeout`, and
 # the collector is killed on exit.  Registered with ctest as "net_cli".
 #
-# Usage: test_net_cli.sh COLLECTOR GEN KEYGEN PRODUCE WATCH STATUS  (paths)
+# Usage: test_net_cli.sh COLLECTOR GEN KEYGEN PRODUCE WATCH STATUS EXAMPLE  (paths)
 # Prints one line per check and "N passed, N failed" last; exits non-zero on
 # any failure.  Works in a temporary directory that it removes.
 
 # abs PATH: PATH made absolute (the test works in a temporary directory).
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 COLL=$(abs "$1") GEN=$(abs "$2") KEYGEN=$(abs "$3") PROD=$(abs "$4") WATCH=$(abs "$5") STATUS=$(abs "$6")
-for p in "$COLL" "$GEN" "$KEYGEN" "$PROD" "$WATCH" "$STATUS"; do
+EXAMPLE=$(abs "$7")
+for p in "$COLL" "$GEN" "$KEYGEN" "$PROD" "$WATCH" "$STATUS" "$EXAMPLE"; do
     if [ ! -x "$p" ]; then
-        echo "usage: test_net_cli.sh COLLECTOR GEN KEYGEN PRODUCE WATCH STATUS (not executable: '$p')"
+        echo "usage: test_net_cli.sh COLLECTOR GEN KEYGEN PRODUCE WATCH STATUS EXAMPLE (not executable: '$p')"
         echo "0 passed, 1 failed"
         exit 1
     fi
@@ -265,6 +268,20 @@ expect_error "plaintext to a CURVE collector: no handshake, exit 6" 6 "no handsh
 status_json st.json $STATUS_ARGS
 check "dps-status over CURVE: rows_accepted 1000" [ "$(jget st.json rows_accepted)" = 1000 ]
 check "dps-status: the refused key was counted" [ "$(jget st.json auth_refused)" -ge 1 ]
+# the C API example: 250 rows (one batch: 256 rows a batch by default), confirmed through the status endpoint ...
+run "$EXAMPLE" "$IN" "$ST" 200 250 keys/collector.key keys/trainer.key_secret
+[ "$rc" -eq 0 ] && grep -q "^sent 250 rows in 1 batches as producer-.*; the collector confirmed every batch$" out.txt
+verdict "example_producer: exit 0, the collector confirmed every batch"
+WKEY=rows_accepted WANT=1250
+check "... and took its 250 rows" wait_value $STATUS_ARGS
+# ... without a status endpoint nobody can confirm: the unconfirmed count says so (exit 3)
+run "$EXAMPLE" "$IN" - 200 300 keys/collector.key keys/trainer.key_secret
+[ "$rc" -eq 3 ] && grep -q "^sent 300 rows in 2 batches .*; 2 of them NOT confirmed (no status endpoint to ask)$" out.txt
+verdict "example_producer without a status endpoint: exit 3, 2 batches not confirmed"
+expect_error "example_producer with a wrong d: exit 1, nothing sent" 1 "expects rows of d = 200, not 100" \
+    "$EXAMPLE" "$IN" "$ST" 100 10 keys/collector.key keys/trainer.key_secret
+expect_error "example_producer with an unauthorized key: exit 1" 1 "refused" \
+    "$EXAMPLE" "$IN" - 200 10 keys/collector.key keys/stranger.key_secret
 expect_error "dps-status with an unauthorized key: exit 5" 5 "refused our CURVE key" \
     "$STATUS" $SK --key keys/stranger.key_secret --connect "$ST" --timeout 1000
 stop_collector

@@ -8,7 +8,7 @@ ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 if cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1; then ok; else ko "cmake --install"; cat "$tmp/install.log" >&2; fi
-for f in include/dpsubspace.h include/dpsubspace_net.h lib/pkgconfig/dpsubspace.pc \
+for f in include/dpsubspace.h include/dpsubspace_export.h include/dpsubspace_net.h lib/pkgconfig/dpsubspace.pc \
          lib/cmake/dpsubspace/dpsubspaceConfig.cmake bin/dps-collector; do
   if [ -e "$tmp/prefix/$f" ]; then ok; else ko "installed $f"; fi
 done
