@@ -17,33 +17,10 @@
    used).  The permutation makes the groups exchangeable whatever the order of
    the input; privacy needs only that the partition is data-independent.
 
-   1. Initialization (rho_init = rho_U + rho_V + rho_S, delta).
-      Each group's L^_g = (1/m_g) sum_{i in g} clip_F(y_i X_i, C0) (clip_F(A, C)
-      = A min(1, C/||A||_F)); its top-r left basis (r x d1 rows) and right basis
-      (r x d2 rows) by SVD (rank deficit completed from public randomness).
-      U~ = reference-point aggregation (aggregate.c agg_reference, DESIGN
-      3.2/3.3) of the t left bases, V~ the same of the right bases, each with
-      rho_U = rho_V = (1 - split_sigma) rho_init / 2 and delta/2.
-      Why agg_reference's guarantee applies: replacing one observation changes
-      one group's data, hence at most that group's basis - one item of the
-      aggregation, which is exactly WFC's replace-one-item setting; so each
-      call is (delta/2)-approximate rho_U-zCDP (wfc.c has the proof), and the
-      two calls compose (adaptive composition of zCDP).  A FAIL of either call
-      is a DP output: the fit stops there (L = 0, st->init_failed), having
-      spent only the parts that ran.
-      Sigma~ = (1/n0) sum_i clip_F(U~ clip_F(y_i X_i, C0) V~^T, C_S) + E, E an
-      r x r matrix of iid N(0, s_S^2) (U~, V~ here are r x d1 and r x d2 rows).
-      Given the released U~, V~ (post-processing + adaptive composition), one
-      observation changes one term of norm <= C_S' = min(C0, C_S) (projecting
-      on orthonormal rows cannot increase the Frobenius norm), so the
-      replace-one L2 sensitivity of the mean is 2 C_S'/n0 and
-      s_S = (2 C_S'/n0)/sqrt(2 rho_S) makes it rho_S-zCDP (Gaussian mechanism,
-      Bun-Steinke 2016 Prop. 1.6).  L_0 = U~^T Sigma~ V~, then its rank-r SVD.
-      DEPARTURE from the paper: the paper privatises the empirical spectral
-      projectors with a Gaussian mechanism whose sensitivity holds w.h.p. under
-      Gaussian design and an eigengap-free sample-size condition; DESIGN 3.7
-      asks for the library's own sample-and-aggregate estimator instead, which
-      is private for every input.
+   1. Initialization (rho_init = rho_U + rho_V + rho_S, delta): two
+      reference-point aggregations of the groups' top-r subspaces and a
+      clipped Gaussian Sigma~ (rgrad_init.c has the mechanism and its
+      argument).
 
    2. Iterations.  At L_l = U diag(s) V^T, per observation
       g_i = clip_F(P_T((<X_i, L_l> - y_i) X_i), C), P_T(G) = U U^T G + G V V^T -
@@ -73,11 +50,9 @@
       composition under replace-one neighbours; it needs the partition to be
       data-independent (it is: a permutation from the noise generator and
       block sizes from public n, iters, init_obs).  */
-#include "aggregate.h"
 #include "internal.h"
 #include "linalg.h"
-#include "pool.h"
-#include "wfc.h"
+#include "rgrad_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -133,12 +108,11 @@ dps_zcdp dps_rgrad_cost(const dps_rgrad_config *cfg)
     return c;
 }
 
-/* rho of one aggregation and its WFC parameters. */
-static double s_rho_agg(const dps_rgrad_config *c) { return 0.5 * (1.0 - c->split_sigma) * c->rho_init; }
+double rgrad_rho_agg(const dps_rgrad_config *c) { return 0.5 * (1.0 - c->split_sigma) * c->rho_init; }
 
-static wfc_params s_wfc_params(const dps_rgrad_config *c, double xi_max)
+wfc_params rgrad_wfc_params(const dps_rgrad_config *c, double xi_max)
 {
-    double split = c->split_search + c->split_count + c->split_mean, rho = s_rho_agg(c);
+    double split = c->split_search + c->split_count + c->split_mean, rho = rgrad_rho_agg(c);
     wfc_params p = {
         .alpha = c->alpha, .tau = c->tau,
         .rho_search = rho * c->split_search / split,
@@ -154,7 +128,7 @@ static wfc_params s_wfc_params(const dps_rgrad_config *c, double xi_max)
    (the estimator's dps_config_min_buckets rule, two sd of margin). */
 static size_t s_min_groups(const dps_rgrad_config *c)
 {
-    wfc_params p = s_wfc_params(c, 1.0);
+    wfc_params p = rgrad_wfc_params(c, 1.0);
     if (!(p.rho_count > 0) || !(p.delta1 > 0 && p.delta1 < 1) || !(c->alpha > 0))
         return 2;
     double s_W = wfc_weight_sensitivity(c->alpha) / sqrt(2.0 * p.rho_count);
@@ -175,7 +149,7 @@ size_t dps_rgrad_groups(const dps_rgrad_config *cfg)
 {
     if (cfg->groups)
         return cfg->groups;
-    wfc_params p = s_wfc_params(cfg, 1.0);
+    wfc_params p = rgrad_wfc_params(cfg, 1.0);
     if (!(p.rho_count > 0) || !(p.delta1 > 0 && p.delta1 < 1) || !(cfg->alpha > 0) || !(cfg->tau > 0))
         return 2 * s_min_groups(cfg);
     double s_W = wfc_weight_sensitivity(cfg->alpha) / sqrt(2.0 * p.rho_count);
@@ -260,7 +234,7 @@ double dps_rgrad_sigma(double clip, size_t n, double rho)
 
 /* ------------------------------------------------------------ small algebra */
 /* min(1, C/norm), or 0 for a non-finite norm (the contribution is dropped). */
-static double s_clip_factor(double norm, double C)
+double rgrad_clip_factor(double norm, double C)
 {
     if (!isfinite(norm))
         return 0.0;
@@ -269,7 +243,7 @@ static double s_clip_factor(double norm, double C)
 
 /* For one observation x (d1 x d2 float): A = U^T x (r x d2), B = x V (d1 x r),
    C = U^T B (r x r); U (d1 x r), Vt = V^T (r x d2), both double. */
-static void s_factors(const float *x, size_t d1, size_t d2, size_t r, const double *U, const double *Vt, double *A,
+void rgrad_factors(const float *x, size_t d1, size_t d2, size_t r, const double *U, const double *Vt, double *A,
                       double *B, double *C)
 {
     memset(A, 0, r * d2 * sizeof *A);
@@ -295,7 +269,7 @@ static void s_factors(const float *x, size_t d1, size_t d2, size_t r, const doub
         }
 }
 
-static double s_norm2(const double *x, size_t n)
+double rgrad_norm2(const double *x, size_t n)
 {
     double s = 0;
     for (size_t i = 0; i < n; i++)
@@ -369,15 +343,15 @@ static int s_gradient(const float *X, const float *y, const size_t *idx, size_t 
                 Vt[s * d2 + b] = V[b * r + s];
         for (size_t j = 0; j < n; j++) {
             size_t i = idx ? idx[j] : j;
-            s_factors(X + i * D, d1, d2, r, U, Vt, A, B, C);
+            rgrad_factors(X + i * D, d1, d2, r, U, Vt, A, B, C);
             double pred = 0;
             for (size_t s = 0; s < r; s++)
                 pred += sv[s] * C[s * r + s]; /* <X, U diag(s) V^T> = sum_s s_s (U^T X V)_ss */
             double res = pred - (double)y[i];
             /* ||P_T(X)||_F^2 = ||U^T X||^2 + ||X V||^2 - ||U^T X V||^2 */
-            double t2 = s_norm2(A, r * d2) + s_norm2(B, d1 * r) - s_norm2(C, r * r);
+            double t2 = rgrad_norm2(A, r * d2) + rgrad_norm2(B, d1 * r) - rgrad_norm2(C, r * r);
             double norm = fabs(res) * sqrt(t2 > 0 ? t2 : 0);
-            double f = s_clip_factor(norm, clip);
+            double f = rgrad_clip_factor(norm, clip);
             if (f < 1)
                 clipped++;
             if (f == 0 || !isfinite(res))
@@ -419,131 +393,6 @@ int dps_rgrad_gradient(const float *X, const float *y, size_t n, size_t d1, size
         !(sigma >= 0) || !isfinite(sigma) || (sigma > 0 && !rng))
         return DPS_EINVAL;
     return s_gradient(X, y, NULL, n, d1, d2, r, U, s, V, clip, sigma, rng, G, n_clipped);
-}
-
-/* ------------------------------------------------------------ initialization */
-/* Stacked top-r left (t*r x d1) and right (t*r x d2) bases of the groups'
-   L^_g; group g = idx[off_g .. off_{g+1}), off_g = g*n0/t. */
-static int s_group_bases(const float *X, const float *y, const size_t *idx, size_t n0, size_t t,
-                         const dps_rgrad_config *c, float *Bl, float *Br, uint64_t *clipped)
-{
-    size_t d1 = c->d1, d2 = c->d2, r = c->r, D = d1 * d2;
-    double *Lg = malloc(D * sizeof *Lg), *U = malloc(d1 * r * sizeof *U), *V = malloc(d2 * r * sizeof *V);
-    double *sv = malloc(r * sizeof *sv);
-    int rc = (Lg && U && V && sv) ? DPS_OK : DPS_ENOMEM;
-    for (size_t g = 0; !rc && g < t; g++) {
-        size_t lo = g * n0 / t, hi = (g + 1) * n0 / t;
-        memset(Lg, 0, D * sizeof *Lg);
-        for (size_t j = lo; j < hi; j++) {
-            const float *x = X + idx[j] * D;
-            double yi = y[idx[j]];
-            double f = s_clip_factor(fabs(yi) * sqrt(la_dot_self(x, D)), c->clip_init);
-            if (f < 1)
-                (*clipped)++;
-            if (f == 0 || !isfinite(yi))
-                continue;
-            double w = yi * f / (double)(hi - lo);
-            for (size_t e = 0; e < D; e++)
-                Lg[e] += w * x[e];
-        }
-        rc = la_svd_top(Lg, d1, d2, r, U, sv, V);
-        if (rc)
-            break;
-        size_t rank = 0;
-        while (rank < r && sv[rank] > 1e-10 * sv[0] && sv[0] > 0)
-            rank++;
-        float *bl = Bl + g * r * d1, *br = Br + g * r * d2;
-        for (size_t s = 0; s < r; s++) {
-            for (size_t a = 0; a < d1; a++)
-                bl[s * d1 + a] = (float)U[a * r + s];
-            for (size_t b = 0; b < d2; b++)
-                br[s * d2 + b] = (float)V[b * r + s];
-        }
-        if (rank < r) { /* a group with too little signal: complete from public randomness */
-            dps_rng *pub = NULL;
-            rc = dps_rng_new_labelled(&pub, c->public_seed, "rgrad-completion", g);
-            if (!rc) {
-                la_complete_basis(bl, rank, r, d1, pub);
-                la_complete_basis(br, rank, r, d2, pub);
-            }
-            dps_rng_destroy(&pub);
-        }
-    }
-    free(Lg); free(U); free(V); free(sv);
-    return rc;
-}
-
-/* One reference-point aggregation of t stacked bases (t*r x d): basis (r x d). */
-static int s_aggregate(const float *Bs, size_t t, size_t d, uint64_t side, const dps_rgrad_config *c, dps_rng *noise,
-                       float *basis, wfc_result *res)
-{
-    size_t r = c->r, q = c->q;
-    float *P = dps_aligned_alloc(q * d, sizeof(float)), *A = dps_aligned_alloc(t * r * q, sizeof(float));
-    dps_pool *pool = pool_new(1);
-    agg_ws *ws = agg_ws_new(t, r, q, d, 1, 1);
-    dps_rng *pub = NULL;
-    int rc = (P && A && pool && ws) ? DPS_OK : DPS_ENOMEM;
-    if (!rc)
-        rc = dps_rng_new_labelled(&pub, c->public_seed, "rgrad-aggregate", side);
-    if (!rc) {
-        /* Public reference points: the estimator's stream, "epoch" 0 for the
-           left side and 1 for the right. */
-        double f2 = 0;
-        for (size_t i = 0; i < q; i++)
-            agg_reference_point(c->public_seed, side, i, d, P + i * d);
-        for (size_t i = 0; i < q * d; i++)
-            f2 += (double)P[i] * P[i];
-        for (size_t g = 0; g < t; g++)
-            la_project_reference(Bs + g * r * d, r, d, P, q, A + g * r * q);
-        double xi_max = 2.0 * sqrt(f2); /* ||y^j - y^l|| <= 2 ||P||_F for any bases */
-        agg_input in = {Bs, A, t, r, d, q, xi_max};
-        wfc_params p = s_wfc_params(c, xi_max);
-        rc = agg_reference(&in, &p, noise, pub, pool, ws, basis, res);
-    }
-    dps_rng_destroy(&pub);
-    agg_ws_free(&ws);
-    pool_free(&pool);
-    free(P); free(A);
-    return rc;
-}
-
-/* Sigma~ (r x r) from the released bases Ub (r x d1 rows) and Vb (r x d2). */
-static int s_sigma(const float *X, const float *y, const size_t *idx, size_t n0, const dps_rgrad_config *c,
-                   const float *Ub, const float *Vb, double sd, dps_rng *rng, double *S, uint64_t *clipped)
-{
-    size_t d1 = c->d1, d2 = c->d2, r = c->r, D = d1 * d2;
-    double *U = malloc(d1 * r * sizeof *U), *Vt = malloc(r * d2 * sizeof *Vt), *A = malloc(r * d2 * sizeof *A);
-    double *B = malloc(d1 * r * sizeof *B), *C = malloc(r * r * sizeof *C);
-    int rc = (U && Vt && A && B && C) ? DPS_OK : DPS_ENOMEM;
-    if (!rc) {
-        for (size_t s = 0; s < r; s++) {
-            for (size_t a = 0; a < d1; a++)
-                U[a * r + s] = Ub[s * d1 + a];
-            for (size_t b = 0; b < d2; b++)
-                Vt[s * d2 + b] = Vb[s * d2 + b];
-        }
-        memset(S, 0, r * r * sizeof *S);
-        for (size_t j = 0; j < n0; j++) {
-            const float *x = X + idx[j] * D;
-            double yi = y[idx[j]];
-            double f0 = s_clip_factor(fabs(yi) * sqrt(la_dot_self(x, D)), c->clip_init);
-            if (f0 == 0 || !isfinite(yi))
-                continue;
-            s_factors(x, d1, d2, r, U, Vt, A, B, C);
-            double w = yi * f0;
-            double f1 = s_clip_factor(fabs(w) * sqrt(s_norm2(C, r * r)), c->clip_sigma);
-            if (f0 < 1 || f1 < 1)
-                (*clipped)++;
-            if (f1 == 0)
-                continue;
-            for (size_t e = 0; e < r * r; e++)
-                S[e] += w * f1 * C[e];
-        }
-        for (size_t e = 0; e < r * r; e++)
-            S[e] = S[e] / (double)n0 + dps_rng_gaussian(rng, sd);
-    }
-    free(U); free(Vt); free(A); free(B); free(C);
-    return rc;
 }
 
 /* ------------------------------------------------------------------- fit */
@@ -595,42 +444,8 @@ int dps_rgrad_fit(const float *X, const float *y, size_t n, const dps_rgrad_conf
     }
 
     /* 1. Initialization. */
-    double rho_agg = s_rho_agg(c), rho_S = c->split_sigma * c->rho_init;
-    dps_zcdp init = {0, 0};
-    rc = s_group_bases(X, y, perm, n0, t, c, Bl, Br, &st->nonprivate_clipped_init);
-    wfc_result res;
-    memset(&res, 0, sizeof res);
-    if (!rc) {
-        rc = s_aggregate(Bl, t, d1, 0, c, rng, Ub, &res);
-        init.rho += rho_agg; /* charged once the mechanism may have drawn noise */
-        init.delta += 0.5 * c->delta;
-        st->radius_u = res.radius;
-        st->w_hat_u = res.W_hat;
-    }
-    if (!rc && res.failed) {
-        st->init_failed = 1;
-        st->reason = "the aggregation of the groups' left subspaces said FAIL (too few groups agree): "
-                     "no estimate; the initialization's spent budget stays spent";
-    }
-    if (!rc && !st->init_failed) {
-        memset(&res, 0, sizeof res);
-        rc = s_aggregate(Br, t, d2, 1, c, rng, Vb, &res);
-        init.rho += rho_agg;
-        init.delta += 0.5 * c->delta;
-        st->radius_v = res.radius;
-        st->w_hat_v = res.W_hat;
-        if (!rc && res.failed) {
-            st->init_failed = 1;
-            st->reason = "the aggregation of the groups' right subspaces said FAIL (too few groups agree): "
-                         "no estimate; the initialization's spent budget stays spent";
-        }
-    }
-    if (!rc && !st->init_failed) {
-        st->sd_sigma = dps_rgrad_sigma(fmin(c->clip_init, c->clip_sigma), n0, rho_S);
-        rc = s_sigma(X, y, perm, n0, c, Ub, Vb, st->sd_sigma, rng, S, &st->nonprivate_clipped_init);
-        init.rho += rho_S;
-    }
-    st->spent = init;
+    rgrad_init_bufs bufs = {Bl, Br, Ub, Vb, S};
+    rc = rgrad_init(X, y, perm, n0, t, c, rng, &bufs, st);
     if (rc || st->init_failed)
         goto done;
     /* L_0 = Ub^T S Vb, then its rank-r factors. */
@@ -658,7 +473,7 @@ int dps_rgrad_fit(const float *X, const float *y, size_t n, const dps_rgrad_conf
         else
             st->spent.rho += c->rho_iter;
         if (st->grad_norm)
-            st->grad_norm[l] = sqrt(s_norm2(G, D));
+            st->grad_norm[l] = sqrt(rgrad_norm2(G, D));
         for (size_t a = 0; a < d1; a++)
             for (size_t b = 0; b < d2; b++) {
                 double v = 0;
