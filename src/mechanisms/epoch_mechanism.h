@@ -65,6 +65,8 @@
 #include "dpsubspace.h"
 #include "pool.h"
 
+#include <string.h>
+
 typedef enum {
     EPOCH_BUCKETS, /* bucket bases, through take_bucket (worker threads) */
     EPOCH_ROWS     /* every row, through take_row (pushing thread)       */
@@ -144,7 +146,20 @@ extern const epoch_mechanism *const epoch_mechanisms[];
 /* Move the items of the completed buckets (done[j] != 0, j < t) to the front,
    in bucket order, each `size` bytes, item j at items + j * size; returns
    their count.  The stream packs V this way; a mechanism packs its own
-   per-bucket items (e.g. the reference projections) the same way. */
-size_t epoch_pack(void *items, size_t size, const unsigned char *done, size_t t);
+   per-bucket items (e.g. the reference projections) the same way.  Inline,
+   so that the mechanisms depend on the table no more than it on them. */
+static inline size_t epoch_pack(void *items, size_t size, const unsigned char *done, size_t t)
+{
+    unsigned char *base = items;
+    size_t n = 0;
+    for (size_t j = 0; j < t; j++) {
+        if (!done[j])
+            continue;
+        if (n != j)
+            memmove(base + n * size, base + j * size, size);
+        n++;
+    }
+    return n;
+}
 
 #endif

@@ -42,17 +42,3 @@ int dps_aggregator_from_name(const char *name, dps_aggregator *out)
         }
     return DPS_EINVAL;
 }
-
-size_t epoch_pack(void *items, size_t size, const unsigned char *done, size_t t)
-{
-    unsigned char *base = items;
-    size_t n = 0;
-    for (size_t j = 0; j < t; j++) {
-        if (!done[j])
-            continue;
-        if (n != j)
-            memmove(base + n * size, base + j * size, size);
-        n++;
-    }
-    return n;
-}
