@@ -1,7 +1,9 @@
 /* epoch_mechanisms.c - the table of epoch mechanisms (epoch_mechanism.h):
    one entry per dps_aggregator value, each defined in its own file.  Adding
-   a mechanism: write epoch_<name>.c against the interface, add its
-   dps_aggregator value (include/dpsubspace.h) and its line here. */
+   a mechanism: write epoch_<name>.c against the interface (its file goes in
+   DPS_SOURCES, CMakeLists.txt), give it a dps_aggregator value
+   (include/dpsubspace.h) and a line here; tests/mechanisms/
+   test_epoch_mechanisms.c then checks it (update its LAST_AGGREGATOR). */
 #include "epoch_mechanism.h"
 
 #include <string.h>
