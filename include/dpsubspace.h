@@ -354,7 +354,7 @@ DPS_EXPORT int dps_gaussian_mean(const float *X, size_t n, size_t d, double rho,
 DPS_EXPORT void dps_project(const float *V, size_t k, size_t d, const double *x, double *out);
 
 /* Private choice of k (Tsfadia sec. 2.1, the remark on unknown k), pure
-   eps-DP (proof in src/mechanisms/baselines.c): s_i = sigma_i^2 + Lap(2/eps) for the
+   eps-DP (proof in src/mechanisms/choose_k.c): s_i = sigma_i^2 + Lap(2/eps) for the
    squared singular values of the rows (clipped to unit norm; sigma_i = 0
    beyond min(n, d)), i = 1..k_max+1; *k_out = the number of leading s_i >= T,
    T = (4/eps) ln((k_max+1)/beta) (dps_choose_k_threshold).  With probability

@@ -23,6 +23,7 @@
    toward zero costs at most 2^-23 relative per entry; subnormal results lose
    less than 2^-149 each): for d <= 2^26 its norm is at least 1 - 2^-21. */
 #include "rows.h"
+#include "internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -84,4 +85,21 @@ row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst)
         dst[i] = f;
     }
     return ROW_OK;
+}
+
+const float *rows_clipped(const float *X, size_t n, size_t d, float **owned)
+{
+    *owned = NULL;
+    size_t i = 0;
+    while (i < n && row_fits_unit_ball(X + i * d, d))
+        i++;
+    if (i == n)
+        return X;
+    float *Y = dps_aligned_alloc(n * d, sizeof(float));
+    if (!Y)
+        return NULL;
+    for (i = 0; i < n; i++)
+        row_unit(X + i * d, d, ROW_CLIP, Y + i * d);
+    *owned = Y;
+    return Y;
 }

@@ -29,4 +29,10 @@ row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst);
    (its norm is safely below 1), else 0. */
 int row_fits_unit_ball(const float *x, size_t d);
 
+/* The n x d rows of X clipped (ROW_CLIP): X itself if every row fits the
+   unit ball, else a copy with every row clipped (NaN/Inf rows zero), which
+   *owned then holds for the caller to free (else *owned = NULL).  NULL if
+   the copy cannot be allocated. */
+const float *rows_clipped(const float *X, size_t n, size_t d, float **owned);
+
 #endif

@@ -19,27 +19,6 @@ int dps_snapshot_weak(const dps_snapshot_info *in)
     return in->status == DPS_SNAP_RELEASED && in->radius_unrelated > 0 && in->radius >= 0.5 * in->radius_unrelated;
 }
 
-const char *dps_aggregator_name(dps_aggregator a)
-{
-    switch (a) {
-    case DPS_AGG_REFERENCE: return "reference";
-    case DPS_AGG_PROJECTION: return "projection";
-    case DPS_AGG_HISTOGRAM: return "histogram";
-    case DPS_AGG_COVARIANCE: return "covariance";
-    }
-    return "unknown";
-}
-
-int dps_aggregator_from_name(const char *name, dps_aggregator *out)
-{
-    for (int a = DPS_AGG_REFERENCE; a <= DPS_AGG_COVARIANCE && name; a++)
-        if (strcmp(name, dps_aggregator_name((dps_aggregator)a)) == 0) {
-            *out = (dps_aggregator)a;
-            return DPS_OK;
-        }
-    return DPS_EINVAL;
-}
-
 int dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const float *basis)
 {
     if (!out || !info)

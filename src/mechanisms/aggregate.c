@@ -48,6 +48,59 @@ int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t q, size_t 
     return DPS_OK;
 }
 
+/* ---------------------------------------------------- the reference items */
+size_t agg_refs_bytes(size_t t, size_t k, size_t q, size_t d)
+{
+    return t * k * q * sizeof(float) + q * d * sizeof(float);
+}
+
+int agg_refs_init(agg_refs *r, uint64_t public_seed, size_t t, size_t k, size_t q, size_t d, dps_pool *pool)
+{
+    *r = (agg_refs){.public_seed = public_seed, .t = t, .k = k, .q = q, .d = d, .pool = pool};
+    r->A = dps_aligned_alloc(t * k * q, sizeof(float)); /* A_j is written before read */
+    r->P = dps_aligned_calloc(q * d, sizeof(float));
+    if (!r->A || !r->P) {
+        agg_refs_free(r);
+        return DPS_ENOMEM;
+    }
+    return DPS_OK;
+}
+
+void agg_refs_free(agg_refs *r)
+{
+    free(r->A);
+    free(r->P);
+    r->A = r->P = NULL;
+}
+
+typedef struct {
+    agg_refs *r;
+    uint64_t epoch;
+} refs_job;
+
+static void s_reference_job(void *arg, size_t i, int worker)
+{
+    (void)worker;
+    refs_job *j = arg;
+    agg_reference_point(j->r->public_seed, j->epoch, i, j->r->d, j->r->P + i * j->r->d);
+}
+
+void agg_refs_begin(agg_refs *r, uint64_t epoch)
+{
+    /* One labelled stream per point, drawn in parallel. */
+    refs_job j = {r, epoch};
+    pool_for(r->pool, r->q, s_reference_job, &j);
+    double f2 = 0;
+    for (size_t i = 0; i < r->q * r->d; i++)
+        f2 += (double)r->P[i] * r->P[i];
+    r->xi_max = 2.0 * sqrt(f2); /* ||y^j - y^l|| <= 2 ||P||_F for any bases */
+}
+
+void agg_refs_take(agg_refs *r, size_t j, const float *Vj)
+{
+    la_project_reference(Vj, r->k, r->d, r->P, r->q, r->A + j * r->k * r->q);
+}
+
 /* -------------------------------------------------------------- workspace */
 #define GRAM_CHUNK 512 /* columns converted to double per dsyrk (small scratch) */
 
@@ -68,6 +121,7 @@ struct agg_ws {
 
 size_t agg_ws_bytes(size_t t, size_t k, size_t q, size_t d, int workers, int reference)
 {
+    workers = workers < 1 ? 1 : workers; /* as agg_ws_new */
     size_t n = t * k, b = AGG_LANES * (n * n + n * GRAM_CHUNK) * sizeof(double);
     b += (n * n + t * t + t) * sizeof(double);
     if (reference)

@@ -39,6 +39,28 @@ int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, dou
 void agg_distances_reference(const agg_input *in, const double *G, double *D2);
 void agg_distances_projection(const agg_input *in, const double *G, double *D2);
 
+/* The reference items of an epoch (the reference and histogram aggregators):
+   public points P (q x d) drawn at the epoch's begin, each bucket's
+   A_j = V_j P^T (k x q, stacked t x k x q) and xi_max = 2 ||P||_F, a
+   data-independent bound on the distance of two items.  The owner fills P
+   and xi_max with agg_refs_begin and A_j with agg_refs_take. */
+typedef struct {
+    uint64_t public_seed;
+    size_t t, k, q, d;
+    dps_pool *pool; /* draws P in parallel (the same values for any worker count) */
+    float *P, *A;
+    double xi_max;
+} agg_refs;
+/* Allocate P and A for t buckets; DPS_ENOMEM.  agg_refs_free frees them. */
+int agg_refs_init(agg_refs *r, uint64_t public_seed, size_t t, size_t k, size_t q, size_t d, dps_pool *pool);
+void agg_refs_free(agg_refs *r);
+/* The bytes of P and A. */
+size_t agg_refs_bytes(size_t t, size_t k, size_t q, size_t d);
+/* P of this epoch (agg_reference_point) and xi_max. */
+void agg_refs_begin(agg_refs *r, uint64_t epoch);
+/* A_j = V_j P^T for bucket j's basis V_j (k x d); writes only A_j. */
+void agg_refs_take(agg_refs *r, size_t j, const float *Vj);
+
 /* Run the aggregator.  On success *res says whether WFC failed; when it did not,
    basis (k x d) holds the released basis.  noise: the mechanism's generator;
    pub: public randomness (basis completion).  Spends what wfc_run says. */

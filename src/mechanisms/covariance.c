@@ -230,7 +230,7 @@ int dps_cov_laplace(const double *C, size_t n, size_t d, double eps, dps_rng *rn
    upper triangle would count the diagonal once: its sensitivity is then
    sqrt(sum D_ii^2 + sum_{i<j} D_ij^2), up to sqrt 2 (x = e1, y = e2), and
    would need s(sqrt 2) instead (the same point as Analyze Gauss in
-   baselines.c). */
+   analyze_gauss.c). */
 int dps_cov_gaussian(const double *C, size_t n, size_t d, double eps, double delta, dps_rng *rng, double *C_hat)
 {
     int rc = s_baseline_args(C, n, d, eps, rng, C_hat);

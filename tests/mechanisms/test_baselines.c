@@ -161,7 +161,7 @@ int main(void)
        accept the mean ratio in [0.85, 1.15].  A noise sd off by sqrt 2 moves
        the ratio to 2 or 0.5 and fails.  (The diagonal variance, 2 s^2 here vs
        DESIGN's s^2, changes this ratio by O(1/d) only; its argument is in
-       baselines.c, not in a statistical test.) */
+       analyze_gauss.c, not in a statistical test.) */
     {
         double rho = 1.0, delta = 1e-5;
         double G = sv[3] * sv[3] - sv[4] * sv[4];

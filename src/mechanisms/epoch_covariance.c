@@ -1,0 +1,135 @@
+/* epoch_covariance.c - the covariance epoch mechanism (DPS_AGG_COVARIANCE):
+   no buckets, an epoch mechanism (epoch_mechanism.h) of intake EPOCH_ROWS.
+
+   THE MECHANISM.  Every row the epoch takes (unit norm, or zero) is added to
+   C = sum x x^T (d x d, double, in blocks of COV_BLOCK rows, upper triangle);
+   the release runs iterative eigenvector sampling on C (dps_cov_iterative,
+   Amin et al. 2019 Alg. 1) for k directions, without eigenvalues, with
+   n = the epoch's row count (public).
+
+   GUARANTEE.  Pure eps-DP per epoch under replacing one row, with
+   eps = sqrt(2 rho_epoch); pure eps-DP is eps^2/2 = rho_epoch-zCDP
+   (Bun-Steinke 2016, Prop. 1.4), so the epoch is charged (rho_epoch, 0).
+
+   ARGUMENT.  Replacing one row x by y (norms <= 1) changes C by
+   y y^T - x x^T; covariance.c proves that iterative eigenvector sampling is
+   eps-DP for that change (the score u^T C u has sensitivity 1, the Bingham
+   sampler is exact).  Every row of the epoch enters C once; nothing is
+   discarded. */
+#include "epoch_mechanism.h"
+#include "internal.h"
+#include "linalg.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { COV_BLOCK = 64 }; /* rows per syrk update of C */
+
+struct epoch_state {
+    const dps_config *cfg;
+    double *C;      /* the epoch's sum x x^T (upper triangle until the release) */
+    double *block;  /* pending rows (COV_BLOCK x d) */
+    size_t pending;
+};
+
+static int s_check(const dps_config *c, const char **why)
+{
+    if (c->d > DPS_COV_MAX_D) {
+        *why = "the covariance mechanism keeps a d x d matrix: d above 4096 is refused";
+        return DPS_ELIMIT;
+    }
+    return DPS_OK;
+}
+
+static size_t s_min_buckets(const dps_config *c)
+{
+    (void)c;
+    return 2; /* no buckets: any epoch with a row can be released */
+}
+
+static size_t s_memory(const dps_config *c)
+{
+    /* C; the sampler's S, S2, P, Z (covariance.c) and an eigendecomposition's copy and vectors
+       (la_syevr_top): 7 d x d doubles (7.5 measured by tools/bench/bench-covariance; bound 8); C's block */
+    return c->d * c->d * sizeof(double) * 8 + COV_BLOCK * c->d * sizeof(double);
+}
+
+static dps_zcdp s_cost(const dps_config *c) { return (dps_zcdp){c->rho_epoch, 0.0}; }
+
+static double s_radius_unrelated(const dps_config *c)
+{
+    (void)c;
+    return 0.0; /* no buckets, no radius */
+}
+
+static void s_destroy(epoch_state **pst)
+{
+    if (!pst || !*pst)
+        return;
+    free((*pst)->C);
+    free((*pst)->block);
+    free(*pst);
+    *pst = NULL;
+}
+
+static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
+{
+    (void)pool;
+    epoch_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return DPS_ENOMEM;
+    st->cfg = c;
+    st->C = calloc(c->d * c->d, sizeof *st->C);
+    st->block = malloc(COV_BLOCK * c->d * sizeof *st->block);
+    if (!st->C || !st->block)
+        s_destroy(&st);
+    *out = st;
+    return st ? DPS_OK : DPS_ENOMEM;
+}
+
+/* Each epoch's rows are used once: C starts empty. */
+static int s_begin(epoch_state *st, uint64_t epoch)
+{
+    (void)epoch;
+    memset(st->C, 0, st->cfg->d * st->cfg->d * sizeof *st->C);
+    st->pending = 0;
+    return DPS_OK;
+}
+
+static void s_flush(epoch_state *st)
+{
+    la_syrk_rows_add_double(st->block, st->pending, st->cfg->d, st->C);
+    st->pending = 0;
+}
+
+static void s_take_row(epoch_state *st, const float *row)
+{
+    size_t d = st->cfg->d;
+    double *dst = st->block + st->pending * d;
+    for (size_t i = 0; i < d; i++)
+        dst[i] = row[i];
+    if (++st->pending == COV_BLOCK)
+        s_flush(st);
+}
+
+static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
+{
+    (void)out; /* no FAIL, no radius */
+    const dps_config *c = st->cfg;
+    size_t d = c->d;
+    s_flush(st);
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = i + 1; j < d; j++)
+            st->C[j * d + i] = st->C[i * d + j];
+    dps_iterative_params p = {.k = c->k, .eps = sqrt(2.0 * c->rho_epoch), .eps_values = 0,
+                              .split = DPS_SPLIT_UNIFORM};
+    return dps_cov_iterative(st->C, (size_t)in->rows, d, &p, in->noise, basis, NULL, NULL, NULL);
+}
+
+const epoch_mechanism epoch_covariance = {
+    .id = DPS_AGG_COVARIANCE, .name = "covariance", .intake = EPOCH_ROWS, .uses = 0,
+    .check = s_check, .min_buckets = s_min_buckets, .memory = s_memory, .cost = s_cost,
+    .radius_unrelated = s_radius_unrelated,
+    .create = s_create, .destroy = s_destroy,
+    .begin = s_begin, .take_row = s_take_row, .release = s_release,
+};

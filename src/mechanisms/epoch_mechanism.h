@@ -1,0 +1,165 @@
+/* epoch_mechanism.h - the one interface of an epoch's private release
+   (DESIGN 3.3); not installed.
+
+   The stream (src/stream) gathers an epoch's rows; a mechanism turns them
+   into one snapshot, privately.  Each mechanism is one file,
+   epoch_<name>.c, that starts with its guarantee (or a pointer to its
+   proof), plus one entry in the table of epoch_mechanisms.c, keyed by its
+   dps_aggregator value.  Nothing else names a mechanism: the stream and the
+   configuration check reach them through the table.
+
+   INTAKE.  A mechanism takes its epoch in one of two forms:
+   - EPOCH_BUCKETS: the stream partitions the epoch's t*m rows into t buckets
+     of m rows (at random, independently of the rows: src/stream/buckets.c),
+     computes each full bucket's top-k basis V_j (k x d, finite, orthonormal
+     rows) on a worker thread and hands it to take_bucket there.  The release
+     gets the completed buckets' bases.  Replacing one row changes one bucket,
+     so a mechanism private in its items (bases) is private in the rows.
+   - EPOCH_ROWS: no buckets; the stream hands every admitted row to take_row.
+   Every row reaching a mechanism, alone or in a bucket, went through
+   row_unit (src/core/rows.h): finite with norm <= 1, or the zero vector.
+
+   WHEN EACH HOOK IS CALLED.
+   - check, min_buckets, memory, cost, radius_unrelated: pure functions of the
+     configuration, called by dps_config_check, dps_config_min_buckets,
+     dps_estimator_memory_bound and at every close.  min_buckets and memory
+     may see any configuration; check sees one that passed the common checks
+     of dps_config_check (src/stream/config.c); cost and radius_unrelated see
+     valid ones only.
+   - create once, at dps_estimator_new, for a configuration that passed
+     dps_config_check; destroy once, after the workers have stopped.
+   - per epoch: begin at the epoch's first row, before any take_*; then
+     take_bucket (BUCKETS) or take_row (ROWS) for its input; then, at the
+     close, release, only if enough came in (BUCKETS: at least
+     min_buckets(c) completed buckets; ROWS: at least one row), the cost fits
+     the budget cap, and the charge of cost(c) was made durable (the commit
+     hook) and entered in the accountant.  An epoch closed without a release
+     (too little input, refused, the commit failed) just ends: the next row
+     calls begin again.
+   - take_bucket runs on a worker thread, concurrently with other buckets'
+     calls: it may write only bucket `bucket`'s part of the state.  Every
+     other hook runs on the thread that pushes and closes, while no take_bucket
+     runs.
+
+   WHO OWNS WHAT.  The mechanism owns its state: create allocates all it needs
+   from epoch to epoch, sized by the (public) configuration; begin and take_*
+   do not allocate.  The stream owns the configuration and the pool (both
+   outlive the state), the rows, the stacked bases V, the generators, the
+   snapshot and the basis the release writes to.
+
+   WHAT THE RELEASE MUST GUARANTEE.  In the rows of the epoch, under replacing
+   one row, the basis together with out->failed, out->radius and out->w_hat
+   is delta-approximate rho-zCDP for (rho, delta) = cost(c) (what the stream
+   charged).  It runs after the charge, so it returns DPS_OK with *out filled
+   (out->failed = 1 with a reason for the mechanism's own FAIL, a DP output;
+   the basis is then withheld), or an error that no row can cause: every size
+   it allocates is a function of the public configuration and the public
+   input counts, and its inputs are finite.  The stream publishes an error as
+   a FAILED snapshot with the budget spent (the list of the errors that can
+   arrive and why is in src/stream/estimator.c, at the one place that
+   handles them); out->radius and out->w_hat are published as they are, even
+   then. */
+#ifndef DPS_EPOCH_MECHANISM_H
+#define DPS_EPOCH_MECHANISM_H
+
+#include "dpsubspace.h"
+#include "pool.h"
+
+#include <string.h>
+
+typedef enum {
+    EPOCH_BUCKETS, /* bucket bases, through take_bucket (worker threads) */
+    EPOCH_ROWS     /* every row, through take_row (pushing thread)       */
+} epoch_intake;
+
+/* The mechanism-specific fields of dps_config a mechanism reads: with
+   EPOCH_USES_Q, q must be at least k; without EPOCH_USES_HIST_WIDTH a
+   hist_width > 0 is refused (dps_config_check). */
+enum { EPOCH_USES_Q = 1, EPOCH_USES_HIST_WIDTH = 2 };
+
+/* A mechanism's state: each mechanism file defines struct epoch_state (the
+   three that aggregate bucket bases share one, epoch_aggregate.h). */
+typedef struct epoch_state epoch_state;
+
+/* What the release gets from the stream. */
+typedef struct {
+    uint64_t epoch;
+    float *V;                  /* BUCKETS: the completed buckets' bases, packed
+                                  in bucket order (buckets x k x d); the
+                                  stream's, the release may overwrite them   */
+    const unsigned char *done; /* BUCKETS: t flags, 1 = bucket j completed, to
+                                  pack per-bucket state like V (epoch_pack)  */
+    size_t buckets;            /* BUCKETS: completed buckets (public)         */
+    uint64_t rows;             /* ROWS: rows taken by the epoch (public)      */
+    dps_rng *noise;            /* the mechanism's noise                       */
+    dps_rng *pub;              /* public randomness, labelled ("aggregate", epoch) */
+} epoch_input;
+
+/* What the release says besides the basis (zeroed by the stream). */
+typedef struct {
+    int failed;         /* 1: the mechanism's own FAIL (a DP output)          */
+    const char *reason; /* when failed: why, for the snapshot (static)        */
+    double radius;      /* released: the radius or cell side used (0: none)   */
+    double w_hat;       /* released: the noisy count (0: none)                */
+} epoch_outcome;
+
+typedef struct {
+    dps_aggregator id;
+    const char *name;    /* as dps_aggregator_name spells it */
+    epoch_intake intake;
+    unsigned uses;       /* EPOCH_USES_* */
+
+    /* Configuration.  check: the mechanism's own conditions, after the common
+       ones; DPS_OK, or DPS_EINVAL / DPS_ELIMIT with a sentence in *why (never
+       NULL).  min_buckets: BUCKETS, the fewest completed buckets with which
+       the release can succeed (t below it is refused, a close with fewer does
+       not release); ROWS: 2.  memory: the bytes of the state and the
+       release's scratch (the stream adds its own).  cost: the charge of one
+       release.  radius_unrelated: the radius at which items of unrelated
+       subspaces would be friends (the snapshot's weak flag; 0: no radius). */
+    int (*check)(const dps_config *c, const char **why);
+    size_t (*min_buckets)(const dps_config *c);
+    size_t (*memory)(const dps_config *c);
+    dps_zcdp (*cost)(const dps_config *c);
+    double (*radius_unrelated)(const dps_config *c);
+
+    /* State: DPS_ENOMEM from create leaves *out NULL. */
+    int (*create)(epoch_state **out, const dps_config *c, dps_pool *pool);
+    void (*destroy)(epoch_state **st);
+
+    /* Epoch.  begin may fail only for want of a resource, before the epoch's
+       first row is taken.  take_bucket: V is bucket `bucket`'s basis (k x d,
+       valid during the call; it stays in the stream's V for the release).
+       take_row: one admitted row (d floats, valid during the call).  Only the
+       hook of the mechanism's intake is called; the other may be NULL. */
+    int (*begin)(epoch_state *st, uint64_t epoch);
+    void (*take_bucket)(epoch_state *st, size_t bucket, const float *V);
+    void (*take_row)(epoch_state *st, const float *row);
+    int (*release)(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out);
+} epoch_mechanism;
+
+/* The table (epoch_mechanisms.c): the mechanism of aggregator a, or NULL. */
+const epoch_mechanism *epoch_mechanism_for(dps_aggregator a);
+/* Every entry, in table order, then NULL (tests walk it). */
+extern const epoch_mechanism *const epoch_mechanisms[];
+
+/* Move the items of the completed buckets (done[j] != 0, j < t) to the front,
+   in bucket order, each `size` bytes, item j at items + j * size; returns
+   their count.  The stream packs V this way; a mechanism packs its own
+   per-bucket items (e.g. the reference projections) the same way.  Inline,
+   so that the mechanisms depend on the table no more than it on them. */
+static inline size_t epoch_pack(void *items, size_t size, const unsigned char *done, size_t t)
+{
+    unsigned char *base = items;
+    size_t n = 0;
+    for (size_t j = 0; j < t; j++) {
+        if (!done[j])
+            continue;
+        if (n != j)
+            memmove(base + n * size, base + j * size, size);
+        n++;
+    }
+    return n;
+}
+
+#endif

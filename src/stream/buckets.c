@@ -1,0 +1,287 @@
+/* buckets.c - the bucket pipeline (buckets.h; DESIGN 3.1).
+
+   Partition: W buckets are open at once; each arriving row takes a uniformly
+   random free slot among them (a list of free slots, one entry per slot,
+   drawn without replacement).  With W = t every arrangement of the epoch's
+   t*m rows into buckets is equally likely.  The choice depends only on the
+   generator, never on the rows: a row with NaN/Inf or zero norm takes its
+   slot as the zero vector (DESIGN 2), so one changed row changes one bucket.
+
+   Threads: the mutex guards the buffer free list, the per-bucket "done" flags
+   and the completed-bucket counters. */
+#include "buckets.h"
+#include "internal.h"
+#include "linalg.h"
+
+#include <pthread.h>
+#include <string.h>
+
+typedef struct {
+    size_t id;     /* bucket index in the epoch, [0, t) */
+    size_t filled; /* rows so far */
+    float *rows;   /* m x d */
+} bucket;
+
+typedef struct {
+    bucket_pipe *p;
+    size_t id;
+    float *rows;
+} bucket_job;
+
+struct bucket_pipe {
+    const dps_config *cfg;
+    dps_rng *part;  /* partition choices */
+    dps_pool *pool;
+    const epoch_mechanism *mech;
+    epoch_state *mech_state;
+    la_ws **ws;     /* one per worker */
+
+    uint64_t epoch;
+    float *V;       /* t*k x d */
+    unsigned char *done;
+
+    bucket *open;   /* window entries */
+    size_t n_open;
+    size_t next_bucket;
+    size_t *slots;  /* free slots: entries are indices into open[] */
+    size_t nfree;
+
+    pthread_mutex_t mu;
+    pthread_cond_t buf_back; /* a buffer came back */
+    float **free_bufs;
+    size_t n_free_bufs, n_bufs, max_bufs;
+    size_t buckets_done;     /* this epoch (guarded) */
+    uint64_t buckets_total;  /* all epochs (guarded) */
+
+    dps_bucket_hook hook;    /* tests only */
+    void *hook_arg;
+};
+
+size_t buckets_memory(const dps_config *c, epoch_intake intake)
+{
+    size_t bases = c->t * c->k * c->d * sizeof(float);
+    if (intake == EPOCH_ROWS)
+        return bases;
+    size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
+    size_t bufs = c->window + workers + 1;
+    return bufs * c->m * c->d * sizeof(float) + bases;
+}
+
+int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool *pool, const epoch_mechanism *mech,
+                epoch_state *mech_state)
+{
+    *out = NULL;
+    bucket_pipe *p = calloc(1, sizeof *p);
+    if (!p)
+        return DPS_ENOMEM;
+    *p = (bucket_pipe){.cfg = c, .part = part, .pool = pool, .mech = mech, .mech_state = mech_state};
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->buf_back, NULL);
+    size_t w = DPS_MIN(c->window, c->t);
+    p->max_bufs = w + (size_t)c->workers + 1;
+    p->V = dps_aligned_alloc(c->t * c->k * c->d, sizeof(float)); /* a bucket's rows are written before read */
+    p->done = calloc(c->t, 1);
+    p->open = calloc(w, sizeof *p->open);
+    p->slots = calloc(w * c->m, sizeof *p->slots);
+    p->free_bufs = calloc(p->max_bufs, sizeof *p->free_bufs);
+    p->ws = calloc((size_t)c->workers, sizeof *p->ws);
+    int ok = p->V && p->done && p->open && p->slots && p->free_bufs && p->ws;
+    for (int i = 0; ok && i < c->workers; i++)
+        ok = (p->ws[i] = la_ws_new(c->m, c->k)) != NULL;
+    if (!ok) {
+        buckets_free(&p);
+        return DPS_ENOMEM;
+    }
+    *out = p;
+    return DPS_OK;
+}
+
+void buckets_free(bucket_pipe **pp)
+{
+    if (!pp || !*pp)
+        return;
+    bucket_pipe *p = *pp;
+    if (p->open)
+        for (size_t i = 0; i < p->n_open; i++)
+            free(p->open[i].rows);
+    for (size_t i = 0; i < p->n_free_bufs; i++)
+        free(p->free_bufs[i]);
+    for (int i = 0; p->ws && i < p->cfg->workers; i++)
+        la_ws_free(&p->ws[i]);
+    free(p->ws);
+    free(p->free_bufs);
+    free(p->slots);
+    free(p->open);
+    free(p->done);
+    free(p->V);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->buf_back);
+    free(p);
+    *pp = NULL;
+}
+
+/* ---------------------------------------------------------------- buffers */
+static float *s_take_buffer(bucket_pipe *p)
+{
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        if (p->n_free_bufs) {
+            float *b = p->free_bufs[--p->n_free_bufs];
+            pthread_mutex_unlock(&p->mu);
+            return b;
+        }
+        if (p->n_bufs < p->max_bufs) {
+            p->n_bufs++;
+            pthread_mutex_unlock(&p->mu);
+            float *b = dps_aligned_alloc(p->cfg->m * p->cfg->d, sizeof(float)); /* rows overwrite it */
+            if (!b) {
+                pthread_mutex_lock(&p->mu);
+                p->n_bufs--;
+                pthread_mutex_unlock(&p->mu);
+            }
+            return b;
+        }
+        pthread_cond_wait(&p->buf_back, &p->mu); /* workers are behind: wait */
+    }
+}
+
+static void s_give_buffer_locked(bucket_pipe *p, float *b)
+{
+    p->free_bufs[p->n_free_bufs++] = b;
+    pthread_cond_broadcast(&p->buf_back);
+}
+
+/* ------------------------------------------------------------- bucket job */
+static void s_bucket_job(void *arg, int worker)
+{
+    bucket_job *j = arg;
+    bucket_pipe *p = j->p;
+    const dps_config *c = p->cfg;
+    float *V = p->V + j->id * c->k * c->d;
+    size_t rank = 0;
+    if (p->hook)
+        p->hook(p->hook_arg, p->epoch, j->id, j->rows, c->m, c->d);
+    int rc = la_topk_rows(p->ws[worker], j->rows, c->m, c->d, c->k, V, NULL, &rank, NULL);
+    if (rc != DPS_OK)
+        rank = 0; /* a numerical failure makes the bucket a public random outlier */
+    int usable = 1;
+    if (rank < c->k) {
+        /* Rank below k (zero rows, repeats): complete from public randomness,
+           orthogonal to what the bucket has.  Without memory for the
+           generator the bucket is left out of the epoch (its basis would be
+           unfinished): a resource failure, which no row can cause. */
+        dps_rng *pub = NULL;
+        usable = dps_rng_new_labelled(&pub, c->public_seed, "completion", p->epoch * c->t + j->id) == DPS_OK;
+        if (usable) {
+            la_complete_basis(V, rank, c->k, c->d, pub);
+            dps_rng_destroy(&pub);
+        }
+    }
+    if (usable)
+        p->mech->take_bucket(p->mech_state, j->id, V);
+    pthread_mutex_lock(&p->mu);
+    s_give_buffer_locked(p, j->rows);
+    p->done[j->id] = (unsigned char)usable;
+    p->buckets_done += (size_t)usable;
+    p->buckets_total += (size_t)usable;
+    pthread_mutex_unlock(&p->mu);
+    free(j);
+}
+
+/* ---------------------------------------------------------------- epochs */
+static int s_open_bucket(bucket_pipe *p, size_t slot_index)
+{
+    bucket *b = &p->open[slot_index];
+    b->id = p->next_bucket++;
+    b->filled = 0;
+    b->rows = s_take_buffer(p);
+    if (!b->rows)
+        return DPS_ENOMEM;
+    for (size_t i = 0; i < p->cfg->m; i++)
+        p->slots[p->nfree++] = slot_index;
+    return DPS_OK;
+}
+
+int buckets_begin(bucket_pipe *p, uint64_t epoch)
+{
+    const dps_config *c = p->cfg;
+    p->epoch = epoch;
+    memset(p->done, 0, c->t);
+    p->buckets_done = 0;
+    p->next_bucket = 0;
+    p->nfree = 0;
+    p->n_open = 0;
+    size_t w = DPS_MIN(c->window, c->t);
+    for (size_t i = 0; i < w; i++) {
+        int rc = s_open_bucket(p, i);
+        if (rc)
+            return rc;
+        p->n_open++;
+    }
+    return DPS_OK;
+}
+
+int buckets_add(bucket_pipe *p, const float *row, row_kind *kind)
+{
+    const dps_config *c = p->cfg;
+    size_t pick = (size_t)dps_rng_below(p->part, p->nfree);
+    size_t oi = p->slots[pick];
+    p->slots[pick] = p->slots[--p->nfree];
+    bucket *b = &p->open[oi];
+    *kind = row_unit(row, c->d, ROW_NORMALISE, b->rows + b->filled * c->d);
+    if (++b->filled < c->m)
+        return DPS_OK;
+    bucket_job *j = malloc(sizeof *j);
+    if (!j)
+        return DPS_ENOMEM;
+    *j = (bucket_job){p, b->id, b->rows};
+    b->rows = NULL;
+    int rc = pool_submit(p->pool, s_bucket_job, j);
+    if (rc != DPS_OK) {
+        free(j);
+        return rc;
+    }
+    return p->next_bucket < c->t ? s_open_bucket(p, oi) : DPS_OK;
+}
+
+size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded)
+{
+    pool_wait(p->pool);
+    /* Drop the rows of buckets still open (each row belongs to one epoch only). */
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_open; i++) {
+        bucket *b = &p->open[i];
+        if (b->rows) {
+            *rows_discarded += b->filled;
+            s_give_buffer_locked(p, b->rows);
+            b->rows = NULL;
+        }
+    }
+    size_t completed = p->buckets_done;
+    pthread_mutex_unlock(&p->mu);
+    p->n_open = 0;
+    p->nfree = 0;
+    return completed;
+}
+
+float *buckets_pack(bucket_pipe *p, const unsigned char **done)
+{
+    const dps_config *c = p->cfg;
+    epoch_pack(p->V, c->k * c->d * sizeof(float), p->done, c->t);
+    *done = p->done;
+    return p->V;
+}
+
+void buckets_counts(bucket_pipe *p, uint64_t *total, size_t *this_epoch)
+{
+    pthread_mutex_lock(&p->mu);
+    *total = p->buckets_total;
+    *this_epoch = p->buckets_done;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void buckets_set_hook(bucket_pipe *p, dps_bucket_hook fn, void *arg)
+{
+    p->hook = fn;
+    p->hook_arg = arg;
+}

@@ -1,0 +1,51 @@
+/* buckets.h - the bucket pipeline of the streaming estimator (DESIGN 3.1):
+   the random partition of an epoch's rows into t buckets of m rows, the
+   buffers they fill, and the worker jobs that turn each full bucket into its
+   top-k basis and hand it to the epoch mechanism (take_bucket).
+
+   Who owns what: the pipeline owns the bucket buffers, the stacked bases V
+   (t*k x d), the per-bucket "done" flags and the per-worker workspaces; the
+   estimator owns the partition generator, the pool and the mechanism, which
+   outlive it.  An EPOCH_ROWS mechanism leaves the pipeline idle.  One thread adds rows and closes; a worker owns a bucket from
+   the moment it is full until its basis is written, then gives its buffer
+   back. */
+#ifndef DPS_BUCKETS_H
+#define DPS_BUCKETS_H
+
+#include "epoch_mechanism.h"
+#include "estimator_internal.h"
+#include "pool.h"
+#include "rows.h"
+
+typedef struct bucket_pipe bucket_pipe;
+
+/* For a checked configuration; DPS_ENOMEM. */
+int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool *pool, const epoch_mechanism *mech,
+                epoch_state *mech_state);
+/* Call once the pool has no job left (pool_wait). */
+void buckets_free(bucket_pipe **p);
+/* The bytes of the rows and bases the pipeline holds for this intake (an
+   EPOCH_ROWS mechanism takes no bucket buffer). */
+size_t buckets_memory(const dps_config *c, epoch_intake intake);
+
+/* Start epoch `epoch`: no bucket done, the first window of buckets open. */
+int buckets_begin(bucket_pipe *p, uint64_t epoch);
+/* Put one row, admitted by row_unit (ROW_NORMALISE: *kind says what it was),
+   into a uniformly random free slot of the open buckets.  The row is taken
+   whatever the return; a full bucket goes to a worker and the next bucket
+   opens: DPS_ENOMEM if either could not be done. */
+int buckets_add(bucket_pipe *p, const float *row, row_kind *kind);
+/* The end of the epoch's input: wait for the workers, drop the rows of the
+   buckets still open (added to *rows_discarded).  Returns the number of
+   completed buckets (public: it depends only on how many rows arrived). */
+size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded);
+/* Pack the completed buckets' bases to the front of V, in bucket order
+   (epoch_pack); *done: the t flags that say which ones they were. */
+float *buckets_pack(bucket_pipe *p, const unsigned char **done);
+/* Completed buckets: over all epochs, and in the epoch begun last. */
+void buckets_counts(bucket_pipe *p, uint64_t *total, size_t *this_epoch);
+
+/* Tests (estimator_internal.h). */
+void buckets_set_hook(bucket_pipe *p, dps_bucket_hook fn, void *arg);
+
+#endif

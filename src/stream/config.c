@@ -1,0 +1,129 @@
+/* config.c - the streaming estimator's configuration: its defaults, its
+   checks and its memory bound.  What is common to every epoch mechanism is
+   checked here; each mechanism adds its own conditions, its least bucket
+   count and its memory through the table (src/mechanisms/epoch_mechanism.h). */
+#include "buckets.h"
+#include "epoch_mechanism.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int s_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 64 ? 64 : (int)n);
+}
+
+void dps_config_init(dps_config *c, size_t d, size_t k)
+{
+    memset(c, 0, sizeof *c);
+    c->d = d;
+    c->k = k;
+    c->t = 125;
+    c->m = 2 * k;
+    c->window = c->t;
+    c->q = 10 * k;
+    c->aggregator = DPS_AGG_REFERENCE;
+    c->rho_epoch = 1.0;
+    c->delta_epoch = 1e-8;
+    c->cap.delta_target = 1e-5; /* the delta eps is shown at; no cap by default */
+    c->alpha = 0.5;
+    c->tau = 0.5;
+    c->split_search = 0.2;
+    c->split_count = 0.1;
+    c->split_mean = 0.7;
+    c->xi_min = 1e-6;
+    c->workers = s_online_cpus();
+}
+
+/* The configuration's mechanism; an unknown aggregator (which
+   dps_config_check refuses) counts as the default one. */
+static const epoch_mechanism *s_mechanism(const dps_config *c)
+{
+    const epoch_mechanism *mech = epoch_mechanism_for(c->aggregator);
+    return mech ? mech : epoch_mechanism_for(DPS_AGG_REFERENCE);
+}
+
+size_t dps_config_min_buckets(const dps_config *c) { return s_mechanism(c)->min_buckets(c); }
+
+#define WHY(msg)          \
+    do {                  \
+        if (why)          \
+            *why = (msg); \
+        return DPS_EINVAL; \
+    } while (0)
+
+int dps_config_check(const dps_config *c, const char **why)
+{
+    if (why)
+        *why = "";
+    if (!c)
+        WHY("no configuration");
+    if (c->d < 2)
+        WHY("d must be at least 2");
+    if (c->k < 1 || c->k >= c->d)
+        WHY("k must satisfy 1 <= k < d");
+    if (c->t < 2)
+        WHY("t (buckets per epoch) must be at least 2");
+    if (c->m < c->k)
+        WHY("m (rows per bucket) must be at least k");
+    if (c->window < 1 || c->window > c->t)
+        WHY("window must satisfy 1 <= W <= t");
+    const epoch_mechanism *mech = epoch_mechanism_for(c->aggregator);
+    if (!mech)
+        WHY("unknown aggregator");
+    if ((mech->uses & EPOCH_USES_Q) && c->q < c->k)
+        WHY("q (reference points) must be at least k");
+    if (!(c->hist_width >= 0) || !isfinite(c->hist_width))
+        WHY("hist_width must be >= 0 (0: the default cell width)");
+    if (c->hist_width > 0 && !(mech->uses & EPOCH_USES_HIST_WIDTH))
+        WHY("hist_width is for the histogram aggregator only");
+    if (!(c->rho_epoch > 0) || !isfinite(c->rho_epoch))
+        WHY("rho_epoch must be positive");
+    if (!(c->delta_epoch > 0 && c->delta_epoch < 1))
+        WHY("delta_epoch must be in (0, 1)");
+    if (!(c->alpha > 0 && c->alpha <= 1))
+        WHY("alpha must be in (0, 1]");
+    if (!(c->tau > 0 && c->tau <= 1))
+        WHY("tau must be in (0, 1]");
+    if (c->tau >= (c->alpha > 0.5 ? 0.5 / c->alpha : 1.0))
+        WHY("tau must be below the largest possible weight fraction min(1, 1/(2 alpha)): the radius search "
+            "could never reach tau * t and would climb to the largest radius");
+    if (!(c->split_search > 0 && c->split_count > 0 && c->split_mean > 0))
+        WHY("the rho split parts must all be positive");
+    if (!(c->xi_min > 0))
+        WHY("xi_min must be positive");
+    if (c->workers < 1 || c->workers > 256)
+        WHY("workers must be in 1..256");
+    if (c->spent_before.rho < 0 || c->spent_before.delta < 0)
+        WHY("spent_before must be non-negative");
+    if (c->cap.rho_cap < 0 || c->cap.eps_cap < 0 || c->cap.delta_target < 0 || c->cap.delta_target >= 1)
+        WHY("budget cap values out of range");
+    if ((c->cap.rho_cap > 0 || c->cap.eps_cap > 0) && !(c->cap.delta_target > 0))
+        WHY("a budget cap needs delta_target > 0");
+    if (c->t > SIZE_MAX / c->m || c->t * c->k > SIZE_MAX / c->d / sizeof(float))
+        WHY("t * m or t * k * d overflows");
+    size_t need = mech->min_buckets(c);
+    if (c->t < need) {
+        static __thread char msg[200];
+        snprintf(msg, sizeof msg,
+                 "t = %zu buckets is too few: with this rho_epoch, alpha, split and delta the noisy count needs "
+                 "at least %zu buckets to ever succeed (raise t or rho_epoch)", c->t, need);
+        if (why)
+            *why = msg;
+        return DPS_EINVAL;
+    }
+    const char *mech_why = "";
+    int rc = mech->check(c, &mech_why);
+    if (rc && why)
+        *why = mech_why;
+    return rc;
+}
+
+size_t dps_estimator_memory_bound(const dps_config *c)
+{
+    const epoch_mechanism *mech = s_mechanism(c);
+    return buckets_memory(c, mech->intake) + mech->memory(c);
+}
