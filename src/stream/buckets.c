@@ -264,6 +264,14 @@ size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded)
     return completed;
 }
 
+void buckets_end(bucket_pipe *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->buckets_done = 0;
+    memset(p->done, 0, p->cfg->t);
+    pthread_mutex_unlock(&p->mu);
+}
+
 float *buckets_pack(bucket_pipe *p, const unsigned char **done)
 {
     const dps_config *c = p->cfg;

@@ -39,6 +39,10 @@ int buckets_add(bucket_pipe *p, const float *row, row_kind *kind);
    buckets still open (added to *rows_discarded).  Returns the number of
    completed buckets (public: it depends only on how many rows arrived). */
 size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded);
+/* The epoch is over (released, or dropped): its completed buckets are
+   forgotten, so that closing again before the next epoch's first row finds
+   none (they must never be released twice). */
+void buckets_end(bucket_pipe *p);
 /* Pack the completed buckets' bases to the front of V, in bucket order
    (epoch_pack); *done: the t flags that say which ones they were. */
 float *buckets_pack(bucket_pipe *p, const unsigned char **done);

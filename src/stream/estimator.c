@@ -189,6 +189,8 @@ static void s_budget_left(const dps_estimator *e, dps_snapshot_info *info)
    first row begins it). */
 static void s_epoch_end(dps_estimator *e)
 {
+    if (e->buckets)
+        buckets_end(e->buckets);
     e->epoch++;
     e->epoch_started = 0;
     e->stats.epoch = e->epoch;

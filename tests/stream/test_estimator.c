@@ -348,6 +348,60 @@ static void s_test_hostile_rows(void)
     }
 }
 
+/* An epoch's buckets are released once.  Closing again before any row of
+   the next epoch must find no completed bucket: FAILED, nothing spent (before
+   the fix the second close released the previous epoch's bases again and
+   charged rho again, so one row influenced two releases). */
+static void s_test_close_twice(void)
+{
+    size_t d = 20, k = 2;
+    dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM, DPS_AGG_COVARIANCE};
+    for (size_t a = 0; a < sizeof aggs / sizeof *aggs; a++) {
+        dps_config c = s_cfg(d, k, 125, 4, 5);
+        c.aggregator = aggs[a];
+        c.t = dps_config_min_buckets(&c) + 5 > 125 ? dps_config_min_buckets(&c) + 5 : 125;
+        c.window = c.t;
+        size_t n = c.t * c.m;
+        dps_rng *rng = NULL;
+        dps_rng_new_seeded(&rng, 2);
+        float *X = malloc(n * d * sizeof *X), *B = malloc(k * d * sizeof *B);
+        dps_synth_paper(rng, n, d, k, 1e4 * d, X, B);
+        ledger l = {0};
+        c.commit = s_commit;
+        c.commit_arg = &l;
+        dps_estimator *e = NULL;
+        CHECK(dps_estimator_new(&e, &c) == DPS_OK, "close twice: new");
+        dps_snapshot *first = s_run_epoch(e, X, n, d), *second = NULL, *third = NULL;
+        CHECK(dps_estimator_close_epoch(e, &second) == DPS_OK, "close twice: second close");
+        CHECK(dps_estimator_close_epoch(e, &third) == DPS_OK, "close twice: third close");
+        dps_snapshot_info i1, i2, i3;
+        dps_snapshot_get_info(first, &i1);
+        dps_snapshot_get_info(second, &i2);
+        dps_snapshot_get_info(third, &i3);
+        CHECK(i1.epoch_cost.rho == c.rho_epoch, "aggregator %d: the first close ran", (int)aggs[a]);
+        CHECK(i2.status == DPS_SNAP_FAILED && i2.epoch_cost.rho == 0 && i2.buckets_used == 0 && i2.rows_used == 0 &&
+                  i3.status == DPS_SNAP_FAILED && i3.epoch_cost.rho == 0,
+              "aggregator %d: closing again releases nothing and spends nothing (status %d, rho %g, buckets %zu)",
+              (int)aggs[a], (int)i2.status, i2.epoch_cost.rho, i2.buckets_used);
+        CHECK(l.calls == 1 && fabs(dps_estimator_spent(e).rho - c.rho_epoch) < 1e-12,
+              "aggregator %d: one charge in all (%d commits, rho %g)", (int)aggs[a], l.calls,
+              dps_estimator_spent(e).rho);
+        /* and the next epoch works as usual */
+        dps_snapshot *next = s_run_epoch(e, X, n, d);
+        dps_snapshot_info i4;
+        dps_snapshot_get_info(next, &i4);
+        CHECK(i4.epoch_cost.rho == c.rho_epoch && i4.buckets_used == (aggs[a] == DPS_AGG_COVARIANCE ? 0 : c.t),
+              "aggregator %d: the next epoch runs on its own buckets", (int)aggs[a]);
+        dps_snapshot_destroy(&first);
+        dps_snapshot_destroy(&second);
+        dps_snapshot_destroy(&third);
+        dps_snapshot_destroy(&next);
+        dps_estimator_destroy(&e);
+        free(X); free(B);
+        dps_rng_destroy(&rng);
+    }
+}
+
 int main(void)
 {
     dps_rng *rng = NULL;
@@ -663,5 +717,6 @@ int main(void)
     dps_rng_destroy(&rng);
     s_test_covariance();
     s_test_hostile_rows();
+    s_test_close_twice();
     return check_summary();
 }
