@@ -1,7 +1,10 @@
-/* args.c - exit codes, one-line errors, strict numbers and the flag parser
-   shared by the command-line programs (see args.h).  Nothing here allocates:
-   values point into argv and messages go straight to stderr. */
+/* args.c - exit codes, one-line errors, strict numbers, the flag parser and
+   the config-file reader shared by every program (see args.h).  Nothing here
+   allocates: values point into argv or are copied into the caller's buffers,
+   and messages go straight to stderr. */
 #include "args.h"
+
+#include "dpsubspace.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,6 +15,8 @@
 
 static const char *s_program = "dps";
 static char s_last[1024]; /* the last message printed by cli_error */
+static int s_silent;      /* cli_set_silent: record messages, print nothing */
+static int s_version;     /* --version was asked for (cli_parse_or_help prints) */
 
 #define S_WIDTH 79  /* --help wraps at this column */
 #define S_INDENT 28 /* column where an option's explanation starts */
@@ -29,6 +34,8 @@ int cli_msg_set(cli_msg *m, int code, const char *fmt, ...)
     return code;
 }
 
+void cli_set_silent(int on) { s_silent = on; }
+
 void cli_set_program(const char *name) { s_program = name ? name : "dps"; }
 
 const char *cli_program(void) { return s_program; }
@@ -44,6 +51,8 @@ void cli_error(const char *fmt, ...)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
     memcpy(s_last, line, sizeof s_last);
+    if (s_silent)
+        return;
     fflush(stdout);
     fprintf(stderr, "%s: %s\n", s_program, line);
     fflush(stderr);
@@ -137,6 +146,7 @@ static int s_store(cli_opt *o, const char *value)
         }
         return 0;
     case CLI_OPT_STRING:
+    case CLI_OPT_CONFIG:
         if (!*value) {
             cli_error("%s: the value is empty; give %s %s (see --help)", o->name, o->name,
                       o->metavar ? o->metavar : "VALUE");
@@ -144,6 +154,23 @@ static int s_store(cli_opt *o, const char *value)
         }
         *(const char **)o->dest = value;
         return 0;
+    case CLI_OPT_TEXT: {
+        const cli_text *t = o->dest;
+        if (!*value || strlen(value) >= t->size) {
+            cli_error("%s: give a value of 1 to %zu characters (see --help)", o->name, t->size - 1);
+            return CLI_EXIT_USAGE;
+        }
+        memcpy(t->buf, value, strlen(value) + 1);
+        return 0;
+    }
+    case CLI_OPT_PARSE: {
+        const cli_parse_to *p = o->dest;
+        if (p->fn(value, p->to)) {
+            cli_error("%s: '%s' is not a valid %s (see --help)", o->name, value, o->metavar ? o->metavar : "value");
+            return CLI_EXIT_USAGE;
+        }
+        return 0;
+    }
     case CLI_OPT_FLAG:
         *(int *)o->dest = 1;
         return 0;
@@ -183,11 +210,15 @@ int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const ch
             o = s_find_n(opts, n_opts, "--help", 6);
         else if (a[1] == '-')
             o = s_find_n(opts, n_opts, a, len);
+        if (!o && strcmp(a, "--version") == 0) {
+            s_version = 1;
+            continue;
+        }
         if (!o) {
             cli_error("unknown flag '%.*s'; run %s --help for the list of flags", (int)len, a, s_program);
             return CLI_EXIT_USAGE;
         }
-        if (o->given) {
+        if (o->given && o->kind != CLI_OPT_PARSE) {
             cli_error("%s was given twice; give it once", o->name);
             return CLI_EXIT_USAGE;
         }
@@ -201,7 +232,7 @@ int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const ch
         } else if (eq) {
             value = eq + 1;
         } else {
-            if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] == '-')) {
+            if (i + 1 >= argc || (o->kind != CLI_OPT_PARSE && argv[i + 1][0] == '-' && argv[i + 1][1] == '-')) {
                 cli_error("%s needs a value: %s %s (see --help)", o->name, o->name, o->metavar ? o->metavar : "VALUE");
                 return CLI_EXIT_USAGE;
             }
@@ -214,6 +245,82 @@ int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const ch
     if (n_pos)
         *n_pos = np;
     return 0;
+}
+
+/* --------------------------------------------------------------- config */
+/* s without its leading and trailing blanks (s is modified). */
+static char *s_trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    for (char *e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n');)
+        *--e = 0;
+    return s;
+}
+
+/* One "name = value" line of path (lineno) into the table. */
+static int s_config_line(const char *path, int lineno, char *line, cli_opt *opts, size_t n_opts)
+{
+    char *eq = strchr(line, '=');
+    if (eq)
+        *eq = 0;
+    char *name = s_trim(line), *value = eq ? s_trim(eq + 1) : NULL;
+    char flag[128];
+    snprintf(flag, sizeof flag, "--%s", name);
+    cli_opt *o = s_find_n(opts, n_opts, flag, strlen(flag));
+    if (!o || o->kind == CLI_OPT_CONFIG || strcmp(flag, "--help") == 0) {
+        cli_error("%s:%d: unknown setting '%s'", path, lineno, name);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->given == 1)
+        return 0; /* the command line wins */
+    if (o->kind == CLI_OPT_FLAG && value) {
+        int yes = !strcmp(value, "true") || !strcmp(value, "yes") || !strcmp(value, "1");
+        if (!yes && strcmp(value, "false") && strcmp(value, "no") && strcmp(value, "0")) {
+            cli_error("%s:%d: %s takes true or false", path, lineno, name);
+            return CLI_EXIT_USAGE;
+        }
+        if (!yes)
+            return 0;
+    }
+    if (o->kind != CLI_OPT_FLAG && !value) {
+        cli_error("%s:%d: %s needs a value: %s = %s", path, lineno, name, name, o->metavar ? o->metavar : "VALUE");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->kind == CLI_OPT_STRING) {
+        cli_error("%s:%d: %s cannot be set in a config file; give it on the command line", path, lineno, name);
+        return CLI_EXIT_USAGE; /* its value would point into a line that is gone */
+    }
+    o->given = 2;
+    int silent = s_silent;
+    s_silent = 1; /* say it once, with the file and line */
+    int rc = s_store(o, value);
+    s_silent = silent;
+    if (rc) {
+        char why[sizeof s_last];
+        memcpy(why, s_last, sizeof why);
+        cli_error("%s:%d: %s", path, lineno, why);
+    }
+    return rc;
+}
+
+int cli_read_config(const char *path, cli_opt *opts, size_t n_opts)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cli_error("--config: cannot read %s: %s", path, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    char line[4400];
+    int lineno = 0, rc = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = s_trim(line);
+        if (*p && *p != '#')
+            rc = s_config_line(path, lineno, p, opts, n_opts);
+    }
+    fclose(f);
+    return rc;
 }
 
 /* ----------------------------------------------------------------- help */
@@ -282,12 +389,26 @@ void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t 
         fprintf(f, "\n%s", epilogue);
 }
 
+void cli_print_version(void)
+{
+    printf("%s %s\n", s_program, dps_version());
+}
+
 int cli_parse_or_help(int argc, char **argv, cli_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
                       size_t *n_pos, const int *help, const char *synopsis, const char *epilogue)
 {
+    s_version = 0;
     int rc = cli_parse_args(argc, argv, opts, n_opts, pos, max_pos, n_pos);
     if (rc)
         return rc;
+    if (s_version) {
+        cli_print_version();
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < n_opts && !*help; i++)
+        if (opts[i].kind == CLI_OPT_CONFIG && opts[i].given && (rc = cli_read_config(*(const char **)opts[i].dest,
+                                                                                     opts, n_opts)))
+            return rc;
     if (*help) {
         cli_print_usage(stdout, synopsis, opts, n_opts, epilogue);
         return CLI_EXIT_OK;

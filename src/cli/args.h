@@ -1,10 +1,20 @@
-/* args.h - command-line helpers shared by the dps-* programs: the exit
-   codes, one-line error messages that start with the program's name, strict
-   number parsing, and a table-driven flag parser that also prints --help.
+/* args.h - the one command-line parser of the project, and the helpers that
+   go with it: the exit codes, one-line error messages that start with the
+   program's name, strict number parsing, a table-driven flag parser that also
+   prints --help and --version, and the reader of "name = value" config files
+   through the same table (dps-collector's --config).
+
+   Every program, benchmark and experiment driver parses its flags here:
+   dps-gen, dps-estimate, dps-keygen, dps-watch, dps-status, dps-produce,
+   dps-collector, tools/bench/bench-* and tools/experiments/dps-*.  It is the
+   static library dps_args (src/cli/args.c alone), defined at the top level so
+   that the collector, which is built without the tools, links it too; it needs
+   only dps_version() from whichever dpsubspace library the program links.
 
    Who owns what: the option table belongs to the caller (usually a local array
    in main); the parser only writes through the table's dest pointers and sets
-   each entry's `given`.  String values point into argv (never copied). */
+   each entry's `given`.  String values point into argv (never copied), text
+   values are copied into the caller's buffer. */
 #ifndef DPS_CLI_ARGS_H
 #define DPS_CLI_ARGS_H
 
@@ -58,8 +68,27 @@ typedef enum {
     CLI_OPT_SIZE,    /* dest is a size_t                                     */
     CLI_OPT_U64,     /* dest is a uint64_t                                   */
     CLI_OPT_DOUBLE,  /* dest is a double                                     */
-    CLI_OPT_STRING   /* dest is a const char * (points into argv)            */
+    CLI_OPT_STRING,  /* dest is a const char * (points into argv)            */
+    CLI_OPT_TEXT,    /* dest is a cli_text: the value is copied into its
+                        buffer (values read from a config file)              */
+    CLI_OPT_PARSE,   /* dest is a cli_parse_to: fn(value, to) converts it
+                        (lists, names, ...); the value is taken as is even
+                        if it starts with "-", and the flag may be given
+                        again (fn appends or the last wins)                  */
+    CLI_OPT_CONFIG   /* dest is a const char *: a config file read after the
+                        command line through this same table (see
+                        cli_read_config); the command line wins              */
 } cli_opt_kind;
+
+typedef struct {
+    char *buf;
+    size_t size; /* of buf, with its terminating 0 */
+} cli_text;
+
+typedef struct {
+    int (*fn)(const char *value, void *to); /* 0, or -1 if value is not valid */
+    void *to;
+} cli_parse_to;
 
 typedef struct {
     const char *name;    /* "--n" (NULL for sections)                         */
@@ -69,16 +98,33 @@ typedef struct {
     const char *deflt;   /* the default as shown in --help (NULL: none;
                             "required" shows as "(required)")                 */
     const char *help;    /* what it means                                     */
-    int given;           /* set to 1 by cli_parse_args when it was given      */
+    int given;           /* set by the parser: 1 on the command line, 2 from
+                            a config file                                     */
 } cli_opt;
 
 /* Parse argv[1..argc-1] against opts.  Accepts "--name value", "--name=value",
-   "-h" for "--help" (if the table has it), and "--" to end the options.  Other
+   "-h" for "--help" (if the table has it), "--version" (if the table does not
+   have it: see cli_parse_or_help) and "--" to end the options.  Other
    arguments are positional: up to max_pos are stored in pos, their number in
    *n_pos.  On an error prints one line (naming the flag) and returns
-   CLI_EXIT_USAGE; otherwise 0.  An option given twice is an error. */
+   CLI_EXIT_USAGE; otherwise 0.  An option given twice is an error (except
+   CLI_OPT_PARSE). */
 int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
                    size_t *n_pos);
+
+/* Read a config file through the table: one "name = value" a line, name an
+   option's name without its "--" ("t = 125", "no-cap = true"), blank lines
+   and lines starting with '#' skipped; a flag takes true/yes/1 (or no value)
+   or false/no/0.  Options given on the command line (given == 1) keep their
+   value; the file's own later lines win over its earlier ones.  The config
+   option itself is not a setting.  Returns 0, or CLI_EXIT_USAGE after
+   cli_error("FILE:LINE: ...").  Called by cli_parse_or_help; the collector
+   calls it again on SIGHUP through a fresh table. */
+int cli_read_config(const char *path, cli_opt *opts, size_t n_opts);
+
+/* While on, cli_error only records its message (cli_last_error) and prints
+   nothing: for a daemon that logs a failed reload its own way. */
+void cli_set_silent(int on);
 
 /* The table entry named name, or NULL. */
 const cli_opt *cli_opt_find(const cli_opt *opts, size_t n_opts, const char *name);
@@ -96,9 +142,13 @@ int cli_opt_given(const cli_opt *opts, size_t n_opts, const char *name);
 /* Print --help: synopsis (free text), every option with its value, default and
    meaning, word-wrapped, then epilogue (free text, may be NULL). */
 void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t n_opts, const char *epilogue);
-/* Every program's start: parse the command line, and on --help (*help set by
-   the table) print the usage.  Returns -1 to go on, or the exit code main
-   should return now (a usage error, or 0 after --help). */
+/* Print "PROGRAM VERSION" (cli_program(), dps_version()) on stdout. */
+void cli_print_version(void);
+/* Every program's start: parse the command line, then read the config file
+   if the table has a CLI_OPT_CONFIG option and it was given; on --help (*help
+   set by the table) print the usage, on --version the version.  Returns -1
+   to go on, or the exit code main should return now (a usage error, or 0
+   after --help or --version). */
 int cli_parse_or_help(int argc, char **argv, cli_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
                       size_t *n_pos, const int *help, const char *synopsis, const char *epilogue);
 
