@@ -94,6 +94,26 @@ int cli_parse_double(const char *s, double *out)
     return 0;
 }
 
+const char *cli_fmt_double(char *buf, double v)
+{
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%g", v);
+    char *e = strchr(tmp, 'e'), *o = buf;
+    for (char *p = tmp; *p; p++) {
+        *o++ = *p;
+        if (e && p == e) { /* e-08 -> e-8, e+10 -> e10 */
+            if (p[1] == '-')
+                *o++ = *++p;
+            else if (p[1] == '+')
+                p++;
+            while (p[1] == '0' && p[2])
+                p++;
+        }
+    }
+    *o = 0;
+    return buf;
+}
+
 /* --------------------------------------------------------------- parser */
 const cli_opt *cli_opt_find(const cli_opt *opts, size_t n_opts, const char *name)
 {

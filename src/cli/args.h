@@ -62,6 +62,10 @@ int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_size(const char *s, size_t *out);
 int cli_parse_double(const char *s, double *out);
 
+/* v as %g writes it, the exponent without its padding ("1e-8", "0.5", "125"):
+   a library default shown in --help.  Returns buf (32 bytes at least). */
+const char *cli_fmt_double(char *buf, double v);
+
 typedef enum {
     CLI_OPT_SECTION, /* not an option: a heading in --help (help = title)   */
     CLI_OPT_FLAG,    /* no value; dest is an int set to 1                    */

@@ -381,8 +381,29 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
 int main(int argc, char **argv)
 {
     cli_set_program("dps-estimate");
-    est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = 1.0, .delta = 1e-8,
-                  .alpha = 0.5, .tau = 0.5, .delta_target = 1e-5, .eps_k = 0.1, .beta_k = 0.05, .eps = 1.0};
+    /* The estimator's defaults are the library's (dps_config_init,
+       dps_rgrad_config_init), shown in --help from there. */
+    dps_config lib;
+    dps_config_init(&lib, 2, 1); /* d and k are only stored: m and q show as multiples of k */
+    dps_rgrad_config rg;
+    dps_rgrad_config_init(&rg, 2, 2, 1);
+    est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = lib.rho_epoch,
+                  .delta = lib.delta_epoch, .alpha = lib.alpha, .tau = lib.tau, .delta_target = lib.cap.delta_target,
+                  .eps_k = 0.1, .beta_k = 0.05, .eps = 1.0};
+    char rho_def[32], delta_def[32], dt_def[32], t_def[32], m_def[32], q_def[32], alpha_def[32], tau_def[32];
+    char split_def[100], iters_def[32], eta_def[32], x[32], y[32], z[32];
+    cli_fmt_double(rho_def, lib.rho_epoch);
+    cli_fmt_double(delta_def, lib.delta_epoch);
+    cli_fmt_double(dt_def, lib.cap.delta_target);
+    snprintf(t_def, sizeof t_def, "%zu", lib.t);
+    snprintf(m_def, sizeof m_def, "%zu*k", lib.m);
+    snprintf(q_def, sizeof q_def, "%zu*k", lib.q);
+    cli_fmt_double(alpha_def, lib.alpha);
+    cli_fmt_double(tau_def, lib.tau);
+    snprintf(split_def, sizeof split_def, "%s:%s:%s", cli_fmt_double(x, lib.split_search),
+             cli_fmt_double(y, lib.split_count), cli_fmt_double(z, lib.split_mean));
+    snprintf(iters_def, sizeof iters_def, "%zu", rg.iters);
+    cli_fmt_double(eta_def, rg.eta);
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
         {"--in", CLI_OPT_STRING, &a.in, "FILE", "the file argument", "the input (instead of the file argument)", 0},
@@ -403,17 +424,17 @@ int main(int argc, char **argv)
         {"--beta-k", CLI_OPT_DOUBLE, &a.beta_k, "B", "0.05",
          "failure probability of the choice of k (sets its threshold)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Privacy:", 0},
-        {"--rho", CLI_OPT_DOUBLE, &a.rho, "R", "1",
+        {"--rho", CLI_OPT_DOUBLE, &a.rho, "R", rho_def,
          "zCDP rho: per epoch for the estimator; the whole run for analyze-gauss (it is called with R/2), for "
          "--task mean (R/2 subspace + R/2 mean) and for rgrad (the whole fit)",
          0},
-        {"--delta", CLI_OPT_DOUBLE, &a.delta, "D", "1e-8",
+        {"--delta", CLI_OPT_DOUBLE, &a.delta, "D", delta_def,
          "the mechanism's delta (per epoch for the estimator; Analyze Gauss's delta; rgrad's fit)", 0},
         {"--cap-rho", CLI_OPT_DOUBLE, &a.cap_rho, "R", "0 = no cap",
          "refuse any release that would make the run's total rho exceed R (or its delta exceed --delta-target)", 0},
         {"--cap-eps", CLI_OPT_DOUBLE, &a.cap_eps, "E", "0 = no cap",
          "refuse any release that would make the total eps at --delta-target exceed E", 0},
-        {"--delta-target", CLI_OPT_DOUBLE, &a.delta_target, "D", "1e-5",
+        {"--delta-target", CLI_OPT_DOUBLE, &a.delta_target, "D", dt_def,
          "the delta at which the total is shown as eps (and of the caps)", 0},
         {"--seed", CLI_OPT_U64, &a.seed, "S", "none: secure generator",
          "seeded mode: noise from a reproducible generator (NOT secure, for tests); marked in the output", 0},
@@ -428,21 +449,21 @@ int main(int argc, char **argv)
         {"--cov-out", CLI_OPT_STRING, &a.cov_out, "FILE", "not written",
          "the released d x d covariance as float32 .npy (iterative: sum lambda_i theta_i theta_i', rank k)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Estimator (--method estimator only):", 0},
-        {"--t", CLI_OPT_SIZE, &a.t, "T", "125", "buckets per epoch", 0},
-        {"--m", CLI_OPT_SIZE, &a.m, "M", "2*k", "rows per bucket (an epoch holds t*m rows)", 0},
+        {"--t", CLI_OPT_SIZE, &a.t, "T", t_def, "buckets per epoch", 0},
+        {"--m", CLI_OPT_SIZE, &a.m, "M", m_def, "rows per bucket (an epoch holds t*m rows)", 0},
         {"--window", CLI_OPT_SIZE, &a.window, "W", "t",
          "buckets open at once (W < t bounds memory; use only for rows in random order)", 0},
-        {"--q", CLI_OPT_SIZE, &a.q, "Q", "10*k", "reference points (reference aggregator)", 0},
+        {"--q", CLI_OPT_SIZE, &a.q, "Q", q_def, "reference points (reference aggregator)", 0},
         {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
          "reference (projected reference points), projection (d x d, d <= 10000), histogram (Singhal-Steinke "
          "grid histogram, (sqrt(2 rho), delta)-DP) or covariance (no buckets: each epoch's sum x x^T and iterative "
          "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096)", 0},
         {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
          "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
-        {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", "0.5", "WFC slope of the friend weights, in (0, 1]", 0},
-        {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", "0.5",
+        {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", alpha_def, "WFC slope of the friend weights, in (0, 1]", 0},
+        {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", tau_def,
          "radius search target: the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
-        {"--split", CLI_OPT_STRING, &a.split, "S:C:M", "0.2:0.1:0.7",
+        {"--split", CLI_OPT_STRING, &a.split, "S:C:M", split_def,
          "how an epoch's rho is split: radius search : friend count : noisy average; for --method iterative: "
          "uniform (default) or adaptive (Amin et al. Cor. 1, by the noisy eigenvalues)",
          0},
@@ -468,8 +489,8 @@ int main(int argc, char **argv)
         {"--d1", CLI_OPT_SIZE, &a.rg.d1, "D1", "required", "rows of each X_i", 0},
         {"--d2", CLI_OPT_SIZE, &a.rg.d2, "D2", "required", "columns of each X_i", 0},
         {"--r", CLI_OPT_SIZE, &a.rg.r, "R", "required", "rank of M, 1 <= r < min(d1, d2)", 0},
-        {"--iters", CLI_OPT_SIZE, &a.rg.iters, "N", "10", "Riemannian gradient iterations", 0},
-        {"--eta", CLI_OPT_DOUBLE, &a.rg.eta, "E", "0.5", "step size", 0},
+        {"--iters", CLI_OPT_SIZE, &a.rg.iters, "N", iters_def, "Riemannian gradient iterations", 0},
+        {"--eta", CLI_OPT_DOUBLE, &a.rg.eta, "E", eta_def, "step size", 0},
         {"--clip", CLI_OPT_DOUBLE, &a.rg.clip, "C", "3 sqrt(r(d1+d2-r))",
          "clip of each observation's tangent gradient (Frobenius)", 0},
         {"--clip-init", CLI_OPT_DOUBLE, &a.rg.clip_init, "C0", "3 sqrt(d1 d2)", "clip of ||y_i X_i||_F in the init",

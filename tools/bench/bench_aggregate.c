@@ -43,22 +43,8 @@ typedef struct {
     double ref_max_gb;
 } opts;
 
-static void s_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: bench-aggregate --d D --k K [options]   (one configuration per process)\n"
-            "  --d D            dimension (e.g. 1e4, 1e5, 1e6)\n"
-            "  --k K            subspace dimension (m = 2k, q = 10k)\n"
-            "  --t T            buckets per epoch (default 125)\n"
-            "  --window W       open buckets (default t, the library default)\n"
-            "  --workers N      estimator worker threads (default 2)\n"
-            "  --noise X        norm of the per-row noise before normalisation (default 1e-3)\n"
-            "  --seed S         seed of the data and of the (seeded) estimator (default 1)\n"
-            "  --ref-max-gb X   memory cap for the reference dsyrk / Gram (default 2)\n"
-            "  --no-ref         skip the references\n"
-            "  --no-lib-gram    skip the library-Gram reference\n"
-            "  --force          run even if the library's memory bound exceeds MemAvailable\n");
-}
+static const char s_synopsis[] =
+    "usage: bench-aggregate --d D --k K [options]   (one configuration per process)\n";
 
 static void s_progress(const char *fmt, double t0, size_t a, size_t b)
 {
@@ -82,20 +68,33 @@ static size_t s_ref_cols(size_t n, size_t d, size_t elem, double cap_gb)
 
 int main(int argc, char **argv)
 {
-    opts o = {0, 0, 125, 0, 0, 2, 1e-3, 1, 0, 1, 1, 2.0};
-    const b_flag flags[] = {
-        {"--d", 'z', &o.d}, {"--k", 'z', &o.k}, {"--t", 'z', &o.t}, {"--window", 'z', &o.window},
-        {"--workers", 'i', &o.workers}, {"--noise", 'd', &o.noise}, {"--seed", 'u', &o.seed},
-        {"--ref-max-gb", 'd', &o.ref_max_gb}, {"--no-ref", '0', &o.ref}, {"--no-lib-gram", '0', &o.lib_gram},
-        {"--force", '1', &o.force},
+    cli_set_program("bench-aggregate");
+    opts o = {0, 0, b_lib_t(), 0, 0, 2, 1e-3, 1, 0, 1, 1, 2.0};
+    int no_ref = 0, no_lib_gram = 0, help = 0;
+    char t_def[24];
+    cli_opt flags[] = {
+        B_SIZE("--d", &o.d, "D", "required", "dimension (e.g. 1e4, 1e5, 1e6)"),
+        B_SIZE("--k", &o.k, "K", "required", "subspace dimension (m = 2k, q = 10k)"),
+        B_SIZE("--t", &o.t, "T", b_lib_t_text(t_def, sizeof t_def), "buckets per epoch"),
+        B_SIZE("--window", &o.window, "W", "t, the library default", "open buckets"),
+        B_INT("--workers", &o.workers, "N", "2", "estimator worker threads"),
+        {"--noise", CLI_OPT_DOUBLE, &o.noise, "X", "1e-3", "norm of the per-row noise before normalisation", 0},
+        {"--seed", CLI_OPT_U64, &o.seed, "S", "1", "seed of the data and of the (seeded) estimator", 0},
+        {"--ref-max-gb", CLI_OPT_DOUBLE, &o.ref_max_gb, "X", "2", "memory cap for the reference dsyrk / Gram", 0},
+        {"--no-ref", CLI_OPT_FLAG, &no_ref, NULL, NULL, "skip the references", 0},
+        {"--no-lib-gram", CLI_OPT_FLAG, &no_lib_gram, NULL, NULL, "skip the library-Gram reference", 0},
+        {"--force", CLI_OPT_FLAG, &o.force, NULL, NULL, "run even if the library's memory bound exceeds MemAvailable",
+         0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
     };
-    int prc = b_parse_flags(argc, argv, flags, sizeof flags / sizeof flags[0], "bench-aggregate", s_usage);
+    int prc = cli_parse_or_help(argc, argv, flags, sizeof flags / sizeof flags[0], NULL, 0, NULL, &help, s_synopsis,
+                                NULL);
     if (prc >= 0)
         return prc;
-    if (!o.d || !o.k || o.workers < 1 || !(o.noise >= 0) || !(o.ref_max_gb > 0)) {
-        s_usage(stderr);
-        return 2;
-    }
+    o.ref = !no_ref;
+    o.lib_gram = !no_lib_gram;
+    if (!o.d || !o.k || o.workers < 1 || !(o.noise >= 0) || !(o.ref_max_gb > 0))
+        CLI_USAGE("give --d and --k, --workers >= 1, --noise >= 0 and --ref-max-gb > 0 (see --help)");
 
     dps_blas_set_threads(1); /* the library's setting: its workers give the parallelism */
     b_header("bench-aggregate: one epoch through the estimator (reference aggregator)", 1);

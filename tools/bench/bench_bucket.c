@@ -42,28 +42,7 @@ typedef struct {
     int peak_reps;
 } opts;
 
-static void s_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: bench-bucket [options]\n"
-            "  --k LIST          subspace dimensions (default 4,10); m = 2k rows per bucket\n"
-            "  --d LIST          dimensions (default 1e3,1e4,1e5,1e6)\n"
-            "  --time S          seconds per measurement (default 0.4)\n"
-            "  --pool-mb N       size of the cold pool of distinct buckets (default 256)\n"
-            "  --threads N       OpenBLAS threads for the bucket step and the sgemm peak (default 1:\n"
-            "                    the library runs its own workers, each single-threaded)\n"
-            "  --no-fallback     skip the double-precision fallback path\n"
-            "  --no-hot          skip the hot (one bucket, cache-resident) figure\n"
-            "  --no-breakdown    skip the per-call breakdown\n"
-            "  --no-project      skip the reference projection V_j P^T (q = 10k)\n"
-            "  --no-estimator    skip the estimator end-to-end figure\n"
-            "  --workers N       estimator worker threads (default 2)\n"
-            "  --est-t N         estimator buckets per epoch (default 125)\n"
-            "  --est-max-gb X    skip estimator configurations whose memory bound plus the\n"
-            "                    pre-generated rows exceed X GB (default 4)\n"
-            "  --peak-n N        sgemm reference size n^3 (default 2048)\n"
-            "  --quick           --d 1e3,1e4,1e5 --time 0.2\n");
-}
+static const char s_synopsis[] = "usage: bench-bucket [options]\n";
 
 /* ------------------------------------------------------------------ data */
 /* k fixed directions: random signs / sqrt(d) (nearly orthogonal for large d). */
@@ -312,65 +291,53 @@ static void s_estimator(const opts *o, size_t k, size_t d, double topk_proj_rate
 /* ------------------------------------------------------------------ main */
 int main(int argc, char **argv)
 {
-    opts o = {{4, 10}, 2, {1000, 10000, 100000, 1000000}, 4, 0.4, 256u << 20, 1, 1, 1, 1, 1, 1, 2, 125, 4.0,
+    cli_set_program("bench-bucket");
+    opts o = {{4, 10}, 2, {1000, 10000, 100000, 1000000}, 4, 0.4, 256u << 20, 1, 1, 1, 1, 1, 1, 2, b_lib_t(), 4.0,
               2048, 5};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            s_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--k") && v) {
-            o.nk = b_parse_list(v, o.ks, 8);
-            i++;
-        } else if (!strcmp(a, "--d") && v) {
-            o.nd = b_parse_list(v, o.ds, 8);
-            i++;
-        } else if (!strcmp(a, "--time") && v) {
-            o.seconds = atof(v);
-            i++;
-        } else if (!strcmp(a, "--pool-mb") && v) {
-            o.pool_bytes = (size_t)atol(v) << 20;
-            i++;
-        } else if (!strcmp(a, "--threads") && v) {
-            o.threads = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--workers") && v) {
-            o.workers = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--est-t") && v) {
-            o.est_t = (size_t)atol(v);
-            i++;
-        } else if (!strcmp(a, "--est-max-gb") && v) {
-            o.est_max_gb = atof(v);
-            i++;
-        } else if (!strcmp(a, "--peak-n") && v) {
-            o.peak_n = (size_t)atol(v);
-            i++;
-        } else if (!strcmp(a, "--no-fallback")) {
-            o.fallback = 0;
-        } else if (!strcmp(a, "--no-hot")) {
-            o.hot = 0;
-        } else if (!strcmp(a, "--no-breakdown")) {
-            o.breakdown = 0;
-        } else if (!strcmp(a, "--no-project")) {
-            o.project = 0;
-        } else if (!strcmp(a, "--no-estimator")) {
-            o.estimator = 0;
-        } else if (!strcmp(a, "--quick")) {
-            o.ds[0] = 1000, o.ds[1] = 10000, o.ds[2] = 100000;
-            o.nd = 3;
-            o.seconds = 0.2;
-        } else {
-            fprintf(stderr, "bench-bucket: unknown or incomplete option %s\n", a);
-            s_usage(stderr);
-            return 2;
-        }
+    b_size_list ks = {o.ks, o.nk, 8}, ds = {o.ds, o.nd, 8};
+    size_t pool_mb = o.pool_bytes >> 20;
+    int no_fallback = 0, no_hot = 0, no_breakdown = 0, no_project = 0, no_estimator = 0, quick = 0, help = 0;
+    char t_def[24];
+    cli_opt flags[] = {
+        B_SIZES("--k", &ks, "LIST", "4,10", "subspace dimensions; m = 2k rows per bucket"),
+        B_SIZES("--d", &ds, "LIST", "1e3,1e4,1e5,1e6", "dimensions"),
+        {"--time", CLI_OPT_DOUBLE, &o.seconds, "S", "0.4", "seconds per measurement", 0},
+        {"--pool-mb", CLI_OPT_SIZE, &pool_mb, "N", "256", "size of the cold pool of distinct buckets", 0},
+        B_INT("--threads", &o.threads, "N", "1: the library runs its own workers, each single-threaded",
+              "OpenBLAS threads for the bucket step and the sgemm peak"),
+        {"--no-fallback", CLI_OPT_FLAG, &no_fallback, NULL, NULL, "skip the double-precision fallback path", 0},
+        {"--no-hot", CLI_OPT_FLAG, &no_hot, NULL, NULL, "skip the hot (one bucket, cache-resident) figure", 0},
+        {"--no-breakdown", CLI_OPT_FLAG, &no_breakdown, NULL, NULL, "skip the per-call breakdown", 0},
+        {"--no-project", CLI_OPT_FLAG, &no_project, NULL, NULL, "skip the reference projection V_j P^T (q = 10k)", 0},
+        {"--no-estimator", CLI_OPT_FLAG, &no_estimator, NULL, NULL, "skip the estimator end-to-end figure", 0},
+        B_INT("--workers", &o.workers, "N", "2", "estimator worker threads"),
+        B_SIZE("--est-t", &o.est_t, "N", b_lib_t_text(t_def, sizeof t_def), "estimator buckets per epoch"),
+        {"--est-max-gb", CLI_OPT_DOUBLE, &o.est_max_gb, "X", "4",
+         "skip estimator configurations whose memory bound plus the pre-generated rows exceed X GB", 0},
+        B_SIZE("--peak-n", &o.peak_n, "N", "2048", "sgemm reference size n^3"),
+        {"--quick", CLI_OPT_FLAG, &quick, NULL, NULL, "--d 1e3,1e4,1e5 --time 0.2", 0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    size_t n_flags = sizeof flags / sizeof flags[0];
+    int prc = cli_parse_or_help(argc, argv, flags, n_flags, NULL, 0, NULL, &help, s_synopsis, NULL);
+    if (prc >= 0)
+        return prc;
+    o.nk = ks.n;
+    o.nd = ds.n;
+    o.pool_bytes = pool_mb << 20;
+    o.fallback = !no_fallback;
+    o.hot = !no_hot;
+    o.breakdown = !no_breakdown;
+    o.project = !no_project;
+    o.estimator = !no_estimator;
+    if (quick && !cli_opt_given(flags, n_flags, "--d")) {
+        o.ds[0] = 1000, o.ds[1] = 10000, o.ds[2] = 100000;
+        o.nd = 3;
     }
-    if (!o.nk || !o.nd || !(o.seconds > 0) || o.threads < 1 || o.workers < 1 || o.est_t < 2 || o.peak_n < 64) {
-        fprintf(stderr, "bench-bucket: bad option value\n");
-        return 2;
-    }
+    if (quick && !cli_opt_given(flags, n_flags, "--time"))
+        o.seconds = 0.2;
+    if (!o.nk || !o.nd || !(o.seconds > 0) || o.threads < 1 || o.workers < 1 || o.est_t < 2 || o.peak_n < 64)
+        CLI_USAGE("bad option value (see --help)");
     for (size_t i = 0; i < o.nk; i++)
         if (o.ks[i] < 1 || 2 * o.ks[i] > 4096) {
             fprintf(stderr, "bench-bucket: k out of range\n");

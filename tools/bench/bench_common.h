@@ -1,13 +1,15 @@
 /* bench_common.h - helpers shared by the benchmarks in tools/bench (not part of
    the library): clocks, a fast non-cryptographic generator for test data, the
-   environment header every report starts with, and the in-run references (sgemm
-   peak, memory read bandwidth) that the headline ratios are taken against.
+   environment header every report starts with, the in-run references (sgemm
+   peak, memory read bandwidth) that the headline ratios are taken against, and
+   the value kinds of their flags (parsed by src/cli/args.h, as every program).
 
    Everything here is static: each benchmark is one translation unit plus this
    header. */
 #ifndef DPS_BENCH_COMMON_H
 #define DPS_BENCH_COMMON_H
 
+#include "args.h"
 #include "dpsubspace.h"
 
 #include <cblas.h>
@@ -383,53 +385,55 @@ static inline size_t b_parse_list(const char *s, size_t *out, size_t n)
     return c;
 }
 
-/* A benchmark's flags: "--name VALUE" (kind 'z': a size, 1e4 allowed; 'i':
-   int; 'd': double; 'u': uint64) or a bare "--name" (kind '1': sets the int
-   to 1, '0': sets it to 0). */
+/* Values for the programs' one flag parser (src/cli/args.h, CLI_OPT_PARSE):
+   a size written as digits or as 1e4 (b_size), a list of them (b_sizes), an
+   int (b_int).  B_SIZE / B_SIZES / B_INT make the table lines. */
 typedef struct {
-    const char *name;
-    char kind;
-    void *dst;
-} b_flag;
+    size_t *v;
+    size_t n, max;
+} b_size_list;
 
-/* Parse argv against the table; --help / -h prints usage to stdout.  Returns
-   -1 to go on, 0 after --help, 2 after a bad or unknown flag (said on
-   stderr, then the usage). */
-static inline int b_parse_flags(int argc, char **argv, const b_flag *f, size_t nf, const char *prog,
-                                void (*usage)(FILE *))
+static inline int b_size(const char *s, void *to) { return b_parse_list(s, (size_t *)to, 1) == 1 ? 0 : -1; }
+
+static inline int b_sizes(const char *s, void *to)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        const b_flag *hit = NULL;
-        for (size_t j = 0; j < nf && !hit; j++)
-            if (!strcmp(a, f[j].name))
-                hit = &f[j];
-        int bare = hit && (hit->kind == '1' || hit->kind == '0');
-        if (!hit || (!bare && !v)) {
-            fprintf(stderr, "%s: unknown or incomplete option %s\n", prog, a);
-            usage(stderr);
-            return 2;
-        }
-        char *end = NULL;
-        switch (hit->kind) {
-        case '1': *(int *)hit->dst = 1; break;
-        case '0': *(int *)hit->dst = 0; break;
-        case 'z': end = b_parse_list(v, (size_t *)hit->dst, 1) == 1 ? (char *)"" : NULL; break;
-        case 'i': *(int *)hit->dst = (int)strtol(v, &end, 10); break;
-        case 'd': *(double *)hit->dst = strtod(v, &end); break;
-        case 'u': *(uint64_t *)hit->dst = strtoull(v, &end, 10); break;
-        }
-        if (!bare && (!end || *end)) {
-            fprintf(stderr, "%s: bad value for %s: %s\n", prog, a, v);
-            return 2;
-        }
-        i += !bare;
-    }
-    return -1;
+    b_size_list *l = to;
+    size_t n = b_parse_list(s, l->v, l->max);
+    if (!n)
+        return -1;
+    l->n = n;
+    return 0;
+}
+
+static inline int b_int(const char *s, void *to)
+{
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < -1000000000L || v > 1000000000L)
+        return -1;
+    *(int *)to = (int)v;
+    return 0;
+}
+
+#define B_SIZE(name, dest, metavar, deflt, help) \
+    {name, CLI_OPT_PARSE, &(cli_parse_to){b_size, dest}, metavar, deflt, help, 0}
+#define B_SIZES(name, list, metavar, deflt, help) \
+    {name, CLI_OPT_PARSE, &(cli_parse_to){b_sizes, list}, metavar, deflt, help, 0}
+#define B_INT(name, dest, metavar, deflt, help) \
+    {name, CLI_OPT_PARSE, &(cli_parse_to){b_int, dest}, metavar, deflt, help, 0}
+
+/* The library's default buckets per epoch (dps_config_init), and as text. */
+static inline size_t b_lib_t(void)
+{
+    dps_config c;
+    dps_config_init(&c, 2, 1); /* d and k are only stored */
+    return c.t;
+}
+
+static inline const char *b_lib_t_text(char *buf, size_t n)
+{
+    snprintf(buf, n, "%zu", b_lib_t());
+    return buf;
 }
 
 static inline double b_peak_rss_bytes(void)

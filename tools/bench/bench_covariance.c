@@ -43,24 +43,8 @@ typedef struct {
     double ref_max_gb;
 } opts;
 
-static void s_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: bench-covariance --d D --k K [options]   (one configuration per process)\n"
-            "  --d D            dimension (<= 4096, DPS_COV_MAX_D; e.g. 256, 1024, 4096)\n"
-            "  --k K            subspace dimension (eigenvectors sampled)\n"
-            "  --t T            'buckets' per epoch (default 125): the epoch is t*m rows\n"
-            "  --m M            rows per 'bucket' (default 2k)\n"
-            "  --rows N         epoch size N = t*m: sets t = ceil(N/m) (overrides --t)\n"
-            "  --batch B        rows per dps_estimator_push call (default 64, the library's block)\n"
-            "  --workers N      estimator worker threads (default 2; idle in this mode)\n"
-            "  --rho R          per-epoch rho (default 1: eps = sqrt(2 rho))\n"
-            "  --noise X        norm of the per-row noise before normalisation (default 1e-3)\n"
-            "  --seed S         seed of the data and of the (seeded) estimator (default 1)\n"
-            "  --ref-max-gb X   memory cap for the reference dsyrk's rows (default 2)\n"
-            "  --no-ref         skip the references\n"
-            "  --force          run even if the library's memory bound exceeds MemAvailable\n");
-}
+static const char s_synopsis[] =
+    "usage: bench-covariance --d D --k K [options]   (one configuration per process)\n";
 
 /* Rows [0, n) of the epoch as the push loop generates them (same rng state
    sequence), converted to double; only the first n_keep are stored. */
@@ -84,20 +68,34 @@ static void s_regen_rows(uint64_t seed0, const float *B, size_t k, size_t d, siz
 
 int main(int argc, char **argv)
 {
-    opts o = {0, 0, 125, 0, 0, 64, 2, 1e-3, 1.0, 1, 0, 1, 2.0};
-    const b_flag flags[] = {
-        {"--d", 'z', &o.d}, {"--k", 'z', &o.k}, {"--t", 'z', &o.t}, {"--m", 'z', &o.m}, {"--rows", 'z', &o.rows},
-        {"--batch", 'z', &o.batch}, {"--workers", 'i', &o.workers}, {"--rho", 'd', &o.rho},
-        {"--noise", 'd', &o.noise}, {"--seed", 'u', &o.seed}, {"--ref-max-gb", 'd', &o.ref_max_gb},
-        {"--no-ref", '0', &o.ref}, {"--force", '1', &o.force},
+    cli_set_program("bench-covariance");
+    opts o = {0, 0, b_lib_t(), 0, 0, 64, 2, 1e-3, 1.0, 1, 0, 1, 2.0};
+    int no_ref = 0, help = 0;
+    char t_def[24];
+    cli_opt flags[] = {
+        B_SIZE("--d", &o.d, "D", "required", "dimension (<= 4096, DPS_COV_MAX_D; e.g. 256, 1024, 4096)"),
+        B_SIZE("--k", &o.k, "K", "required", "subspace dimension (eigenvectors sampled)"),
+        B_SIZE("--t", &o.t, "T", b_lib_t_text(t_def, sizeof t_def), "'buckets' per epoch: the epoch is t*m rows"),
+        B_SIZE("--m", &o.m, "M", "2k", "rows per 'bucket'"),
+        B_SIZE("--rows", &o.rows, "N", NULL, "epoch size N = t*m: sets t = ceil(N/m) (overrides --t)"),
+        B_SIZE("--batch", &o.batch, "B", "64, the library's block", "rows per dps_estimator_push call"),
+        B_INT("--workers", &o.workers, "N", "2; idle in this mode", "estimator worker threads"),
+        {"--rho", CLI_OPT_DOUBLE, &o.rho, "R", "1: eps = sqrt(2 rho)", "per-epoch rho", 0},
+        {"--noise", CLI_OPT_DOUBLE, &o.noise, "X", "1e-3", "norm of the per-row noise before normalisation", 0},
+        {"--seed", CLI_OPT_U64, &o.seed, "S", "1", "seed of the data and of the (seeded) estimator", 0},
+        {"--ref-max-gb", CLI_OPT_DOUBLE, &o.ref_max_gb, "X", "2", "memory cap for the reference dsyrk's rows", 0},
+        {"--no-ref", CLI_OPT_FLAG, &no_ref, NULL, NULL, "skip the references", 0},
+        {"--force", CLI_OPT_FLAG, &o.force, NULL, NULL, "run even if the library's memory bound exceeds MemAvailable",
+         0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
     };
-    int prc = b_parse_flags(argc, argv, flags, sizeof flags / sizeof flags[0], "bench-covariance", s_usage);
+    int prc = cli_parse_or_help(argc, argv, flags, sizeof flags / sizeof flags[0], NULL, 0, NULL, &help, s_synopsis,
+                                NULL);
     if (prc >= 0)
         return prc;
-    if (!o.d || !o.k || o.workers < 1 || !(o.noise >= 0) || !(o.rho > 0) || !(o.ref_max_gb > 0) || !o.batch) {
-        s_usage(stderr);
-        return 2;
-    }
+    o.ref = !no_ref;
+    if (!o.d || !o.k || o.workers < 1 || !(o.noise >= 0) || !(o.rho > 0) || !(o.ref_max_gb > 0) || !o.batch)
+        CLI_USAGE("give --d and --k, --workers >= 1, --noise >= 0, --rho > 0, --ref-max-gb > 0 and --batch > 0");
 
     dps_blas_set_threads(1); /* the library's setting (push and close run in the calling thread) */
     b_header("bench-covariance: one epoch of the estimator's covariance mode (iterative eigenvector sampling)", 1);

@@ -24,7 +24,7 @@
                     workers compute each full bucket's basis (and, for the
                     reference aggregator, its projection of the q public
                     reference points).
-                (b) default epochs: t = 125, m = 2k, window = t, q = 10k: an
+                (b) default epochs: the library's t, m = 2k, window = t, q = 10k: an
                     epoch closes every t*m rows and the loop stops ingesting
                     while it aggregates, writes (fsync) the ledger, stores
                     (fsync) and publishes the snapshot.
@@ -64,25 +64,15 @@ typedef struct {
     int ncoll_args;
 } opts;
 
-static void s_usage(FILE *f)
+static const char s_synopsis[] = "usage: bench-ingest --collector PATH [options]\n";
+
+/* --collector-arg: appended to o->coll_args (at most 8). */
+static int s_coll_arg(const char *v, void *to)
 {
-    fprintf(f,
-            "usage: bench-ingest --collector PATH [options]\n"
-            "  --collector PATH   the dps-collector binary (required)\n"
-            "  --d LIST           dimensions (default 100,1000,10000)\n"
-            "  --k K              subspace dimension (default 4; m = 2k)\n"
-            "  --batch B          rows per message (default: 256, or fewer for ~--batch-mb messages)\n"
-            "  --batch-mb X       target message size for large d (default 1.048576 = 1 MiB)\n"
-            "  --seconds S        sending time per measurement (default 1.5)\n"
-            "  --max-mb X         cap on the data sent to a collector per measurement (default 512)\n"
-            "  --window W         collector (a): open buckets (default 32)\n"
-            "  --workers N        collector --workers (default 2)\n"
-            "  --transport T      ipc (default) or tcp (127.0.0.1)\n"
-            "  --security LIST    plain,curve (default both)\n"
-            "  --only LIST        raw,api,a,b (default all; raw is always run when a, b or api are: it is the reference)\n"
-            "  --collector-arg A  pass A to every collector (repeatable; e.g. --verbose, with BENCH_KEEP_TMP=1\n"
-            "                     to keep the scratch directory and its logs)\n"
-            "  --quick            --seconds 0.6 --max-mb 256\n");
+    opts *o = to;
+    if (o->ncoll_args < 8)
+        o->coll_args[o->ncoll_args++] = v;
+    return 0;
 }
 
 /* ------------------------------------------------- RowBatch, by hand */
@@ -571,7 +561,7 @@ static double s_sync_ref(size_t snap_bytes, int reps)
         while the workers are behind, so at most workers + 1 full buckets are
         still pending then -- the same end as the collector's, whose drain
         confirms rows taken, not bases computed);
-   'b': as collector (b): t = 125, window = t; epochs pushed and closed (at
+   'b': as collector (b): the library's t, window = t; epochs pushed and closed (at
         least 2 after a warm-up epoch).  *close_med: the median close. */
 static result s_estimator_ref(const opts *o, char mode, const float *pool, size_t pool_rows, size_t batch, size_t d,
                               double *close_med)
@@ -654,6 +644,7 @@ static result s_estimator_ref(const opts *o, char mode, const float *pool, size_
 /* --------------------------------------------------------------- main */
 int main(int argc, char **argv)
 {
+    cli_set_program("bench-ingest");
     opts o;
     memset(&o, 0, sizeof o);
     o.ds[0] = 100; o.ds[1] = 1000; o.ds[2] = 10000; o.nd = 3;
@@ -666,71 +657,56 @@ int main(int argc, char **argv)
     o.transport = "ipc";
     o.do_plain = o.do_curve = 1;
     o.do_raw = o.do_api = o.do_a = o.do_b = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t one;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            s_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quick")) {
-            o.seconds = 0.6;
-            o.max_mb = 256;
-        } else if (!v) {
-            fprintf(stderr, "bench-ingest: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "--collector")) {
-            o.collector = v, i++;
-        } else if (!strcmp(a, "--d")) {
-            if (!(o.nd = b_parse_list(v, o.ds, 8))) {
-                fprintf(stderr, "bench-ingest: bad --d %s\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--k") || !strcmp(a, "--batch") || !strcmp(a, "--window")) {
-            if (b_parse_list(v, &one, 1) != 1) {
-                fprintf(stderr, "bench-ingest: bad %s %s\n", a, v);
-                return 2;
-            }
-            *(!strcmp(a, "--k") ? &o.k : !strcmp(a, "--batch") ? &o.batch : &o.window) = one;
-            i++;
-        } else if (!strcmp(a, "--collector-arg")) {
-            if (o.ncoll_args < 8)
-                o.coll_args[o.ncoll_args++] = v;
-            i++;
-        } else if (!strcmp(a, "--batch-mb")) {
-            o.batch_mb = atof(v), i++;
-        } else if (!strcmp(a, "--seconds")) {
-            o.seconds = atof(v), i++;
-        } else if (!strcmp(a, "--max-mb")) {
-            o.max_mb = atof(v), i++;
-        } else if (!strcmp(a, "--workers")) {
-            o.workers = atoi(v), i++;
-        } else if (!strcmp(a, "--transport")) {
-            o.transport = v, i++;
-        } else if (!strcmp(a, "--security")) {
-            o.do_plain = strstr(v, "plain") != NULL;
-            o.do_curve = strstr(v, "curve") != NULL;
-            i++;
-        } else if (!strcmp(a, "--only")) {
-            char buf[64];
-            snprintf(buf, sizeof buf, ",%s,", v);
-            o.do_api = strstr(buf, ",api,") != NULL;
-            o.do_a = strstr(buf, ",a,") != NULL;
-            o.do_b = strstr(buf, ",b,") != NULL;
-            o.do_raw = 1;
-            i++;
-        } else {
-            fprintf(stderr, "bench-ingest: unknown option %s\n", a);
-            s_usage(stderr);
-            return 2;
-        }
+    b_size_list ds = {o.ds, o.nd, 8};
+    const char *security = NULL, *only = NULL;
+    int quick = 0, help = 0;
+    cli_opt flags[] = {
+        {"--collector", CLI_OPT_STRING, &o.collector, "PATH", "required", "the dps-collector binary", 0},
+        B_SIZES("--d", &ds, "LIST", "100,1000,10000", "dimensions"),
+        B_SIZE("--k", &o.k, "K", "4; m = 2k", "subspace dimension"),
+        B_SIZE("--batch", &o.batch, "B", "256, or fewer for ~--batch-mb messages", "rows per message"),
+        {"--batch-mb", CLI_OPT_DOUBLE, &o.batch_mb, "X", "1.048576 = 1 MiB", "target message size for large d", 0},
+        {"--seconds", CLI_OPT_DOUBLE, &o.seconds, "S", "1.5", "sending time per measurement", 0},
+        {"--max-mb", CLI_OPT_DOUBLE, &o.max_mb, "X", "512", "cap on the data sent to a collector per measurement", 0},
+        B_SIZE("--window", &o.window, "W", "32", "collector (a): open buckets"),
+        B_INT("--workers", &o.workers, "N", "2", "collector --workers"),
+        {"--transport", CLI_OPT_STRING, &o.transport, "T", "ipc", "ipc or tcp (127.0.0.1)", 0},
+        {"--security", CLI_OPT_STRING, &security, "LIST", "both", "plain,curve", 0},
+        {"--only", CLI_OPT_STRING, &only, "LIST", "all",
+         "raw,api,a,b (raw is always run when a, b or api are: it is the reference)", 0},
+        {"--collector-arg", CLI_OPT_PARSE, &(cli_parse_to){s_coll_arg, &o}, "A", NULL,
+         "pass A to every collector (repeatable; e.g. --verbose, with BENCH_KEEP_TMP=1 to keep the scratch "
+         "directory and its logs)", 0},
+        {"--quick", CLI_OPT_FLAG, &quick, NULL, NULL, "--seconds 0.6 --max-mb 256", 0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    size_t n_flags = sizeof flags / sizeof flags[0];
+    int prc = cli_parse_or_help(argc, argv, flags, n_flags, NULL, 0, NULL, &help, s_synopsis, NULL);
+    if (prc >= 0)
+        return prc;
+    o.nd = ds.n;
+    if (quick && !cli_opt_given(flags, n_flags, "--seconds"))
+        o.seconds = 0.6;
+    if (quick && !cli_opt_given(flags, n_flags, "--max-mb"))
+        o.max_mb = 256;
+    if (security) {
+        o.do_plain = strstr(security, "plain") != NULL;
+        o.do_curve = strstr(security, "curve") != NULL;
+    }
+    if (only) {
+        char buf[64];
+        snprintf(buf, sizeof buf, ",%s,", only);
+        o.do_api = strstr(buf, ",api,") != NULL;
+        o.do_a = strstr(buf, ",a,") != NULL;
+        o.do_b = strstr(buf, ",b,") != NULL;
+        o.do_raw = 1;
     }
     if (!o.collector || access(o.collector, X_OK) != 0 || o.k < 1 || !(o.seconds > 0) || o.workers < 1 ||
         (strcmp(o.transport, "ipc") && strcmp(o.transport, "tcp")) || (!o.do_plain && !o.do_curve)) {
         if (o.collector && access(o.collector, X_OK) != 0)
-            fprintf(stderr, "bench-ingest: %s is not an executable\n", o.collector);
-        s_usage(stderr);
-        return 2;
+            CLI_USAGE("%s is not an executable", o.collector);
+        CLI_USAGE("give --collector PATH, --k >= 1, --seconds > 0, --workers >= 1, --transport ipc or tcp and "
+                  "--security plain and/or curve (see --help)");
     }
     signal(SIGPIPE, SIG_IGN);
     dps_blas_set_threads(1);
@@ -740,8 +716,8 @@ int main(int argc, char **argv)
     printf("# libzmq %d.%d.%d (CURVE %s)  transport %s  collector %s\n", zmaj, zmin, zpat,
            zmq_has("curve") ? "yes" : "NO", o.transport, o.collector);
     printf("# k=%zu m=%zu workers=%d  sending %.2f s per measurement, collector data capped at %.0f MB; "
-           "(a): --window %zu, t sized so that no epoch closes; (b): t=125 window=t\n",
-           o.k, 2 * o.k, o.workers, o.seconds, o.max_mb, o.window);
+           "(a): --window %zu, t sized so that no epoch closes; (b): t=%zu window=t\n",
+           o.k, 2 * o.k, o.workers, o.seconds, o.max_mb, o.window, b_lib_t());
     printf("# headline: x raw = rows/s / rows/s of raw PUSH->PULL with the same message bytes, same security, same run\n");
     fflush(stdout);
     n_tmp_init("dps-bi");
@@ -802,9 +778,9 @@ int main(int argc, char **argv)
                    k * d * 4 + 200, n_tmp, 1e3 * sync);
             est = s_estimator_ref(&o, 'b', pool, npool * batch, batch, d, &est_close);
             if (est.ok)
-                printf("  in-process estimator, t=125 m=%zu window=t workers=%d: %llu epochs (push + close) in "
+                printf("  in-process estimator, t=%zu m=%zu window=t workers=%d: %llu epochs (push + close) in "
                        "%.3f s: %.0f rows/s, %.1f ms per epoch, of which close %.1f ms (median) | cpu %.0f%%\n",
-                       2 * k, o.workers, (unsigned long long)est.epochs, est.secs, s_rows_s(&est),
+                       b_lib_t(), 2 * k, o.workers, (unsigned long long)est.epochs, est.secs, s_rows_s(&est),
                        1e3 * est.secs / (double)est.epochs, 1e3 * est_close, est.our_cpu);
             printf("RESULT ingest d=%zu what=estimator_ref rows_s=%.0f epoch_ms=%.2f close_ms=%.2f sync_ms=%.2f\n", d,
                    s_rows_s(&est), est.ok ? 1e3 * est.secs / (double)est.epochs : 0, 1e3 * est_close, 1e3 * sync);
@@ -847,7 +823,7 @@ int main(int argc, char **argv)
                 s_print("collector (b) default epochs", &rw->b, &rw->raw, d, sname, "collector_b");
                 if (rw->b.ok && rw->b.epochs && est.ok)
                     printf("  collector (b): %.1f ms per epoch (%.2f x the in-process estimator's %.1f ms)\n",
-                           1e3 * rw->b.secs * (double)(2 * k * 125) / rw->b.rows,
+                           1e3 * rw->b.secs * (double)(2 * k * b_lib_t()) / rw->b.rows,
                            s_rows_s(&est) / s_rows_s(&rw->b), 1e3 * est.secs / (double)est.epochs);
             }
             if (o.do_api || o.do_a || o.do_b) { /* the reference again: did the machine change under us? */
@@ -886,8 +862,8 @@ int main(int argc, char **argv)
             snprintf(aft, sizeof aft, "%.2f", s_rows_s(&w->raw2) / s_rows_s(&w->raw));
         if (w->b.ok && w->est.ok) {
             snprintf(be, sizeof be, "%.3f", s_rows_s(&w->b) / s_rows_s(&w->est));
-            snprintf(bep, sizeof bep, "%.1f", 1e3 * (double)(2 * o.k * 125) / s_rows_s(&w->b));
-            snprintf(eep, sizeof eep, "%.1f", 1e3 * (double)(2 * o.k * 125) / s_rows_s(&w->est));
+            snprintf(bep, sizeof bep, "%.1f", 1e3 * (double)(2 * o.k * b_lib_t()) / s_rows_s(&w->b));
+            snprintf(eep, sizeof eep, "%.1f", 1e3 * (double)(2 * o.k * b_lib_t()) / s_rows_s(&w->est));
         }
         printf("%-6zu %-5s %5zu %6.2f | %10.0f %8.0f %6s | %7s | %7s %7s %4.0f%% %4.0f%% %7s | %7s %4.0f%% %6llu %7s "
                "| %8s %8s %7.1f\n",

@@ -35,24 +35,7 @@ typedef struct {
     const char *collector, *transport;
 } opts;
 
-static void s_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: bench-latency --collector PATH [options]\n"
-            "  --collector PATH  the dps-collector binary (required)\n"
-            "  --d LIST          dimensions (default 1e4,1e5)\n"
-            "  --k K             subspace dimension (default 4)\n"
-            "  --t T             buckets per epoch (default 125)\n"
-            "  --m M             rows per bucket (default 2k)\n"
-            "  --workers N       collector and reference workers (default 2)\n"
-            "  --epochs N        measured epochs per kind (busy, idle) (default 4)\n"
-            "  --batch B         producer rows per message (default 256, or fewer for ~1 MiB messages)\n"
-            "  --transport T     ipc (default) or tcp\n"
-            "  --curve           CURVE on every socket (default plaintext)\n"
-            "  --ref-reps N      in-process close_epoch repetitions (default 3)\n"
-            "  --no-ref          skip the in-process reference\n"
-            "  --quick           --epochs 2 --ref-reps 2\n");
-}
+static const char s_synopsis[] = "usage: bench-latency --collector PATH [options]\n";
 
 static double s_wall_ms(void)
 {
@@ -264,66 +247,50 @@ static double s_reference(const opts *o, size_t d, const float *X, double *max_o
 
 int main(int argc, char **argv)
 {
+    cli_set_program("bench-latency");
     opts o;
     memset(&o, 0, sizeof o);
     o.ds[0] = 10000; o.ds[1] = 100000; o.nd = 2;
     o.k = 4;
-    o.t = 125;
+    o.t = b_lib_t();
     o.workers = 2;
     o.epochs = 4;
     o.ref_reps = 3;
-    o.do_ref = 1;
     o.transport = "ipc";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t one;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            s_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quick")) {
-            o.epochs = 2;
-            o.ref_reps = 2;
-        } else if (!strcmp(a, "--curve")) {
-            o.curve = 1;
-        } else if (!strcmp(a, "--no-ref")) {
-            o.do_ref = 0;
-        } else if (!v) {
-            fprintf(stderr, "bench-latency: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "--collector")) {
-            o.collector = v, i++;
-        } else if (!strcmp(a, "--transport")) {
-            o.transport = v, i++;
-        } else if (!strcmp(a, "--workers") || !strcmp(a, "--epochs") || !strcmp(a, "--ref-reps")) {
-            int x = atoi(v);
-            *(!strcmp(a, "--workers") ? &o.workers : !strcmp(a, "--epochs") ? &o.epochs : &o.ref_reps) = x;
-            i++;
-        } else if (!strcmp(a, "--d")) {
-            if (!(o.nd = b_parse_list(v, o.ds, 8))) {
-                fprintf(stderr, "bench-latency: bad --d %s\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--k") || !strcmp(a, "--t") || !strcmp(a, "--m") || !strcmp(a, "--batch")) {
-            if (b_parse_list(v, &one, 1) != 1) {
-                fprintf(stderr, "bench-latency: bad %s %s\n", a, v);
-                return 2;
-            }
-            *(!strcmp(a, "--k") ? &o.k : !strcmp(a, "--t") ? &o.t : !strcmp(a, "--m") ? &o.m : &o.batch) = one;
-            i++;
-        } else {
-            fprintf(stderr, "bench-latency: unknown option %s\n", a);
-            s_usage(stderr);
-            return 2;
-        }
-    }
+    b_size_list ds = {o.ds, o.nd, 8};
+    int quick = 0, no_ref = 0, help = 0;
+    char t_def[24];
+    cli_opt flags[] = {
+        {"--collector", CLI_OPT_STRING, &o.collector, "PATH", "required", "the dps-collector binary", 0},
+        B_SIZES("--d", &ds, "LIST", "1e4,1e5", "dimensions"),
+        B_SIZE("--k", &o.k, "K", "4", "subspace dimension"),
+        B_SIZE("--t", &o.t, "T", b_lib_t_text(t_def, sizeof t_def), "buckets per epoch"),
+        B_SIZE("--m", &o.m, "M", "2k", "rows per bucket"),
+        B_INT("--workers", &o.workers, "N", "2", "collector and reference workers"),
+        B_INT("--epochs", &o.epochs, "N", "4", "measured epochs per kind (busy, idle)"),
+        B_SIZE("--batch", &o.batch, "B", "256, or fewer for ~1 MiB messages", "producer rows per message"),
+        {"--transport", CLI_OPT_STRING, &o.transport, "T", "ipc", "ipc or tcp", 0},
+        {"--curve", CLI_OPT_FLAG, &o.curve, NULL, NULL, "CURVE on every socket (default plaintext)", 0},
+        B_INT("--ref-reps", &o.ref_reps, "N", "3", "in-process close_epoch repetitions"),
+        {"--no-ref", CLI_OPT_FLAG, &no_ref, NULL, NULL, "skip the in-process reference", 0},
+        {"--quick", CLI_OPT_FLAG, &quick, NULL, NULL, "--epochs 2 --ref-reps 2", 0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    size_t n_flags = sizeof flags / sizeof flags[0];
+    int prc = cli_parse_or_help(argc, argv, flags, n_flags, NULL, 0, NULL, &help, s_synopsis, NULL);
+    if (prc >= 0)
+        return prc;
+    o.nd = ds.n;
+    o.do_ref = !no_ref;
+    if (quick && !cli_opt_given(flags, n_flags, "--epochs"))
+        o.epochs = 2;
+    if (quick && !cli_opt_given(flags, n_flags, "--ref-reps"))
+        o.ref_reps = 2;
     if (!o.m)
         o.m = 2 * o.k;
     if (!o.collector || access(o.collector, X_OK) != 0 || o.workers < 1 || o.epochs < 1 || o.epochs > 32 ||
-        o.ref_reps < 1 || o.t < 2 || (strcmp(o.transport, "ipc") && strcmp(o.transport, "tcp"))) {
-        s_usage(stderr);
-        return 2;
-    }
+        o.ref_reps < 1 || o.t < 2 || (strcmp(o.transport, "ipc") && strcmp(o.transport, "tcp")))
+        CLI_USAGE("give --collector PATH (an executable), --transport ipc or tcp and positive counts (see --help)");
     signal(SIGPIPE, SIG_IGN);
     dps_blas_set_threads(1); /* the library's own setting, as in the collector */
     b_header("bench-latency: last row -> snapshot at a subscriber, through dps-collector", 1);

@@ -16,6 +16,7 @@
    Randomness (seeded: an experiment): method M at eps E, repetition r draws
    from the labelled stream (seed, "cov-eval/M/E", r), so methods and eps
    values do not share noise and a point does not depend on what else runs. */
+#include "args.h"
 #include "io.h"
 
 #include <dpsubspace.h>
@@ -26,28 +27,34 @@
 #include <string.h>
 #include <time.h>
 
-static void s_usage(FILE *f)
-{
-    fprintf(f, "usage: dps-cov-eval --in X.npy [--eps 0.01,0.1,...] [--reps R] [--seed S]\n"
-               "                    [--methods it-u,ad,laplace,gauss] [--deltas 1e-16,1e-10,1e-3]\n"
-               "CSV on stdout: method,eps,delta,rep,err,err_n,seconds,proposals\n"
-               "err = ||C_hat - C||_F / ||C||_F, err_n = ||C_hat - C||_F / n (the paper's\n"
-               "normalisation), C = X^T X of the rows clipped to unit norm.\n");
-}
+static const char s_synopsis[] =
+    "usage: dps-cov-eval --in X.npy [options]\n"
+    "CSV on stdout: method,eps,delta,rep,err,err_n,seconds,proposals\n"
+    "err = ||C_hat - C||_F / ||C||_F, err_n = ||C_hat - C||_F / n (the paper's\n"
+    "normalisation), C = X^T X of the rows clipped to unit norm.\n"
+    "options:\n";
 
-static int s_list(const char *s, double *out, int max)
+/* A list of doubles "a,b,c" (at most its max) for --eps and --deltas. */
+typedef struct {
+    double *v;
+    int n, max;
+} s_doubles;
+
+static int s_list(const char *s, void *to)
 {
+    s_doubles *l = to;
     int n = 0;
     char *end;
-    while (*s && n < max) {
-        out[n++] = strtod(s, &end);
+    while (*s && n < l->max) {
+        l->v[n++] = strtod(s, &end);
         if (end == s)
             return -1;
         s = *end == ',' ? end + 1 : end;
         if (*end && *end != ',')
             return -1;
     }
-    return n;
+    l->n = n;
+    return n > 0 ? 0 : -1;
 }
 
 static double s_now(void)
@@ -67,41 +74,31 @@ static double s_fro_diff(const double *A, const double *B, size_t d)
 
 int main(int argc, char **argv)
 {
+    cli_set_program("dps-cov-eval");
     const char *in = NULL, *methods = "it-u,ad,laplace,gauss";
     double eps[32] = {0.01, 0.1, 0.2, 0.5, 1, 2, 4}, deltas[8] = {1e-16, 1e-10, 1e-3};
-    int neps = 7, ndel = 3, reps = 50;
-    unsigned long long seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0) {
-            s_usage(stdout);
-            return 0;
-        } else if (!v) {
-            fprintf(stderr, "dps-cov-eval: %s needs a value\n", a);
-            return 2;
-        } else if (strcmp(a, "--in") == 0) {
-            in = v;
-        } else if (strcmp(a, "--eps") == 0) {
-            neps = s_list(v, eps, 32);
-        } else if (strcmp(a, "--deltas") == 0) {
-            ndel = s_list(v, deltas, 8);
-        } else if (strcmp(a, "--reps") == 0) {
-            reps = atoi(v);
-        } else if (strcmp(a, "--seed") == 0) {
-            seed = strtoull(v, NULL, 10);
-        } else if (strcmp(a, "--methods") == 0) {
-            methods = v;
-        } else {
-            fprintf(stderr, "dps-cov-eval: unknown flag '%s'\n", a);
-            s_usage(stderr);
-            return 2;
-        }
-        i++;
-    }
-    if (!in || neps <= 0 || ndel <= 0 || reps <= 0) {
-        s_usage(stderr);
-        return 2;
-    }
+    s_doubles eps_l = {eps, 7, 32}, del_l = {deltas, 3, 8};
+    size_t reps = 50;
+    uint64_t seed = 1;
+    int help = 0;
+    cli_opt opts[] = {
+        {"--in", CLI_OPT_STRING, &in, "X.npy", "required", "the rows (float32 .npy)", 0},
+        {"--eps", CLI_OPT_PARSE, &(cli_parse_to){s_list, &eps_l}, "LIST", "0.01,0.1,0.2,0.5,1,2,4",
+         "eps values, comma-separated", 0},
+        {"--reps", CLI_OPT_SIZE, &reps, "R", "50", "repetitions", 0},
+        {"--seed", CLI_OPT_U64, &seed, "S", "1", "seed", 0},
+        {"--methods", CLI_OPT_STRING, &methods, "LIST", "it-u,ad,laplace,gauss", "methods, comma-separated", 0},
+        {"--deltas", CLI_OPT_PARSE, &(cli_parse_to){s_list, &del_l}, "LIST", "1e-16,1e-10,1e-3",
+         "the Gaussian mechanism's deltas", 0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    int prc = cli_parse_or_help(argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, &help, s_synopsis,
+                                NULL);
+    if (prc >= 0)
+        return prc;
+    int neps = eps_l.n, ndel = del_l.n;
+    if (!in || reps < 1 || reps > 1000000000)
+        CLI_USAGE("give --in X.npy and --reps >= 1 (see --help)");
     float *X = NULL;
     size_t n = 0, d = 0;
     cli_msg m;
@@ -131,7 +128,7 @@ int main(int argc, char **argv)
         }
         for (int id = 0; id < (is_g ? ndel : 1); id++)
             for (int ie = 0; ie < neps; ie++)
-                for (int r = 0; r < reps; r++) {
+                for (int r = 0; r < (int)reps; r++) {
                     char label[96], name[48];
                     if (is_g)
                         snprintf(name, sizeof name, "gauss:%g", deltas[id]);

@@ -1,7 +1,7 @@
 /* fig2.c - dps-fig2: one configuration of the private mean estimation task of
    Tsfadia, "DP subspace estimation", sec. 6, Figure 2 (DESIGN 3.8 and 4).
 
-   For each repetition: n = 2 t k rows (t = 125: n = 250 k) from the paper's
+   For each repetition: n = 2 t k rows (t: the library's default, n = 250 k) from the paper's
    generator (dps_synth_paper, tau = (tau/d) * d), held in memory, and for each
    method an estimate x_hat of mean(X), with error ||x_hat - mean(X)||_2:
 
@@ -24,6 +24,8 @@
    draws its data from the labelled stream (S, "fig2-data", r) and each
    method's noise from its own labelled stream, so the methods see the same
    data and a method's noise does not depend on which other methods run. */
+#include "args.h"
+
 #include <dpsubspace.h>
 
 #include <errno.h>
@@ -50,59 +52,16 @@ typedef struct {
     int header, verbose;
 } options;
 
-static void s_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: dps-fig2 --d D [options]\n"
-            "One configuration of Figure 2 (Tsfadia sec. 6): private mean estimation of\n"
-            "n = 250k rows (n = 2tk, t = 125) near a k-dim subspace, CSV on stdout:\n"
-            "  d,k,tau_over_d,rep,method,err_mean,sin_subspace,status,seconds\n"
-            "options:\n"
-            "  --d D             dimension (required)\n"
-            "  --k K             subspace dimension (default 4)\n"
-            "  --tau-over-d X    generator noise level tau = X*d (default 10)\n"
-            "  --reps R          repetitions (default 1)\n"
-            "  --first-rep I     index of the first repetition (default 0)\n"
-            "  --seed S          seed base (default 1)\n"
-            "  --rho RHO         total zCDP rho (default 2)\n"
-            "  --delta DELTA     delta (default 1e-5)\n"
-            "  --methods LIST    comma list of est,ag,gauss (default all)\n"
-            "  --alpha A         WFC slope (default: library's, 1/2)\n"
-            "  --tau T           radius search target fraction of t (default: 1/2)\n"
-            "  --split S:C:M     rho split search:count:mean (default 0.2:0.1:0.7)\n"
-            "  --aggregator NAME reference (default) or projection\n"
-            "  --t T             buckets per epoch (default 125)\n"
-            "  --workers N       estimator worker threads (default: online CPUs)\n"
-            "  --blas-threads N  OpenBLAS threads (default 1: the workers give the parallelism)\n"
-            "  --ag-max-d D      skip Analyze Gauss above this d (default 20000; it forms d x d)\n"
-            "  --no-header       do not print the CSV header\n"
-            "  --verbose         per-repetition diagnostics on stderr\n");
-}
+static const char s_synopsis[] =
+    "usage: dps-fig2 --d D [options]\n"
+    "One configuration of Figure 2 (Tsfadia sec. 6): private mean estimation of\n"
+    "n = 2tk rows near a k-dim subspace, CSV on stdout:\n"
+    "  d,k,tau_over_d,rep,method,err_mean,sin_subspace,status,seconds\n"
+    "options:\n";
 
-static int s_parse_double(const char *s, double *out)
+static int s_parse_methods(const char *s, void *to)
 {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int s_parse_size(const char *s, size_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static int s_parse_methods(const char *s, options *o)
-{
+    options *o = to;
     o->run_est = o->run_ag = o->run_gauss = 0;
     char buf[256];
     if (strlen(s) >= sizeof buf)
@@ -121,144 +80,112 @@ static int s_parse_methods(const char *s, options *o)
     return (o->run_est || o->run_ag || o->run_gauss) ? 0 : -1;
 }
 
+/* "S:C:M", three positive numbers. */
+static int s_parse_split(const char *v, void *to)
+{
+    double *split = to;
+    char *end = NULL;
+    const char *p = v;
+    for (int j = 0; j < 3; j++) {
+        errno = 0;
+        split[j] = strtod(p, &end);
+        if (errno || end == p || !(split[j] > 0) || (j < 2 && *end != ':') || (j == 2 && *end))
+            return -1;
+        p = end + 1;
+    }
+    return 0;
+}
+
+static int s_parse_aggregator(const char *v, void *to)
+{
+    if (!strcmp(v, "reference"))
+        *(dps_aggregator *)to = DPS_AGG_REFERENCE;
+    else if (!strcmp(v, "projection"))
+        *(dps_aggregator *)to = DPS_AGG_PROJECTION;
+    else
+        return -1;
+    return 0;
+}
+
+#define BAD(cond, flag)                                                          \
+    do {                                                                         \
+        if (cond)                                                                \
+            CLI_USAGE("bad value for %s (see --help)", flag);                    \
+    } while (0)
+
+/* Parse the flags into o (defaults: the library's, dps_config_init, and the
+   paper's settings).  Returns -1 to go on, or main's exit code. */
 static int s_parse_args(int argc, char **argv, options *o)
 {
+    dps_config lib;
+    dps_config_init(&lib, 2, 1); /* the library's defaults (d, k only stored) */
     memset(o, 0, sizeof *o);
     o->k = 4;
-    o->t = 125;
+    o->t = lib.t;
     o->tau_over_d = 10;
-    o->reps = 1;
     o->seed = 1;
     o->rho = 2;
     o->delta = 1e-5;
     o->run_est = o->run_ag = o->run_gauss = 1;
     o->aggregator = DPS_AGG_REFERENCE;
     o->ag_max_d = 20000;
-    o->header = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t sz;
-        double x;
-#define NEED()                                                   \
-    do {                                                         \
-        if (!v) {                                                \
-            fprintf(stderr, "dps-fig2: %s needs a value\n", a);  \
-            return -1;                                           \
-        }                                                        \
-        i++;                                                     \
-    } while (0)
-#define BAD()                                                        \
-    do {                                                             \
-        fprintf(stderr, "dps-fig2: bad value for %s: %s\n", a, v);   \
-        return -1;                                                   \
-    } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            s_usage(stdout);
-            exit(0);
-        } else if (!strcmp(a, "--no-header")) {
-            o->header = 0;
-        } else if (!strcmp(a, "--verbose")) {
-            o->verbose = 1;
-        } else if (!strcmp(a, "--d")) {
-            NEED();
-            if (s_parse_size(v, &o->d))
-                BAD();
-        } else if (!strcmp(a, "--k")) {
-            NEED();
-            if (s_parse_size(v, &o->k))
-                BAD();
-        } else if (!strcmp(a, "--t")) {
-            NEED();
-            if (s_parse_size(v, &o->t))
-                BAD();
-        } else if (!strcmp(a, "--tau-over-d")) {
-            NEED();
-            if (s_parse_double(v, &o->tau_over_d) || !(o->tau_over_d > 0))
-                BAD();
-        } else if (!strcmp(a, "--reps")) {
-            NEED();
-            if (s_parse_size(v, &sz) || sz < 1 || sz > 1000000)
-                BAD();
-            o->reps = (int)sz;
-        } else if (!strcmp(a, "--first-rep")) {
-            NEED();
-            if (s_parse_size(v, &sz) || sz > 1000000000)
-                BAD();
-            o->first_rep = (int)sz;
-        } else if (!strcmp(a, "--seed")) {
-            NEED();
-            if (s_parse_size(v, &sz))
-                BAD();
-            o->seed = (uint64_t)sz;
-        } else if (!strcmp(a, "--rho")) {
-            NEED();
-            if (s_parse_double(v, &o->rho) || !(o->rho > 0) || !isfinite(o->rho))
-                BAD();
-        } else if (!strcmp(a, "--delta")) {
-            NEED();
-            if (s_parse_double(v, &o->delta) || !(o->delta > 0 && o->delta < 1))
-                BAD();
-        } else if (!strcmp(a, "--methods")) {
-            NEED();
-            if (s_parse_methods(v, o))
-                BAD();
-        } else if (!strcmp(a, "--alpha")) {
-            NEED();
-            if (s_parse_double(v, &x) || !(x > 0 && x <= 1))
-                BAD();
-            o->alpha = x;
-        } else if (!strcmp(a, "--tau")) {
-            NEED();
-            if (s_parse_double(v, &x) || !(x > 0 && x <= 1))
-                BAD();
-            o->tau = x;
-        } else if (!strcmp(a, "--split")) {
-            NEED();
-            char *end = NULL;
-            const char *p = v;
-            for (int j = 0; j < 3; j++) {
-                errno = 0;
-                o->split[j] = strtod(p, &end);
-                if (errno || end == p || !(o->split[j] > 0) || (j < 2 && *end != ':') || (j == 2 && *end))
-                    BAD();
-                p = end + 1;
-            }
-        } else if (!strcmp(a, "--aggregator")) {
-            NEED();
-            if (!strcmp(v, "reference"))
-                o->aggregator = DPS_AGG_REFERENCE;
-            else if (!strcmp(v, "projection"))
-                o->aggregator = DPS_AGG_PROJECTION;
-            else
-                BAD();
-        } else if (!strcmp(a, "--workers")) {
-            NEED();
-            if (s_parse_size(v, &sz) || sz < 1 || sz > 256)
-                BAD();
-            o->workers = (int)sz;
-        } else if (!strcmp(a, "--blas-threads")) {
-            NEED();
-            if (s_parse_size(v, &sz) || sz < 1 || sz > 256)
-                BAD();
-            o->blas_threads = (int)sz;
-        } else if (!strcmp(a, "--ag-max-d")) {
-            NEED();
-            if (s_parse_size(v, &o->ag_max_d))
-                BAD();
-        } else {
-            fprintf(stderr, "dps-fig2: unknown argument %s (try --help)\n", a);
-            return -1;
-        }
-#undef NEED
-#undef BAD
-    }
-    if (o->d < 2 || o->k < 1 || o->k >= o->d || o->t < 2) {
-        fprintf(stderr, "dps-fig2: need --d >= 2, 1 <= --k < d and --t >= 2\n");
-        return -1;
-    }
-    return 0;
+    size_t reps = 1, first_rep = 0, workers = 0, blas_threads = 0;
+    int no_header = 0, help = 0;
+    char t_def[32], alpha_def[48], tau_def[48], split_def[112], a[32], b[32], c[32];
+    snprintf(t_def, sizeof t_def, "%zu", lib.t);
+    snprintf(alpha_def, sizeof alpha_def, "library's, %s", cli_fmt_double(a, lib.alpha));
+    snprintf(tau_def, sizeof tau_def, "library's, %s", cli_fmt_double(a, lib.tau));
+    snprintf(split_def, sizeof split_def, "%s:%s:%s", cli_fmt_double(a, lib.split_search),
+             cli_fmt_double(b, lib.split_count), cli_fmt_double(c, lib.split_mean));
+    cli_opt opts[] = {
+        {"--d", CLI_OPT_SIZE, &o->d, "D", "required", "dimension", 0},
+        {"--k", CLI_OPT_SIZE, &o->k, "K", "4", "subspace dimension", 0},
+        {"--tau-over-d", CLI_OPT_DOUBLE, &o->tau_over_d, "X", "10", "generator noise level tau = X*d", 0},
+        {"--reps", CLI_OPT_SIZE, &reps, "R", "1", "repetitions", 0},
+        {"--first-rep", CLI_OPT_SIZE, &first_rep, "I", "0", "index of the first repetition", 0},
+        {"--seed", CLI_OPT_U64, &o->seed, "S", "1", "seed base", 0},
+        {"--rho", CLI_OPT_DOUBLE, &o->rho, "RHO", "2", "total zCDP rho", 0},
+        {"--delta", CLI_OPT_DOUBLE, &o->delta, "DELTA", "1e-5", "delta", 0},
+        {"--methods", CLI_OPT_PARSE, &(cli_parse_to){s_parse_methods, o}, "LIST", "all",
+         "comma list of est,ag,gauss", 0},
+        {"--alpha", CLI_OPT_DOUBLE, &o->alpha, "A", alpha_def, "WFC slope", 0},
+        {"--tau", CLI_OPT_DOUBLE, &o->tau, "T", tau_def, "radius search target fraction of t", 0},
+        {"--split", CLI_OPT_PARSE, &(cli_parse_to){s_parse_split, o->split}, "S:C:M", split_def,
+         "rho split search:count:mean", 0},
+        {"--aggregator", CLI_OPT_PARSE, &(cli_parse_to){s_parse_aggregator, &o->aggregator}, "NAME", "reference",
+         "reference or projection", 0},
+        {"--t", CLI_OPT_SIZE, &o->t, "T", t_def, "buckets per epoch", 0},
+        {"--workers", CLI_OPT_SIZE, &workers, "N", "online CPUs", "estimator worker threads", 0},
+        {"--blas-threads", CLI_OPT_SIZE, &blas_threads, "N", "1", "OpenBLAS threads (the workers give the parallelism)",
+         0},
+        {"--ag-max-d", CLI_OPT_SIZE, &o->ag_max_d, "D", "20000", "skip Analyze Gauss above this d (it forms d x d)", 0},
+        {"--no-header", CLI_OPT_FLAG, &no_header, NULL, NULL, "do not print the CSV header", 0},
+        {"--verbose", CLI_OPT_FLAG, &o->verbose, NULL, NULL, "per-repetition diagnostics on stderr", 0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    size_t n_opts = sizeof opts / sizeof opts[0];
+    int rc = cli_parse_or_help(argc, argv, opts, n_opts, NULL, 0, NULL, &help, s_synopsis, NULL);
+    if (rc >= 0)
+        return rc;
+    o->header = !no_header;
+    BAD(!(o->tau_over_d > 0), "--tau-over-d");
+    BAD(reps < 1 || reps > 1000000, "--reps");
+    BAD(first_rep > 1000000000, "--first-rep");
+    BAD(!(o->rho > 0), "--rho");
+    BAD(!(o->delta > 0 && o->delta < 1), "--delta");
+    BAD(cli_opt_given(opts, n_opts, "--alpha") && !(o->alpha > 0 && o->alpha <= 1), "--alpha");
+    BAD(cli_opt_given(opts, n_opts, "--tau") && !(o->tau > 0 && o->tau <= 1), "--tau");
+    BAD(cli_opt_given(opts, n_opts, "--workers") && (workers < 1 || workers > 256), "--workers");
+    BAD(cli_opt_given(opts, n_opts, "--blas-threads") && (blas_threads < 1 || blas_threads > 256), "--blas-threads");
+    o->reps = (int)reps;
+    o->first_rep = (int)first_rep;
+    o->workers = (int)workers;
+    o->blas_threads = (int)blas_threads;
+    if (o->d < 2 || o->k < 1 || o->k >= o->d || o->t < 2)
+        CLI_USAGE("need --d >= 2, 1 <= --k < d and --t >= 2");
+    return -1;
 }
+#undef BAD
 
 static double s_now(void)
 {
@@ -434,11 +361,11 @@ static int s_run_gauss(const options *o, int rep, const float *X, size_t n, doub
 
 int main(int argc, char **argv)
 {
+    cli_set_program("dps-fig2");
     options o;
-    if (s_parse_args(argc, argv, &o)) {
-        s_usage(stderr);
-        return 2;
-    }
+    int prc = s_parse_args(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
     if (o.blas_threads > 0)
         dps_blas_set_threads(o.blas_threads);
     size_t d = o.d, k = o.k, n = 2 * o.t * k;

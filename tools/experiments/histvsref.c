@@ -2,7 +2,7 @@
    DPASE) against the reference-point aggregator (SS_Agg + WFC) on the paper's
    generator (Tsfadia sec. 6, DESIGN 4), subspace only.
 
-   For each repetition: n = 2 t k rows (t = 125) from dps_synth_paper with
+   For each repetition: n = 2 t k rows (t: the library's default) from dps_synth_paper with
    tau = (tau/d) d, held in memory; one epoch of the streaming estimator per
    aggregator with rho_epoch = --rho (histogram: eps = sqrt(2 rho)) and
    delta_epoch = --delta; reports sin of the largest principal angle to the
@@ -20,6 +20,8 @@
    Output: CSV on stdout
      d,k,tau_over_d,width_frac,rep,aggregator,sin,status,w_hat,radius,seconds
    and "# pairs ..." lines on stderr.  Everything is seeded (experiments only). */
+#include "args.h"
+
 #include <dpsubspace.h>
 
 #include <math.h>
@@ -42,8 +44,7 @@ static int s_run(size_t d, size_t k, double tod, double frac, int rep, uint64_t 
     dps_config_init(&c, d, k);
     c.aggregator = agg;
     c.rho_epoch = rho;
-    c.delta_epoch = delta;
-    c.cap.delta_target = 1e-5;
+    c.delta_epoch = delta; /* delta_target: the library's */
     c.seeded = 1;
     c.seed = seed * 1000003u + (uint64_t)rep * 7919u + (uint64_t)agg;
     c.public_seed = seed * 31u + (uint64_t)rep;
@@ -139,56 +140,50 @@ static void s_pairs(size_t d, size_t k, double tod, double frac, const float *X,
 
 int main(int argc, char **argv)
 {
-    size_t d = 0, k = 4;
+    cli_set_program("dps-histvsref");
+    dps_config lib;
+    dps_config_init(&lib, 2, 1); /* the library's t (d, k only stored) */
+    size_t d = 0, k = 4, reps = 10, pairs = 0, workers = 0;
     double tod = 10, frac = 0.25, rho = 2, delta = 1e-5;
-    int reps = 10, pairs = 0, workers = 0;
     uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
-            printf("usage: dps-histvsref --d D [--k K] [--tau-over-d X] [--width-frac F] [--reps R] [--seed S]\n"
-                   "       [--rho RHO] [--delta DELTA] [--pairs P] [--workers N]\n"
-                   "histogram vs reference aggregator, one epoch each per repetition (see histvsref.c)\n");
-            return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "dps-histvsref: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--d")) d = (size_t)strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--k")) k = (size_t)strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--tau-over-d")) tod = strtod(v, NULL);
-        else if (!strcmp(a, "--width-frac")) frac = strtod(v, NULL);
-        else if (!strcmp(a, "--reps")) reps = atoi(v);
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--rho")) rho = strtod(v, NULL);
-        else if (!strcmp(a, "--delta")) delta = strtod(v, NULL);
-        else if (!strcmp(a, "--pairs")) pairs = atoi(v);
-        else if (!strcmp(a, "--workers")) workers = atoi(v);
-        else {
-            fprintf(stderr, "dps-histvsref: unknown argument %s\n", a);
-            return 2;
-        }
-        i++;
-    }
-    if (d < 2 || k < 1 || k >= d || reps < 1 || !(frac > 0) || k > 64) {
-        fprintf(stderr, "dps-histvsref: need --d >= 2, 1 <= --k < d (k <= 64), --reps >= 1, --width-frac > 0\n");
-        return 2;
-    }
-    size_t n = 2 * 125 * k;
+    int help = 0;
+    cli_opt opts[] = {
+        {"--d", CLI_OPT_SIZE, &d, "D", "required", "dimension", 0},
+        {"--k", CLI_OPT_SIZE, &k, "K", "4", "subspace dimension (at most 64)", 0},
+        {"--tau-over-d", CLI_OPT_DOUBLE, &tod, "X", "10", "generator noise level tau = X*d", 0},
+        {"--width-frac", CLI_OPT_DOUBLE, &frac, "F", "0.25", "histogram cell side as a fraction of the default's", 0},
+        {"--reps", CLI_OPT_SIZE, &reps, "R", "10", "repetitions", 0},
+        {"--seed", CLI_OPT_U64, &seed, "S", "1", "seed", 0},
+        {"--rho", CLI_OPT_DOUBLE, &rho, "RHO", "2", "rho per epoch", 0},
+        {"--delta", CLI_OPT_DOUBLE, &delta, "DELTA", "1e-5", "delta per epoch", 0},
+        {"--pairs", CLI_OPT_SIZE, &pairs, "P", "0", "bucket pairs of the (NOT private) cell diagnostic", 0},
+        {"--workers", CLI_OPT_SIZE, &workers, "N", "online CPUs", "estimator worker threads", 0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    int prc = cli_parse_or_help(argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, &help,
+                                "usage: dps-histvsref --d D [options]\n"
+                                "histogram vs reference aggregator, one epoch each per repetition (see histvsref.c)\n"
+                                "options:\n",
+                                NULL);
+    if (prc >= 0)
+        return prc;
+    if (d < 2 || k < 1 || k >= d || reps < 1 || reps > 1000000 || !(frac > 0) || k > 64 || pairs > 1000000 ||
+        workers > 256)
+        CLI_USAGE("need --d >= 2, 1 <= --k < d (k <= 64), --reps >= 1, --width-frac > 0");
+    size_t n = 2 * lib.t * k;
     float *X = malloc(n * d * sizeof *X), *B = malloc(k * d * sizeof *B);
     if (!X || !B)
         return 1;
     printf("d,k,tau_over_d,width_frac,rep,aggregator,sin,status,w_hat,radius,seconds\n");
-    for (int rep = 0; rep < reps; rep++) {
+    for (int rep = 0; rep < (int)reps; rep++) {
         dps_rng *g = NULL;
         dps_rng_new_labelled(&g, seed, "histvsref-data", (uint64_t)rep);
         dps_synth_paper(g, n, d, k, tod * (double)d, X, B);
         dps_rng_destroy(&g);
         if (rep == 0 && pairs > 0)
-            s_pairs(d, k, tod, frac, X, n, pairs, seed);
-        if (s_run(d, k, tod, frac, rep, seed, rho, delta, DPS_AGG_REFERENCE, X, n, B, workers) ||
-            s_run(d, k, tod, frac, rep, seed, rho, delta, DPS_AGG_HISTOGRAM, X, n, B, workers))
+            s_pairs(d, k, tod, frac, X, n, (int)pairs, seed);
+        if (s_run(d, k, tod, frac, rep, seed, rho, delta, DPS_AGG_REFERENCE, X, n, B, (int)workers) ||
+            s_run(d, k, tod, frac, rep, seed, rho, delta, DPS_AGG_HISTOGRAM, X, n, B, (int)workers))
             return 1;
     }
     free(X);

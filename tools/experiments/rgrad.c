@@ -6,6 +6,7 @@
    no noise.  CSV on stdout:
      d1,d2,r,n,rho,mode,rep,err_rel,status,groups,seconds
    err_rel = ||L - M||_F / ||M||_F; status ok or fail (init FAIL: L = 0). */
+#include "args.h"
 #include "dpsubspace.h"
 #include "linalg.h"
 
@@ -58,31 +59,40 @@ static int s_nonprivate(const float *X, const float *y, size_t n, size_t d1, siz
 
 int main(int argc, char **argv)
 {
-    size_t d1 = 20, d2 = 20, r = 2, n = 20000, iters = 10, reps = 3;
-    double rho = 1, noise = 0.1, eta = 0.5;
-    int streaming = 0, header = 1;
-    unsigned long long seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
-            printf("dps-rgrad-exp [--d1 N] [--d2 N] [--r N] [--n N] [--rho R (0: non-private)] [--noise S]\n"
-                   "              [--iters N] [--eta E] [--streaming] [--reps N] [--seed S] [--no-header]\n");
-            return 0;
-        } else if (!strcmp(a, "--streaming")) streaming = 1;
-        else if (!strcmp(a, "--no-header")) header = 0;
-        else if (!v) { fprintf(stderr, "dps-rgrad-exp: %s needs a value\n", a); return 2; }
-        else if (!strcmp(a, "--d1")) d1 = strtoul(v, NULL, 10), i++;
-        else if (!strcmp(a, "--d2")) d2 = strtoul(v, NULL, 10), i++;
-        else if (!strcmp(a, "--r")) r = strtoul(v, NULL, 10), i++;
-        else if (!strcmp(a, "--n")) n = strtoul(v, NULL, 10), i++;
-        else if (!strcmp(a, "--iters")) iters = strtoul(v, NULL, 10), i++;
-        else if (!strcmp(a, "--reps")) reps = strtoul(v, NULL, 10), i++;
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--rho")) rho = atof(v), i++;
-        else if (!strcmp(a, "--noise")) noise = atof(v), i++;
-        else if (!strcmp(a, "--eta")) eta = atof(v), i++;
-        else { fprintf(stderr, "dps-rgrad-exp: unknown flag %s\n", a); return 2; }
-    }
+    cli_set_program("dps-rgrad-exp");
+    dps_rgrad_config lib; /* the library's iterations and step size */
+    dps_rgrad_config_init(&lib, 2, 2, 1);
+    size_t d1 = 20, d2 = 20, r = 2, n = 20000, iters = lib.iters, reps = 3;
+    double rho = 1, noise = 0.1, eta = lib.eta;
+    char iters_def[32], eta_def[32];
+    snprintf(iters_def, sizeof iters_def, "%zu", lib.iters);
+    cli_fmt_double(eta_def, lib.eta);
+    int streaming = 0, no_header = 0, help = 0;
+    uint64_t seed = 1;
+    cli_opt opts[] = {
+        {"--d1", CLI_OPT_SIZE, &d1, "N", "20", "rows of each X_i", 0},
+        {"--d2", CLI_OPT_SIZE, &d2, "N", "20", "columns of each X_i", 0},
+        {"--r", CLI_OPT_SIZE, &r, "N", "2", "rank of M", 0},
+        {"--n", CLI_OPT_SIZE, &n, "N", "20000", "observations", 0},
+        {"--rho", CLI_OPT_DOUBLE, &rho, "R", "1", "total zCDP rho (0: non-private)", 0},
+        {"--noise", CLI_OPT_DOUBLE, &noise, "S", "0.1", "observation noise", 0},
+        {"--iters", CLI_OPT_SIZE, &iters, "N", iters_def, "Riemannian gradient iterations", 0},
+        {"--eta", CLI_OPT_DOUBLE, &eta, "E", eta_def, "step size", 0},
+        {"--streaming", CLI_OPT_FLAG, &streaming, NULL, NULL, "disjoint batches (the streaming fit)", 0},
+        {"--reps", CLI_OPT_SIZE, &reps, "N", "3", "repetitions", 0},
+        {"--seed", CLI_OPT_U64, &seed, "S", "1", "seed", 0},
+        {"--no-header", CLI_OPT_FLAG, &no_header, NULL, NULL, "do not print the CSV header", 0},
+        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+    };
+    int prc = cli_parse_or_help(argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, &help,
+                                "usage: dps-rgrad-exp [options]\n"
+                                "One configuration of the DP-RGrad evaluation (rgrad.py), CSV on stdout:\n"
+                                "  d1,d2,r,n,rho,mode,rep,err_rel,status,groups,seconds\n"
+                                "options:\n",
+                                NULL);
+    if (prc >= 0)
+        return prc;
+    int header = !no_header;
     size_t D = d1 * d2;
     float *X = malloc(n * D * sizeof *X), *y = malloc(n * sizeof *y), *M = malloc(D * sizeof *M);
     float *L = malloc(D * sizeof *L);
