@@ -205,6 +205,7 @@ int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const ch
 {
     size_t np = 0;
     int only_pos = 0;
+    s_version = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int is_opt = !only_pos && a[0] == '-' && a[1] != '\0'; /* "-" alone is positional (stdin) */
@@ -409,6 +410,8 @@ void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t 
         fprintf(f, "\n%s", epilogue);
 }
 
+int cli_version_given(void) { return s_version; }
+
 void cli_print_version(void)
 {
     printf("%s %s\n", s_program, dps_version());
@@ -417,7 +420,6 @@ void cli_print_version(void)
 int cli_parse_or_help(int argc, char **argv, cli_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
                       size_t *n_pos, const int *help, const char *synopsis, const char *epilogue)
 {
-    s_version = 0;
     int rc = cli_parse_args(argc, argv, opts, n_opts, pos, max_pos, n_pos);
     if (rc)
         return rc;

@@ -148,6 +148,8 @@ int cli_opt_given(const cli_opt *opts, size_t n_opts, const char *name);
 void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t n_opts, const char *epilogue);
 /* Print "PROGRAM VERSION" (cli_program(), dps_version()) on stdout. */
 void cli_print_version(void);
+/* 1 if the last cli_parse_args saw "--version" (a table without its own). */
+int cli_version_given(void);
 /* Every program's start: parse the command line, then read the config file
    if the table has a CLI_OPT_CONFIG option and it was given; on --help (*help
    set by the table) print the usage, on --version the version.  Returns -1

@@ -228,7 +228,8 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
     if (a->split) {
         double sp[3];
         if (s_parse_split(a->split, sp))
-            CLI_USAGE("--split: '%s' is not three positive numbers S:C:M, e.g. 0.2:0.1:0.7", a->split);
+            CLI_USAGE("--split: '%s' is not three positive numbers S:C:M, e.g. %g:%g:%g", a->split,
+                      c->split_search, c->split_count, c->split_mean);
         c->split_search = sp[0];
         c->split_count = sp[1];
         c->split_mean = sp[2];

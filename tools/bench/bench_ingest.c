@@ -569,8 +569,7 @@ static result s_estimator_ref(const opts *o, char mode, const float *pool, size_
     result res;
     memset(&res, 0, sizeof res);
     dps_config cfg;
-    dps_config_init(&cfg, d, o->k);
-    cfg.m = 2 * o->k;
+    dps_config_init(&cfg, d, o->k); /* m = 2k: the library's */
     cfg.workers = o->workers;
     cfg.aggregator = DPS_AGG_REFERENCE;
     size_t max_rows = (size_t)(o->max_mb * 1e6 / (4.0 * (double)d));

@@ -286,8 +286,11 @@ int main(int argc, char **argv)
         o.epochs = 2;
     if (quick && !cli_opt_given(flags, n_flags, "--ref-reps"))
         o.ref_reps = 2;
-    if (!o.m)
-        o.m = 2 * o.k;
+    if (!o.m) {
+        dps_config lib; /* the library's m */
+        dps_config_init(&lib, 2, o.k);
+        o.m = lib.m;
+    }
     if (!o.collector || access(o.collector, X_OK) != 0 || o.workers < 1 || o.epochs < 1 || o.epochs > 32 ||
         o.ref_reps < 1 || o.t < 2 || (strcmp(o.transport, "ipc") && strcmp(o.transport, "tcp")))
         CLI_USAGE("give --collector PATH (an executable), --transport ipc or tcp and positive counts (see --help)");

@@ -238,10 +238,8 @@ static int s_run_est(const options *o, int rep, const float *X, size_t n, const 
     *sin_out = NAN;
     dps_config cfg;
     dps_config_init(&cfg, d, k);
-    cfg.t = o->t;
-    cfg.m = 2 * k;
+    cfg.t = o->t; /* m = 2k and q = 10k: the library's */
     cfg.window = cfg.t;
-    cfg.q = 10 * k;
     cfg.aggregator = o->aggregator;
     cfg.rho_epoch = o->rho / 2;
     cfg.delta_epoch = o->delta;

@@ -88,7 +88,9 @@ static int s_run(size_t d, size_t k, double tod, double frac, int rep, uint64_t 
 /* The non-private diagnostic described at the top. */
 static void s_pairs(size_t d, size_t k, double tod, double frac, const float *X, size_t n, int pairs, uint64_t seed)
 {
-    size_t m = 2 * k, q = 10 * k;
+    dps_config lib; /* the epochs' m and q: the library's */
+    dps_config_init(&lib, d, k);
+    size_t m = lib.m, q = lib.q;
     double l = frac * sqrt((double)k / (double)d);
     float *P = malloc(q * d * sizeof *P), *Va = malloc(k * d * sizeof *Va), *Vb = malloc(k * d * sizeof *Vb);
     double *ya = malloc(q * d * sizeof *ya), *yb = malloc(q * d * sizeof *yb);
