@@ -85,10 +85,9 @@ int main(int argc, char **argv)
         {"--no-lib-gram", CLI_OPT_FLAG, &no_lib_gram, NULL, NULL, "skip the library-Gram reference", 0},
         {"--force", CLI_OPT_FLAG, &o.force, NULL, NULL, "run even if the library's memory bound exceeds MemAvailable",
          0},
-        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+        B_HELP(&help),
     };
-    int prc = cli_parse_or_help(argc, argv, flags, sizeof flags / sizeof flags[0], NULL, 0, NULL, &help, s_synopsis,
-                                NULL);
+    int prc = b_parse(argc, argv, flags, sizeof flags / sizeof flags[0], &help, s_synopsis);
     if (prc >= 0)
         return prc;
     o.ref = !no_ref;

@@ -316,10 +316,10 @@ int main(int argc, char **argv)
          "skip estimator configurations whose memory bound plus the pre-generated rows exceed X GB", 0},
         B_SIZE("--peak-n", &o.peak_n, "N", "2048", "sgemm reference size n^3"),
         {"--quick", CLI_OPT_FLAG, &quick, NULL, NULL, "--d 1e3,1e4,1e5 --time 0.2", 0},
-        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+        B_HELP(&help),
     };
     size_t n_flags = sizeof flags / sizeof flags[0];
-    int prc = cli_parse_or_help(argc, argv, flags, n_flags, NULL, 0, NULL, &help, s_synopsis, NULL);
+    int prc = b_parse(argc, argv, flags, n_flags, &help, s_synopsis);
     if (prc >= 0)
         return prc;
     o.nk = ks.n;

@@ -422,6 +422,14 @@ static inline int b_int(const char *s, void *to)
 #define B_INT(name, dest, metavar, deflt, help) \
     {name, CLI_OPT_PARSE, &(cli_parse_to){b_int, dest}, metavar, deflt, help, 0}
 
+/* The last line of every benchmark's table, and the parse that prints it. */
+#define B_HELP(help) {"--help", CLI_OPT_FLAG, help, NULL, NULL, "print this help and exit", 0}
+
+static inline int b_parse(int argc, char **argv, cli_opt *flags, size_t n, const int *help, const char *synopsis)
+{
+    return cli_parse_or_help(argc, argv, flags, n, NULL, 0, NULL, help, synopsis, NULL);
+}
+
 /* The library's default buckets per epoch (dps_config_init), and as text. */
 static inline size_t b_lib_t(void)
 {

@@ -677,10 +677,10 @@ int main(int argc, char **argv)
          "pass A to every collector (repeatable; e.g. --verbose, with BENCH_KEEP_TMP=1 to keep the scratch "
          "directory and its logs)", 0},
         {"--quick", CLI_OPT_FLAG, &quick, NULL, NULL, "--seconds 0.6 --max-mb 256", 0},
-        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+        B_HELP(&help),
     };
     size_t n_flags = sizeof flags / sizeof flags[0];
-    int prc = cli_parse_or_help(argc, argv, flags, n_flags, NULL, 0, NULL, &help, s_synopsis, NULL);
+    int prc = b_parse(argc, argv, flags, n_flags, &help, s_synopsis);
     if (prc >= 0)
         return prc;
     o.nd = ds.n;

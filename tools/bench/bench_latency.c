@@ -274,10 +274,10 @@ int main(int argc, char **argv)
         B_INT("--ref-reps", &o.ref_reps, "N", "3", "in-process close_epoch repetitions"),
         {"--no-ref", CLI_OPT_FLAG, &no_ref, NULL, NULL, "skip the in-process reference", 0},
         {"--quick", CLI_OPT_FLAG, &quick, NULL, NULL, "--epochs 2 --ref-reps 2", 0},
-        {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
+        B_HELP(&help),
     };
     size_t n_flags = sizeof flags / sizeof flags[0];
-    int prc = cli_parse_or_help(argc, argv, flags, n_flags, NULL, 0, NULL, &help, s_synopsis, NULL);
+    int prc = b_parse(argc, argv, flags, n_flags, &help, s_synopsis);
     if (prc >= 0)
         return prc;
     o.nd = ds.n;
