@@ -503,6 +503,63 @@ def test_other_mechanisms():
     c.stop()
 
 
+def proc_kb(pid, field):
+    """A /proc/<pid>/status figure in kB (VmRSS, VmHWM, VmSize)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def test_ingest_memory():
+    """16 producers at d = 1e4 under a memory limit: every row confirmed, peak RSS within the stated bound.
+
+    Issue 9 item 5: with a per-producer queue of 100 batches the collector held producers x 100 x 10 MB,
+    and under an address-space limit libzmq dropped connections with their batches, silently.  Here 16
+    dps-produce processes send 6 batches of 256 rows (10 MB each, 983 MB in all) at once to a collector
+    with --ingest-buffer-mb 500, which holds 16 producers at 3 batches each plus 3 in its loop
+    (51 x 10.24 MB = 522 MB > 500 MiB = 524 MB, checked by the collector at start-up).  The bound the
+    collector states is its idle RSS + the buffer + the estimator's bound (from its log); the
+    address-space limit set on it is its idle VmSize + that bound + 300 MB of slack for thread arenas,
+    so a collector that queued every batch sent (983 MB) would run out and drop connections."""
+    d, n_prod, batches, buf_mb = 10000, 16, 6, 500
+    produce = os.path.join(BUILD, "src", "cli", "dps-produce")
+    rows = np.random.default_rng(21).standard_normal((256, d)).astype(np.float32)
+    data = os.path.join(TMP, "ingest-256.npy")
+    np.save(data, rows)
+    c = Collector("ingest-mem", d=d, k=2, t=100, extra=["--window", "32", "--ingest-buffer-mb", str(buf_mb),
+                                                        "--cap-rho", "1000"]).start()
+    ok = wait_for(lambda: "The estimator adds at most" in c.tail(30), 5)
+    check(ok and f"holds {n_prod} producers" in c.tail(30), f"the collector states the bound: {c.tail(3)}")
+    est_mb = float(c.tail(30).split("The estimator adds at most ")[1].split()[0]) if ok else 0.0
+    idle_kb, vm_kb = proc_kb(c.proc.pid, "VmRSS"), proc_kb(c.proc.pid, "VmSize")
+    bound_kb = idle_kb + (buf_mb + est_mb) * 1024
+    limit = int((vm_kb + (buf_mb + est_mb + 300) * 1024) * 1024)
+    import resource
+    resource.prlimit(c.proc.pid, resource.RLIMIT_AS, (limit, limit))
+    t0 = time.time()
+    procs = [subprocess.Popen([produce, data, "--repeat", str(batches), "--insecure-plaintext", "--connect", c.ingest,
+                               "--status", c.status, "--id", f"mem-{i}", "--drain-timeout", "60000"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(n_prod)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    confirmed = sum(p.returncode == 0 and f"confirmed all {batches} batches" in o for p, o in zip(procs, outs))
+    hwm_kb = proc_kb(c.proc.pid, "VmHWM")
+    st = c.query()
+    note(f"{n_prod} producers x {batches} batches of 256 x {d} in {time.time() - t0:.1f} s: {confirmed} confirmed; "
+         f"peak RSS {hwm_kb / 1024:.0f} MB, bound {bound_kb / 1024:.0f} MB (idle {idle_kb / 1024:.0f} + buffer "
+         f"{buf_mb} + estimator {est_mb:.0f}), address-space limit {limit / 2**20:.0f} MB")
+    for p, o in zip(procs, outs):
+        if p.returncode != 0:
+            note(f"producer exit {p.returncode}: {o.strip()[-300:]}")
+    check(confirmed == n_prod, f"every producer's batches confirmed ({confirmed} of {n_prod})")
+    check(st["rows_accepted"] == n_prod * batches * 256, f"every row taken ({st['rows_accepted']})")
+    check(hwm_kb <= bound_kb, f"peak RSS {hwm_kb / 1024:.0f} MB within the stated bound {bound_kb / 1024:.0f} MB")
+    check(st["rejected"].get("connections_dropped", 0) == 0 and st["rejected"]["seq_gaps"] == 0,
+          f"no connection dropped, no gap: {st['rejected']}")
+    check(c.stop() == 0, "clean exit: nothing lost")
+
+
 def fill_epochs(c, n_epochs, rng, seed_rows=None):
     rows, _ = synth(c.t * c.m * n_epochs, c.d, c.k, 10.0 * c.d, rng)
     send_rows(c, rows)
@@ -595,7 +652,8 @@ def test_crashes():
 
 def main():
     tests = [test_end_to_end_tcp_curve, test_bad_input_ipc, test_plaintext_rules, test_budget_cap,
-             test_backpressure, test_period_and_config_file, test_weak_snapshot, test_other_mechanisms, test_crashes]
+             test_backpressure, test_period_and_config_file, test_weak_snapshot, test_other_mechanisms, test_crashes,
+             test_ingest_memory]
     for t in tests:
         t0 = time.time()
         print(f"{t.__name__}:", flush=True)
