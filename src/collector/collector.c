@@ -422,6 +422,11 @@ static uint64_t s_proc_kb(const char *field)
     return (uint64_t)v;
 }
 
+/* Address space OpenBLAS maps for each thread that calls it, at its first
+   call (Debian's 0.3.21: blas_memory_alloc maps 128 MB; under a limit it
+   retries forever instead of failing). */
+#define BLAS_THREAD_BUFFER (128.0 * (1 << 20))
+
 /* Say what memory the collector needs, and warn when an address-space
    limit (ulimit -v) leaves less than that. */
 static void s_ingest_report(collector *c, const dps_config *cfg)
@@ -438,11 +443,14 @@ static void s_ingest_report(collector *c, const dps_config *cfg)
     if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return;
     double have = (double)rl.rlim_cur / mb - (double)s_proc_kb("VmSize") / 1024;
-    if (have < (double)c->plan.budget / mb + est)
+    double blas = (double)(c->o.workers + 1) * BLAS_THREAD_BUFFER / mb;
+    if (have < (double)c->plan.budget / mb + est + blas)
         log_warn("the address-space limit (ulimit -v) of %.0f MB leaves %.0f MB after start-up, less than the "
-                 "ingest buffer (%.0f MB) and the estimator (%.0f MB) need: when libzmq cannot allocate a batch it "
-                 "drops the connection with the batches queued on it.  Lower --ingest-buffer-mb or raise the limit",
-                 (double)rl.rlim_cur / mb, have, (double)c->plan.budget / mb, est);
+                 "ingest buffer (%.0f MB), the estimator (%.0f MB) and OpenBLAS (%.0f MB of address space for "
+                 "%" PRIu64 " threads) need: when libzmq cannot allocate a batch it drops the connection with the "
+                 "batches in flight on it, and OpenBLAS retries for ever.  Lower --ingest-buffer-mb or raise the "
+                 "limit",
+                 (double)rl.rlim_cur / mb, have, (double)c->plan.budget / mb, est, blas, c->o.workers + 1);
 }
 
 /* Warn once each time more producers are connected than the buffer holds. */
