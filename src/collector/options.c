@@ -58,8 +58,9 @@ static const opt_def s_opts[] = {
     {"insecure-plaintext", OPT_FLAG, F(insecure_plaintext), NULL, "no CURVE: allowed only on loopback tcp and ipc"},
     {"ingest-buffer-mb", OPT_DOUBLE, F(ingest_buffer_mb), "MB", "memory for batches in transit, all producers together"
                                                                  " (MB = 2^20 bytes; default: room for 16 producers' batches"
-                                                                 " of 256 rows, 51 x (1024 d + 1 KiB), at least 64 MB and"
-                                                                 " at most a quarter of the machine's memory); see"
+                                                                 " of 256 rows, 16 (rcvhwm + 2) + 3 = 51 batches of"
+                                                                 " 1024 d + 1 KiB bytes, at least 64 MB and at most a"
+                                                                 " quarter of the machine's memory or cgroup limit); see"
                                                                  " \"ingest memory\" below"},
     {"max-batch-rows", OPT_U64, F(max_batch_rows), "N", "largest batch accepted; sets ZMQ_MAXMSGSIZE (default: the"
                                                         " largest that lets the ingest buffer hold 16 producers,"
@@ -279,7 +280,7 @@ int options_parse(collector_options *o, int argc, char **argv, char *err, size_t
 
 #define MB ((double)(1u << 20))
 #define INGEST_OVERHEAD 1024 /* bytes of a RowBatch besides its floats (id <= 64, varints) */
-#define INGEST_DESIGN_PRODUCERS 16 /* the default buffer's room: 16 x 3 batches + the loop's 3 */
+#define INGEST_DESIGN_PRODUCERS 16 /* the default buffer's room: 16 x (rcvhwm + 2) batches + the loop's 3 */
 
 void options_ingest_plan(const collector_options *o, ingest_plan *p)
 {
@@ -291,13 +292,14 @@ void options_ingest_plan(const collector_options *o, ingest_plan *p)
 }
 
 /* The ingest buffer and the batch cap: defaults and checks (issue 9 item 5).
-   Default buffer: room for 16 producers of 256-row batches at one queued
-   batch each (16 x 3 + 3 = 51 batches), within [64 MB, machine / 4].
+   Default buffer: room for 16 producers of 256-row batches, 16 x (rcvhwm +
+   2) + 3 batches (51 at the default rcvhwm 1), within [64 MB, machine / 4].
    Default --max-batch-rows: the largest batch that keeps that room for 16
    producers in the buffer, within [256 (the producers' default), 4096]. */
 static int s_ingest_finish(collector_options *o, char *err, size_t errlen)
 {
-    const double per_row = 4.0 * (double)o->d, design = 3.0 * INGEST_DESIGN_PRODUCERS + 3;
+    const double per_row = 4.0 * (double)o->d;
+    const double design = (double)INGEST_DESIGN_PRODUCERS * (double)(o->rcvhwm + 2) + 3;
     if (isnan(o->ingest_buffer_mb)) {
         double want = design * (256 * per_row + INGEST_OVERHEAD) / MB;
         o->ingest_buffer_mb = fmin(fmax(want, 64), (double)o->machine_mb / 4);

@@ -132,14 +132,19 @@ void ptable_ended(producer_table *t, int fd)
         if (t->slots[i].used && t->slots[i].fd == fd) {
             t->slots[i].fd = -1;
             t->slots[i].ended = 1;
+            t->slots[i].asked = 0;
         }
 }
 
-int ptable_asked(producer_table *t, const char *id)
+int ptable_asked(producer_table *t, const char *id, uint64_t now_ms)
 {
     int found = 0;
     producer_entry *e = s_slot(t, id, &found);
     if (!found || !e->ended)
+        return 0;
+    if (e->asked++ == 0)
+        e->asked_ms = now_ms;
+    if (e->asked < PTABLE_ASKING_COUNT || now_ms - e->asked_ms < PTABLE_ASKING_MS)
         return 0;
     e->ended = 0; /* once per lost connection */
     return 1;

@@ -570,9 +570,12 @@ def test_lost_batches_loud():
     could not allocate, or one above --max-batch-rows) and exited 0.  Producer A sends seq 0 and 1, then a
     batch above --max-batch-rows (the connection is dropped), then seq 3 on the connection libzmq makes
     again: the collector sees A again after its connection ended, and seq 2 missing.  Producer B is
-    dropped the same way and then asks for its count, as a draining producer does."""
+    dropped the same way and then asks for its count: once (an operator's question, not counted), then
+    again and again, as a draining producer does.  The buffer holds one
+    producer ((20971 - 3 x 2944) / (3 x 2944) bytes): the second to connect is let in with a warning."""
     d = 60
-    c = Collector("lost", d=d, k=2, t=60, extra=["--max-batch-rows", "8", "--cap-rho", "1000"]).start()
+    c = Collector("lost", d=d, k=2, t=60, extra=["--max-batch-rows", "8", "--ingest-buffer-mb", "0.02",
+                                                 "--cap-rho", "1000"]).start()
     ctx = zmq.Context()
 
     def batch(pid, seq, rows):
@@ -596,13 +599,19 @@ def test_lost_batches_loud():
     b = ctx.socket(zmq.PUSH)
     b.connect(c.ingest)
     drop(b, "lost-b", 0, 16)
-    query_status(c.status, 2000, plaintext=True, producer_id="lost-b")
+    query_status(c.status, 2000, plaintext=True, producer_id="lost-b")  # once: an operator's question
+    check(c.query()["rejected"].get("connections_dropped") == 1, "one question after the end is not a drain")
+    # a drain asks again and again (every 20 ms) for a count that does not come
+    wait_for(lambda: query_status(c.status, 2000, plaintext=True, producer_id="lost-b") and
+             c.query()["rejected"].get("connections_dropped") == 2, 5, 0.05)
     st = c.query()
     check(st["rejected"].get("connections_dropped") == 2 and st["rejected"]["seq_gaps"] == 1,
           f"2 connections dropped, 1 batch missing: {st['rejected']}")
     log = c.tail(40)
-    check("producer lost-a sent again after its connection ended" in log and "lost-b asked for its count" in log
+    check("producer lost-a sent again after its connection ended" in log and "lost-b kept asking for its count" in log
           and "before seq 3 never arrived: LOST" in log, f"each logged: {log}")
+    check("so it holds 1 producers" in log and "2 producers connected, more than the 1" in log,
+          "more producers than the buffer holds: a warning")
     a.close(0)
     b.close(0)
     ctx.term()
