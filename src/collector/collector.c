@@ -388,9 +388,13 @@ static void s_subscriptions(collector *c)
      ciphertext while its plaintext is made), this loop at most 3 (the
      message, protobuf-c's copy, an aligned copy): --ingest-buffer-mb holds
      plan.producers producers (options_ingest_plan).  With more connected
-     than that the bound no longer holds: libzmq 4.3 cannot refuse or park a
-     connection except through ZAP, so they are let in, and the collector
-     says so in a warning with the excess;
+     than that the bound no longer holds: they are let in, and the collector
+     says so in a warning with the excess.  Neither refused nor parked:
+     libzmq 4.3 can turn a connection away only through ZAP, and a producer
+     refused there never reconnects (checked: one ZAP request, then its
+     sends block for good); parking would mean holding some ZAP replies while
+     answering others (a ROUTER where zap.c has a REP) and counting the slots
+     of parked producers that give up, which is not done;
    - outside the process, the kernel buffers up to 2 x ZMQ_RCVBUF (1 MB) per
      tcp connection.
    (glibc keeps freed batches for reuse; mmap'ing every block from 256 KB up
