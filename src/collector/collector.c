@@ -385,8 +385,8 @@ static void s_subscriptions(collector *c)
      would still be queued by libzmq;
    - per connected producer libzmq then holds at most rcvhwm + 2 batches (its
      queue, one decoded while the queue is full, and under CURVE one
-     ciphertext while its plaintext is made) and its 8 KB read buffer
-     (counted in the 1 KiB per batch above the floats), this loop at most 3 (the
+     ciphertext while its plaintext is made), plus its 8 KB read buffer
+     (not in the bound: 128 KB for 16 producers), this loop at most 3 (the
      message, protobuf-c's copy, an aligned copy): --ingest-buffer-mb holds
      plan.producers producers (options_ingest_plan).  With more connected
      than that the bound no longer holds: they are let in, and the collector
