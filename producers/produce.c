@@ -450,8 +450,9 @@ int main(int argc, char **argv)
         {"--id", CLI_OPT_STRING, &a.id, "NAME", "dps-produce-PID-RANDOM",
          "producer id (1-64 printable bytes), unique per producer: the collector counts batches per id", 0},
         {"--batch", CLI_OPT_SIZE, &a.batch, "N", "256",
-         "rows per message; at most the collector's --max-batch-rows (default 4096), larger messages are "
-         "dropped with the connection",
+         "rows per message; at most the collector's --max-batch-rows (256 or more: it is sized from the "
+         "collector's --ingest-buffer-mb, see dps-collector --help), larger messages are dropped with the "
+         "connection",
          0},
         {"--rate", CLI_OPT_DOUBLE, &a.rate, "ROWS_PER_S", "no limit",
          "hand rows to the producer at most this fast (they leave in batches of --batch)", 0},

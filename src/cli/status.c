@@ -60,6 +60,8 @@ static const struct {
     {"disconnects", "ingest connections that ended: every producer's exit, and a message above "
                     "--max-batch-rows (dropped with its connection)"},
     {"seq_gaps", "batches missing from a producer's sequence (lost in transit or a producer restarted)"},
+    {"connections_dropped", "producer connections dropped while their producer kept running (a batch above "
+                            "--max-batch-rows, or no memory for one): the batches in flight on them were lost"},
 };
 
 static const char *s_what(const char *name)

@@ -231,6 +231,11 @@ check "secret key file is private (0600)" [ "$(ls -l keys/trainer.key_secret | c
 expect_error "dps-keygen refuses to overwrite: exit 2" 2 "already exists" "$KEYGEN" trainer --dir keys
 expect_error "dps-keygen NAME with .key: exit 2" 2 "without .key" "$KEYGEN" trainer.key --dir keys
 mkdir authorized && cp keys/trainer.key authorized/
+# With CURVE, ZAP's User-Id makes libzmq keep one place of each producer's
+# queue for a credential: with --rcvhwm 1 no batch ever arrived.
+expect_error "CURVE collector with --rcvhwm 1: exit 2" 2 "rcvhwm must be at least 2 with CURVE" \
+    "$COLL" --d 200 --k 4 --state-dir "$T/state-hwm" --server-key keys/collector.key_secret \
+    --authorized-keys authorized --cap-rho 1 --rcvhwm 1
 SK="--server-key keys/collector.key"
 TK="--key keys/trainer.key_secret"
 up=1

@@ -7,7 +7,8 @@
    message for late subscribers).  Status requests (REP) are answered between
    batches.  The estimator's workers compute bucket bases meanwhile; while they
    are behind, push blocks, this loop stops reading, the PULL queue fills to
-   its high-water mark and producers block: rows are never dropped.
+   its high-water mark and producers block: rows are never dropped.  The
+   bytes queued for all producers together are bounded (s_ingest_setup).
    Who owns what: main() owns the sockets, the estimator, the ledger and the
    ZAP handler; the loop borrows them. */
 #include "dpsubspace.h"
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +74,9 @@ typedef struct {
     uint64_t sub_removals;     /* zap_removals("publish") when the publish socket was last bound */
     int argc;                  /* the command line, read again with the config file on SIGHUP */
     char **argv;
+    ingest_plan plan;          /* the ingest memory bound (options_ingest_plan) */
+    int over_plan;             /* more producers connected than plan.producers */
+    uint64_t connections_dropped; /* connections that ended with their producer still running */
 } collector;
 
 /* ---------------------------------------------------------------- ledger */
@@ -196,6 +201,24 @@ static void s_reject(collector *c, wire_reject r, size_t len)
         log_warn("refused a %zu-byte message: %s (%" PRIu64 " so far)", len, wire_reject_name(r), n);
 }
 
+/* A producer's connection ended while it was still running: libzmq dropped
+   it, and the batches in flight on it with it (see producers.h). */
+static void s_lost(collector *c, const char *id, const char *how)
+{
+    c->connections_dropped++;
+    log_warn("producer %s %s after its connection ended: libzmq dropped that connection, and the batches in "
+             "flight on it were LOST (%" PRIu64 " connections dropped so far).  It does so when a batch is above "
+             "--max-batch-rows (%" PRIu64 ") or when it cannot allocate memory (is the collector under a memory "
+             "limit that --ingest-buffer-mb and the estimator do not fit in?)",
+             id, how, c->connections_dropped, c->o.max_batch_rows);
+}
+
+static void s_on_disconnect(void *arg, int fd)
+{
+    collector *c = arg;
+    ptable_ended(&c->producers, fd);
+}
+
 static int s_ingest(collector *c)
 {
     zmq_msg_t msg;
@@ -209,6 +232,7 @@ static int s_ingest(collector *c)
     int revoked = c->zap && !zap_allowed(c->zap, "ingest", zmq_msg_gets(&msg, "User-Id"));
     wire_rows wr;
     size_t len = zmq_msg_size(&msg);
+    int fd = zmq_msg_get(&msg, ZMQ_SRCFD); /* which connection: -1 if unknown */
     wire_reject r = wire_rows_decode(zmq_msg_data(&msg), len, c->o.d, &wr);
     if (zmq_msg_more(&msg)) { /* a multipart message is not ours: drop all parts */
         r = r == WIRE_OK ? WIRE_UNDECODABLE : r;
@@ -256,8 +280,18 @@ static int s_ingest(collector *c)
     }
     if (dps_estimator_epoch_full(c->est) && !s_stop)
         s_close_epoch(c);
-    if (done == wr.n) /* taken: a producer draining may now disconnect */
+    if (done == wr.n) { /* taken: a producer draining may now disconnect */
+        /* Connections that ended before this batch arrived, first: the kernel
+           may have given this batch's connection the fd of one of them. */
+        net_monitor_poll(&c->pull_mon, 0);
+        uint64_t gaps = c->producers.total_gaps;
         ptable_record(&c->producers, wr.producer_id, wr.seq, wr.n, net_now_ms());
+        if (c->producers.total_gaps > gaps)
+            log_warn("producer %s: %" PRIu64 " batches before seq %" PRIu64 " never arrived: LOST in transit",
+                     wr.producer_id, c->producers.total_gaps - gaps, wr.seq);
+        if (ptable_batch_on(&c->producers, wr.producer_id, fd, wr.seq))
+            s_lost(c, wr.producer_id, "sent again");
+    }
     wire_rows_release(&wr);
     return 1;
 }
@@ -282,6 +316,8 @@ static void s_status(collector *c)
         zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
         return;
     }
+    if (asked[0] && ptable_asked(&c->producers, asked, net_now_ms()))
+        s_lost(c, asked, "kept asking for its count");
     dps_collector_status st;
     memset(&st, 0, sizeof st);
     dps_stats es;
@@ -325,6 +361,7 @@ static void s_status(collector *c)
         {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
         {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
         {"epochs_internal_error", es.epochs_internal_error},
+        {"connections_dropped", c->connections_dropped},
     };
     for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
         snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", wire_reject_name(r));
@@ -431,6 +468,121 @@ static int s_rebind_publish(collector *c)
     }
     log_info("a subscriber key was removed: every subscriber reconnects to %s, and the removed key is refused", ep);
     return 0;
+}
+
+/* --------------------------------------------------------- ingest memory
+   Issue 9 item 5.  libzmq queues up to ZMQ_RCVHWM messages per connected
+   producer (the mark is per pipe), so memory grew with the number of
+   producers, and under a memory limit libzmq, unable to allocate a batch,
+   dropped connections with the batches queued on them and told no one.
+   What bounds the bytes of batches in transit, for the whole collector:
+   - ZMQ_MAXMSGSIZE = plan.msg_max caps a message (libzmq drops a larger one
+     with its connection);
+   - ZMQ_RCVHWM = --rcvhwm (default 1; 2 with CURVE, where the credential
+     libzmq makes of ZAP's User-Id takes one place), fixed before bind: libzmq 4.3 gives
+     each new connection the mark its listener copied at bind time, and
+     re-applies a changed mark only to pipes the socket has already attached
+     (both checked against the installed 4.3.4).  We rejected raising the
+     mark while few producers are connected (choice (a) of the issue): a
+     producer that connects before we see it starts at the mark of bind time,
+     and those already attached keep their deeper queues until drained, so
+     the bound would hold only between arrivals.  We rejected credits granted
+     by the collector (b): every producer (C, Python, the benchmarks' raw
+     PUSH) would need a new round trip, and one that ignores its credits
+     would still be queued by libzmq;
+   - per connected producer libzmq then holds at most rcvhwm + 2 batches (its
+     queue, one decoded while the queue is full, and under CURVE one
+     ciphertext while its plaintext is made), plus its 8 KB read buffer
+     (not in the bound: 128 KB for 16 producers), this loop at most 3 (the
+     message, protobuf-c's copy, an aligned copy): --ingest-buffer-mb holds
+     plan.producers producers (options_ingest_plan).  With more connected
+     than that the bound no longer holds: they are let in, and the collector
+     says so in a warning with the excess.  Neither refused nor parked:
+     libzmq 4.3 can turn a connection away only through ZAP, and a producer
+     refused there never reconnects (checked: one ZAP request, then its
+     sends block for good); parking would mean holding some ZAP replies while
+     answering others (a ROUTER where zap.c has a REP) and counting the slots
+     of parked producers that give up, which is not done;
+   - outside the process, the kernel buffers up to 2 x ZMQ_RCVBUF (1 MB) per
+     tcp connection.
+   (glibc keeps freed batches for reuse; mmap'ing every block from 256 KB up
+   lowered the peak RSS of 16 producers at d = 1e4 from 383 to 376 MB and
+   cost about a third of the ingest rate, so it is not done.) */
+#define INGEST_RCVBUF (1 << 20)
+
+static void s_ingest_setup(collector *c)
+{
+    options_ingest_plan(&c->o, &c->plan);
+    int64_t maxmsg = (int64_t)c->plan.msg_max;
+    int hwm = (int)c->o.rcvhwm, rcvbuf = INGEST_RCVBUF;
+    zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->pull, ZMQ_RCVBUF, &rcvbuf, sizeof rcvbuf);
+}
+
+/* The kB of a /proc/self/status line (VmSize, VmRSS, VmHWM), or 0. */
+static uint64_t s_proc_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long v = 0;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            sscanf(line + n + 1, "%llu", &v);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return (uint64_t)v;
+}
+
+/* Address space OpenBLAS maps for each thread that calls it, at its first
+   call (Debian's 0.3.21: blas_memory_alloc maps 128 MB; under a limit it
+   retries forever instead of failing). */
+#define BLAS_THREAD_BUFFER (128.0 * (1 << 20))
+
+/* Say what memory the collector needs, and warn when an address-space
+   limit (ulimit -v) leaves less than that. */
+static void s_ingest_report(collector *c, const dps_config *cfg)
+{
+    const double mb = 1 << 20;
+    double est = (double)dps_estimator_memory_bound(cfg) / mb;
+    log_info("ingest buffer %.0f MB for all producers: batches up to %.1f MB (--max-batch-rows %" PRIu64
+             " at d %" PRIu64 "), at most %" PRIu64 " per producer (%" PRIu64 " in its queue + 2) and 3 in this loop, "
+             "so it holds %" PRIu64 " producers (more are let in, with a warning: see --help).  The estimator "
+             "adds at most %.0f MB",
+             (double)c->plan.budget / mb, (double)c->plan.msg_max / mb, c->o.max_batch_rows, c->o.d,
+             options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->plan.producers, est);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    double have = (double)rl.rlim_cur / mb - (double)s_proc_kb("VmSize") / 1024;
+    double blas = (double)(c->o.workers + 1) * BLAS_THREAD_BUFFER / mb;
+    if (have < (double)c->plan.budget / mb + est + blas)
+        log_warn("the address-space limit (ulimit -v) of %.0f MB leaves %.0f MB after start-up, less than the "
+                 "ingest buffer (%.0f MB), the estimator (%.0f MB) and OpenBLAS (%.0f MB of address space for "
+                 "%" PRIu64 " threads) need: when libzmq cannot allocate a batch it drops the connection with the "
+                 "batches in flight on it, and OpenBLAS retries for ever.  Lower --ingest-buffer-mb or raise the "
+                 "limit",
+                 (double)rl.rlim_cur / mb, have, (double)c->plan.budget / mb, est, blas, c->o.workers + 1);
+}
+
+/* Warn once each time more producers are connected than the buffer holds. */
+static void s_ingest_watch(collector *c)
+{
+    const net_monitor *m = &c->pull_mon;
+    uint64_t open = m->accepted > m->disconnects ? m->accepted - m->disconnects : 0;
+    if (open > c->plan.producers && !c->over_plan) {
+        c->over_plan = 1;
+        log_warn("%" PRIu64 " producers connected, more than the %" PRIu64 " that --ingest-buffer-mb %.0f holds: "
+                 "the batches they queue may take up to %.0f MB more than the buffer",
+                 open, c->plan.producers, c->o.ingest_buffer_mb,
+                 (double)((open - c->plan.producers) * c->plan.per_producer) / (1 << 20));
+    } else if (open <= c->plan.producers && c->over_plan) {
+        c->over_plan = 0;
+        log_info("%" PRIu64 " producers connected: within --ingest-buffer-mb again", open);
+    }
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -578,10 +730,8 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     c->pull = zmq_socket(c->ctx, ZMQ_PULL);
     c->xpub = zmq_socket(c->ctx, ZMQ_XPUB);
     c->rep = zmq_socket(c->ctx, ZMQ_REP);
-    int64_t maxmsg = (int64_t)(c->o.max_batch_rows * c->o.d * 4 + 1024);
-    int hwm = (int)c->o.rcvhwm, pub_hwm = 1000;
-    zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    int pub_hwm = 1000;
+    s_ingest_setup(c);
     zmq_setsockopt(c->xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
     if (s_server_socket(c, c->pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
         s_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, sizeof err) ||
@@ -590,6 +740,8 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         return 2;
     }
     net_monitor_start(c->ctx, c->pull, &c->pull_mon, 1); /* dropped connections on ingest */
+    c->pull_mon.on_disconnect = s_on_disconnect;
+    c->pull_mon.on_disconnect_arg = c;
     if (c->latest) {
         unsigned char *buf = NULL;
         size_t len = 0;
@@ -630,6 +782,8 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         dps_accountant_destroy(&acc);
     }
 
+    s_ingest_report(c, cfg);
+
     if (c->zap)
         c->sub_removals = zap_removals(c->zap, "publish");
     while (!s_stop) {
@@ -661,6 +815,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
                     break;
         }
         net_monitor_poll(&c->pull_mon, 0);
+        s_ingest_watch(c);
         if (c->o.epoch_seconds > 0 && net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
             dps_stats es;
             dps_estimator_get_stats(c->est, &es);
@@ -683,6 +838,12 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         log_info("stopping");
     log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run", es.rows_accepted,
              c->published);
+    if (c->connections_dropped || c->producers.total_gaps) {
+        log_error("batches were LOST in transit this run: %" PRIu64 " producer connections dropped with the batches "
+                  "in flight on them, %" PRIu64 " batches missing from producers' sequences (see the warnings above)",
+                  c->connections_dropped, c->producers.total_gaps);
+        return 4;
+    }
     return 0;
 }
 int main(int argc, char **argv)

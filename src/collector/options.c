@@ -4,6 +4,7 @@
 #include "dpsubspace.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +58,18 @@ static const opt_def s_opts[] = {
     {"authorized-keys", OPT_STR, F(authorized_keys), "DIR", "producers' (and operators') .key files"},
     {"subscriber-keys", OPT_STR, F(subscriber_keys), "DIR", "if given, only these may subscribe (default: any CURVE client)"},
     {"insecure-plaintext", OPT_FLAG, F(insecure_plaintext), NULL, "no CURVE: allowed only on loopback tcp and ipc"},
-    {"max-batch-rows", OPT_U64, F(max_batch_rows), "N", "largest batch accepted; sets ZMQ_MAXMSGSIZE (default 4096)"},
-    {"rcvhwm", OPT_U64, F(rcvhwm), "N", "batches queued before producers block (default 100)"},
+    {"ingest-buffer-mb", OPT_DOUBLE, F(ingest_buffer_mb), "MB", "memory for batches in transit, all producers together"
+                                                                 " (MB = 2^20 bytes; default: room for 16 producers' batches"
+                                                                 " of 256 rows, 16 (rcvhwm + 2) + 3 = 51 batches of"
+                                                                 " 1024 d + 1 KiB bytes, at least 64 MB and at most a"
+                                                                 " quarter of the machine's memory or cgroup limit); see"
+                                                                 " \"ingest memory\" below"},
+    {"max-batch-rows", OPT_U64, F(max_batch_rows), "N", "largest batch accepted; sets ZMQ_MAXMSGSIZE (default: the"
+                                                        " largest that lets the ingest buffer hold 16 producers,"
+                                                        " within 256..4096)"},
+    {"rcvhwm", OPT_U64, F(rcvhwm), "N", "batches queued per producer before it blocks (default 1 in plaintext, 2"
+                                        " with CURVE, at least 2 there: libzmq keeps one place of each queue for"
+                                        " the key's credential; more lets the buffer hold fewer producers)"},
     {"state-dir", OPT_STR, F(state_dir), "DIR", "ledger and snapshots (required)"},
     {"config", OPT_CONFIG, 0, 0, "FILE", "read settings from FILE (name = value lines)"},
     {"verbose", OPT_FLAG, F(verbose), NULL, "log every batch refusal"},
@@ -66,6 +77,33 @@ static const opt_def s_opts[] = {
     {"help", OPT_FLAG, F(help), NULL, "this text"},
 };
 #define N_OPTS (sizeof s_opts / sizeof *s_opts)
+
+/* A number from the first line of a file (a cgroup limit), or 0. */
+static uint64_t s_file_u64(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0; /* "max": no limit */
+        fclose(f);
+    }
+    return (uint64_t)v;
+}
+
+/* The machine's memory in MB: RAM, or a smaller cgroup limit (v2, v1). */
+static uint64_t s_machine_mb(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)1 << 32;
+    const char *limits[] = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < 2; i++) {
+        uint64_t v = s_file_u64(limits[i]);
+        if (v > 0 && v < ram)
+            ram = v;
+    }
+    return ram >> 20;
+}
 
 void options_defaults(collector_options *o)
 {
@@ -85,8 +123,10 @@ void options_defaults(collector_options *o)
     snprintf(o->ingest, sizeof o->ingest, "tcp://127.0.0.1:7780");
     snprintf(o->publish, sizeof o->publish, "tcp://127.0.0.1:7781");
     snprintf(o->status, sizeof o->status, "tcp://127.0.0.1:7782");
-    o->max_batch_rows = 4096;
-    o->rcvhwm = 100;
+    o->max_batch_rows = UINT64_MAX; /* options_finish: from the ingest buffer */
+    o->ingest_buffer_mb = NAN;      /* options_finish: from d and the machine */
+    o->rcvhwm = 0; /* options_finish: 1 in plaintext, 2 with CURVE */
+    o->machine_mb = s_machine_mb();
 }
 
 static const opt_def *s_find(const char *name)
@@ -241,6 +281,72 @@ int options_parse(collector_options *o, int argc, char **argv, char *err, size_t
     return 0;
 }
 
+#define MB ((double)(1u << 20))
+#define INGEST_OVERHEAD 1024 /* bytes of a RowBatch besides its floats (id <= 64, varints) */
+#define INGEST_DESIGN_PRODUCERS 16 /* the default buffer's room: 16 x (rcvhwm + 2) batches + the loop's 3 */
+
+uint64_t options_batch_slots(const collector_options *o)
+{
+    /* With CURVE one place holds the credential until the first read, and
+       then a batch: counting rcvhwm batches is the bound in both modes. */
+    return o->rcvhwm;
+}
+
+void options_ingest_plan(const collector_options *o, ingest_plan *p)
+{
+    p->budget = (uint64_t)(o->ingest_buffer_mb * MB);
+    p->msg_max = o->max_batch_rows * o->d * 4 + INGEST_OVERHEAD;
+    p->per_producer = (options_batch_slots(o) + 2) * p->msg_max;
+    p->loop = 3 * p->msg_max;
+    p->producers = p->budget > p->loop ? (p->budget - p->loop) / p->per_producer : 0;
+}
+
+/* The ingest buffer and the batch cap: defaults and checks (issue 9 item 5).
+   Default buffer: room for 16 producers of 256-row batches, 16 x (slots +
+   2) + 3 batches (51 at the default one batch slot), within [64 MB, machine / 4].
+   Default --max-batch-rows: the largest batch that keeps that room for 16
+   producers in the buffer, within [256 (the producers' default), 4096]. */
+static int s_ingest_finish(collector_options *o, char *err, size_t errlen)
+{
+    const double per_row = 4.0 * (double)o->d;
+    const double design = (double)INGEST_DESIGN_PRODUCERS * (double)(options_batch_slots(o) + 2) + 3;
+    if (isnan(o->ingest_buffer_mb)) {
+        double want = design * (256 * per_row + INGEST_OVERHEAD) / MB;
+        o->ingest_buffer_mb = fmin(fmax(want, 64), (double)o->machine_mb / 4);
+    }
+    if (!(o->ingest_buffer_mb > 0)) {
+        snprintf(err, errlen, "--ingest-buffer-mb must be a positive number of megabytes");
+        return -1;
+    }
+    if (o->ingest_buffer_mb > (double)o->machine_mb) {
+        snprintf(err, errlen, "--ingest-buffer-mb %g is more than this machine's memory (%" PRIu64 " MB)",
+                 o->ingest_buffer_mb, o->machine_mb);
+        return -1;
+    }
+    if (o->max_batch_rows == UINT64_MAX) {
+        double rows = floor((o->ingest_buffer_mb * MB / design - INGEST_OVERHEAD) / per_row);
+        rows = fmin(fmax(rows, 256), 4096);
+        o->max_batch_rows = (uint64_t)fmax(1, fmin(rows, floor((double)((uint64_t)1 << 32) / per_row)));
+    }
+    if ((double)o->max_batch_rows * per_row >= (double)((uint64_t)1 << 32)) {
+        snprintf(err, errlen, "--max-batch-rows %" PRIu64 " at d %" PRIu64 " makes messages above 4 GB",
+                 o->max_batch_rows, o->d);
+        return -1;
+    }
+    ingest_plan p;
+    options_ingest_plan(o, &p);
+    if (p.producers < 1) {
+        snprintf(err, errlen,
+                 "--ingest-buffer-mb %g cannot hold one producer: a batch of --max-batch-rows %" PRIu64
+                 " at d %" PRIu64 " is up to %.1f MB and one producer needs %" PRIu64 " of them (batch slots + 5)"
+                 ", %.1f MB: raise --ingest-buffer-mb or lower --max-batch-rows",
+                 o->ingest_buffer_mb, o->max_batch_rows, o->d, (double)p.msg_max / MB, options_batch_slots(o) + 5,
+                 (double)(p.per_producer + p.loop) / MB);
+        return -1;
+    }
+    return 0;
+}
+
 int options_finish(collector_options *o, char *err, size_t errlen)
 {
     if (!o->d || !o->k) {
@@ -273,10 +379,19 @@ int options_finish(collector_options *o, char *err, size_t errlen)
                  "--insecure-plaintext is allowed on loopback/ipc only");
         return -1;
     }
-    if (o->max_batch_rows == 0 || o->rcvhwm == 0 || o->rcvhwm > 1000000) {
+    if (o->rcvhwm == 0) /* ZAP's User-Id (zap.c) takes one place of each CURVE queue */
+        o->rcvhwm = o->insecure_plaintext ? 1 : 2;
+    if (o->max_batch_rows == 0 || o->rcvhwm > 1000000) {
         snprintf(err, errlen, "--max-batch-rows and --rcvhwm must be positive");
         return -1;
     }
+    if (!o->insecure_plaintext && o->rcvhwm < 2) {
+        snprintf(err, errlen, "--rcvhwm must be at least 2 with CURVE: libzmq keeps one place of each producer's "
+                              "queue for its key's credential, and with 1 no batch would ever arrive");
+        return -1;
+    }
+    if (s_ingest_finish(o, err, errlen) != 0)
+        return -1;
     if (o->epoch_seconds < 0) {
         snprintf(err, errlen, "--epoch-seconds must be >= 0");
         return -1;
@@ -324,7 +439,23 @@ void options_usage(FILE *to)
                  s_opts[i].arg ? s_opts[i].arg : "");
         fprintf(to, "  %-26s %s\n", left, s_opts[i].help);
     }
-    fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem\n");
+    fprintf(to,
+            "\ningest memory: batches in transit are bounded in bytes for all producers together.\n"
+            "A batch message is at most --max-batch-rows x 4d bytes + 1 KiB (a larger one is dropped\n"
+            "with its connection); each connected producer can have slots + 2 of them inside the\n"
+            "collector (its queue, one read while the queue is full, one being decrypted), and the\n"
+            "collector's loop 3, slots being --rcvhwm (default 1; 2 with CURVE, where one place holds\n"
+            "the key's credential until the first read).  So --ingest-buffer-mb holds (buffer - 3\n"
+            "batches) / (slots + 2 batches) producers; the log says how many at start-up, and warns\n"
+            "when more connect\n"
+            "(they are not refused, and the buffer may then overflow by slots + 2 batches each).\n"
+            "Producers beyond the queues block (they slow down; nothing is dropped).  Outside the\n"
+            "process the kernel buffers up to 2 MB per tcp producer.  The estimator's memory (t, m,\n"
+            "window, q; logged at start-up) comes on top.  A connection that libzmq drops with batches\n"
+            "in flight on it (a batch above --max-batch-rows, or no memory for one) is logged and\n"
+            "counted (connections_dropped in dps-status), and so are sequence gaps.\n");
+    fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem,\n"
+                "4 stopped cleanly, but batches were lost in transit this run (connections_dropped, seq_gaps)\n");
 }
 
 /* The settings a running collector can take from a reloaded configuration. */

@@ -25,6 +25,8 @@ typedef struct {
     char server_key[4096], authorized_keys[4096], subscriber_keys[4096];
     int insecure_plaintext;
     uint64_t max_batch_rows, rcvhwm;
+    double ingest_buffer_mb; /* bytes of batches held for the whole collector (NAN: default from d and memory) */
+    uint64_t machine_mb;     /* memory the default is sized from: RAM, or less under a cgroup limit */
     /* state */
     char state_dir[4096];
     int verbose, quiet;
@@ -35,8 +37,9 @@ void options_defaults(collector_options *o);
 /* Parse argv then the config file named by --config (command line wins).
    On error: a sentence in err, return -1. */
 int options_parse(collector_options *o, int argc, char **argv, char *err, size_t errlen);
-/* Fill in derived defaults (m = 2k, q = 10k, window = t) and check; among
-   the checks, a budget cap (--cap-rho or --cap-eps) or --no-cap is required. */
+/* Fill in derived defaults (m = 2k, q = 10k, window = t, the ingest buffer
+   and --max-batch-rows) and check; among the checks, a budget cap (--cap-rho
+   or --cap-eps) or --no-cap is required. */
 int options_finish(collector_options *o, char *err, size_t errlen);
 void options_usage(FILE *to);
 
@@ -53,5 +56,18 @@ size_t options_diff(const collector_options *a, const collector_options *b, opti
    runs (on SIGHUP): the budget cap (or --no-cap) and its delta, --epoch-seconds,
    --exit-after, --verbose, --quiet.  The others need a restart. */
 void options_apply_live(collector_options *dst, const collector_options *src);
+
+/* The ingest memory bound of a finished set of options, in bytes (the help
+   text's "ingest memory"): a batch message is at most msg_max; each connected
+   producer can hold per_producer = (rcvhwm + 2) * msg_max inside libzmq, the
+   loop loop = 3 * msg_max; budget = --ingest-buffer-mb holds `producers`. */
+typedef struct {
+    uint64_t budget, msg_max, per_producer, loop, producers;
+} ingest_plan;
+void options_ingest_plan(const collector_options *o, ingest_plan *p);
+/* The batches a producer's queue can hold: --rcvhwm (with CURVE one place
+   holds the credential ZAP's User-Id makes until the first read, then a
+   batch; that is why CURVE needs --rcvhwm >= 2). */
+uint64_t options_batch_slots(const collector_options *o);
 
 #endif

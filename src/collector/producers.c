@@ -83,6 +83,7 @@ static producer_entry *s_entry(producer_table *t, const char *id, uint64_t seq, 
         snprintf(e->id, sizeof e->id, "%s", id);
         e->used = 1;
         e->next_seq = seq;
+        e->fd = -1;
     }
     e->last_ms = now_ms;
     return e;
@@ -109,4 +110,42 @@ void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t row
     e->next_seq = seq + 1;
     e->batches++;
     e->rows += rows;
+}
+
+int ptable_batch_on(producer_table *t, const char *id, int fd, uint64_t seq)
+{
+    int found = 0;
+    producer_entry *e = s_slot(t, id, &found);
+    if (!found || fd < 0)
+        return 0;
+    int lost = e->ended && seq != 0; /* seq 0: a new run under the same id */
+    e->fd = fd;
+    e->ended = 0;
+    return lost;
+}
+
+void ptable_ended(producer_table *t, int fd)
+{
+    if (fd < 0)
+        return;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].used && t->slots[i].fd == fd) {
+            t->slots[i].fd = -1;
+            t->slots[i].ended = 1;
+            t->slots[i].asked = 0;
+        }
+}
+
+int ptable_asked(producer_table *t, const char *id, uint64_t now_ms)
+{
+    int found = 0;
+    producer_entry *e = s_slot(t, id, &found);
+    if (!found || !e->ended)
+        return 0;
+    if (e->asked++ == 0)
+        e->asked_ms = now_ms;
+    if (e->asked < PTABLE_ASKING_COUNT || now_ms - e->asked_ms < PTABLE_ASKING_MS)
+        return 0;
+    e->ended = 0; /* once per lost connection */
+    return 1;
 }

@@ -55,7 +55,7 @@ int net_monitor_start(void *ctx, void *sock, net_monitor *m, int count_disconnec
     int events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
                  ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
     if (count_disconnects)
-        events |= ZMQ_EVENT_DISCONNECTED;
+        events |= ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPTED;
     if (zmq_socket_monitor(sock, addr, events) != 0)
         return DPS_ENET;
     m->pair = zmq_socket(ctx, ZMQ_PAIR);
@@ -84,8 +84,11 @@ void net_monitor_poll(net_monitor *m, int timeout_ms)
             return;
         }
         uint16_t event = 0;
+        int32_t value = -1; /* the fd, for ACCEPTED and DISCONNECTED */
         if (zmq_msg_size(&ev) >= 2)
             memcpy(&event, zmq_msg_data(&ev), 2);
+        if (zmq_msg_size(&ev) >= 6)
+            memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
         int more = zmq_msg_more(&ev);
         zmq_msg_close(&ev);
         while (more) { /* the endpoint frame */
@@ -102,6 +105,10 @@ void net_monitor_poll(net_monitor *m, int timeout_ms)
             m->succeeded = 1;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             m->disconnects++;
+            if (m->on_disconnect)
+                m->on_disconnect(m->on_disconnect_arg, value);
+        } else if (event == ZMQ_EVENT_ACCEPTED) {
+            m->accepted++;
         } else if (event) {
             m->failed = 1;
             m->handshake_failures++;

@@ -18,9 +18,14 @@ typedef struct {
     int auth_failed; /* the server refused our credentials (ZAP said no) */
     int failed;     /* any handshake failure */
     uint64_t handshake_failures, disconnects;
+    uint64_t accepted; /* connections accepted (with count_disconnects): accepted - disconnects are open */
+    /* Optional, with count_disconnects: called from net_monitor_poll with the
+       file descriptor of each connection that ended. */
+    void (*on_disconnect)(void *arg, int fd);
+    void *on_disconnect_arg;
 } net_monitor;
 
-/* Watch handshakes (and disconnections when count_disconnects). */
+/* Watch handshakes (and accepted and ended connections when count_disconnects). */
 int net_monitor_start(void *ctx, void *sock, net_monitor *m, int count_disconnects);
 /* Read pending events; wait up to timeout_ms for the first (0: poll). */
 void net_monitor_poll(net_monitor *m, int timeout_ms);

@@ -8,7 +8,7 @@
                 format of proto/dpsubspace.proto) over and over to a bare PULL
                 socket (its own ZeroMQ context and thread) that receives each
                 message and discards it.  Same socket options as the
-                producer/collector pair (SNDHWM 64, IMMEDIATE, RCVHWM 100), same
+                producer/collector pair (SNDHWM 64, IMMEDIATE, RCVHWM 1), same
                 transport, same mechanism (CURVE: server keys on the PULL side,
                 no ZAP handler).
      api->sink  the C producer API (dps_producer_send_rows) to the same bare
@@ -147,7 +147,7 @@ static int s_sink_start(sink *s, const char *endpoint, const n_keys *keys, int c
     s->target = UINT64_MAX;
     s->ctx = zmq_ctx_new();
     s->sock = zmq_socket(s->ctx, ZMQ_PULL);
-    int hwm = 100, tmo = 20, zero = 0, one = 1;
+    int hwm = 1, tmo = 20, zero = 0, one = 1; /* RCVHWM: the collector's default --rcvhwm */
     int64_t maxmsg = (int64_t)max_msg;
     zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
