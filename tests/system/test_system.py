@@ -752,7 +752,7 @@ def test_ingest_memory():
     the estimator + 300 MB of slack for thread arenas, so a collector that queued every batch sent
     (1.3 GB) would run out and drop connections."""
     d, n_prod, batches, buf_mb = 10000, 16, 8, 500
-    produce = os.path.join(BUILD, "src", "cli", "dps-produce")
+    produce = os.path.join(BUILD, "producers", "dps-produce")
     rows = np.random.default_rng(21).standard_normal((256, d)).astype(np.float32)
     data = os.path.join(TMP, "ingest-256.npy")
     np.save(data, rows)
