@@ -11,6 +11,7 @@
    bytes queued for all producers together are bounded (s_ingest_setup).
    Who owns what: main() owns the sockets, the estimator, the ledger and the
    ZAP handler; the loop borrows them. */
+#include "args.h"
 #include "dpsubspace.h"
 #include "dpsubspace_net.h"
 #include "ledger.h"
@@ -858,6 +859,10 @@ int main(int argc, char **argv)
     if (options_parse(&c.o, argc, argv, err, sizeof err) != 0) {
         fprintf(stderr, "dps-collector: %s\n", err);
         return 2;
+    }
+    if (cli_version_given()) {
+        cli_print_version();
+        return 0;
     }
     if (c.o.help) {
         options_usage(stdout);

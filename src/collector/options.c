@@ -1,6 +1,10 @@
-/* options.c - the settings table, its parsers and the help text. */
+/* options.c - dps-collector's settings table: its flags and its config
+   file's keys are one table, parsed by the programs' one parser
+   (src/cli/args.h); the estimator's defaults are the library's
+   (dps_config_init); the help text. */
 #include "options.h"
 
+#include "args.h"
 #include "dpsubspace.h"
 
 #include <errno.h>
@@ -23,29 +27,29 @@ typedef struct {
 static const opt_def s_opts[] = {
     {"d", OPT_U64, F(d), "N", "row dimension (required)"},
     {"k", OPT_U64, F(k), "N", "subspace dimension, 1 <= k < d (required)"},
-    {"t", OPT_U64, F(t), "N", "buckets per epoch (default 125)"},
-    {"m", OPT_U64, F(m), "N", "rows per bucket (default 2k); an epoch is t*m rows"},
+    {"t", OPT_U64, F(t), "N", "buckets per epoch"},
+    {"m", OPT_U64, F(m), "N", "rows per bucket; an epoch is t*m rows"},
     {"window", OPT_U64, F(window), "N", "buckets open at once (default t: an exactly uniform partition;"
                                         " smaller only for shuffled streams)"},
-    {"q", OPT_U64, F(q), "N", "reference points (default 10k)"},
+    {"q", OPT_U64, F(q), "N", "reference points"},
     {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default), projection (d <= 10000), histogram"
                                                     " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"
                                                     " or covariance (no buckets: the epoch's sum x x^T and"
                                                     " iterative eigenvector sampling, pure eps-DP with"
                                                     " eps = sqrt(2 rho-epoch), d <= 4096)"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
-    {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch (default 1)"},
-    {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch (default 1e-8; deltas add up across epochs)"},
+    {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch"},
+    {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch; deltas add up across epochs"},
     {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused); a cap or"
                                             " --no-cap is required"},
     {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target"},
     {"no-cap", OPT_FLAG, F(no_cap), NULL, "no budget cap: spend without limit (a warning at every release)"},
-    {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped (default 1e-5)"},
-    {"alpha", OPT_DOUBLE, F(alpha), "X", "WFC weight slope (default 0.5)"},
-    {"tau", OPT_DOUBLE, F(tau), "X", "radius search target fraction (default 0.5)"},
-    {"split-search", OPT_DOUBLE, F(split_search), "X", "share of rho for the radius search (default 0.2)"},
-    {"split-count", OPT_DOUBLE, F(split_count), "X", "share of rho for the noisy count (default 0.1)"},
-    {"split-mean", OPT_DOUBLE, F(split_mean), "X", "share of rho for the noisy mean (default 0.7)"},
+    {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped"},
+    {"alpha", OPT_DOUBLE, F(alpha), "X", "WFC weight slope"},
+    {"tau", OPT_DOUBLE, F(tau), "X", "radius search target fraction"},
+    {"split-search", OPT_DOUBLE, F(split_search), "X", "share of rho for the radius search"},
+    {"split-count", OPT_DOUBLE, F(split_count), "X", "share of rho for the noisy count"},
+    {"split-mean", OPT_DOUBLE, F(split_mean), "X", "share of rho for the noisy mean"},
     {"public-seed", OPT_U64, F(public_seed), "N", "seed of the public reference points (default 0)"},
     {"seed", OPT_U64, F(seed), "N", "TESTS ONLY: seeded noise (not secure); snapshots say so"},
     {"workers", OPT_U64, F(workers), "N", "worker threads for bucket bases (default: CPUs)"},
@@ -108,18 +112,19 @@ static uint64_t s_machine_mb(void)
 void options_defaults(collector_options *o)
 {
     memset(o, 0, sizeof *o);
-    o->t = 125;
-    snprintf(o->aggregator, sizeof o->aggregator, "reference");
-    o->rho_epoch = 1.0;
-    o->delta_epoch = 1e-8;
-    o->delta_target = 1e-5;
-    o->alpha = 0.5;
-    o->tau = 0.5;
-    o->split_search = 0.2;
-    o->split_count = 0.1;
-    o->split_mean = 0.7;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->workers = ncpu > 0 ? (uint64_t)ncpu : 1;
+    dps_config lib; /* the estimator's defaults are the library's */
+    dps_config_init(&lib, 0, 0);
+    o->t = lib.t;
+    snprintf(o->aggregator, sizeof o->aggregator, "%s", dps_aggregator_name(lib.aggregator));
+    o->rho_epoch = lib.rho_epoch;
+    o->delta_epoch = lib.delta_epoch;
+    o->delta_target = lib.cap.delta_target;
+    o->alpha = lib.alpha;
+    o->tau = lib.tau;
+    o->split_search = lib.split_search;
+    o->split_count = lib.split_count;
+    o->split_mean = lib.split_mean;
+    o->workers = (uint64_t)lib.workers;
     snprintf(o->ingest, sizeof o->ingest, "tcp://127.0.0.1:7780");
     snprintf(o->publish, sizeof o->publish, "tcp://127.0.0.1:7781");
     snprintf(o->status, sizeof o->status, "tcp://127.0.0.1:7782");
@@ -137,147 +142,78 @@ static const opt_def *s_find(const char *name)
     return NULL;
 }
 
-static int s_set(collector_options *o, const opt_def *od, const char *val, char *err, size_t errlen)
+/* The one parser's table over o: "--name" flags whose values go into o's
+   fields (strings copied into its arrays), the same names as config keys. */
+typedef struct {
+    cli_opt opt[N_OPTS];
+    cli_text text[N_OPTS];
+    char name[N_OPTS][40], deflt[N_OPTS][48];
+    const char *config;
+} s_table;
+
+/* The default shown in --help: the value in def (the library's defaults)
+   when the help text does not explain it already; m and q as multiples of k. */
+static const char *s_deflt(const opt_def *od, const collector_options *def, char *buf, size_t n)
 {
-    char *base = (char *)o + od->offset, *end = NULL;
-    errno = 0;
-    switch (od->kind) {
-    case OPT_U64: {
-        if (!val || !*val || *val == '-')
-            goto bad;
-        unsigned long long v = strtoull(val, &end, 10);
-        if (errno || *end)
-            goto bad;
-        *(uint64_t *)(void *)base = v;
-        if (strcmp(od->name, "seed") == 0)
-            o->seeded = 1;
-        return 0;
+    const char *p = (const char *)def + od->offset;
+    char num[32];
+    if (strcmp(od->name, "m") == 0 || strcmp(od->name, "q") == 0) {
+        dps_config lib;
+        dps_config_init(&lib, 2, 1);
+        snprintf(buf, n, "%zuk", od->name[0] == 'm' ? lib.m : lib.q);
+        return buf;
     }
-    case OPT_DOUBLE: {
-        if (!val || !*val)
-            goto bad;
-        double v = strtod(val, &end);
-        if (errno || *end || !isfinite(v))
-            goto bad;
-        *(double *)(void *)base = v;
-        return 0;
-    }
-    case OPT_STR:
-        if (!val || strlen(val) >= od->size) {
-            snprintf(err, errlen, "--%s: value missing or longer than %zu characters", od->name, od->size - 1);
-            return -1;
-        }
-        memcpy(base, val, strlen(val) + 1);
-        return 0;
-    case OPT_FLAG:
-        *(int *)(void *)base = 1;
-        return 0;
-    case OPT_CONFIG:
-        return 0;
-    }
-bad:
-    snprintf(err, errlen, "--%s: '%s' is not a valid %s", od->name, val ? val : "",
-             od->kind == OPT_U64 ? "non-negative whole number" : "number");
-    return -1;
+    if (strstr(od->help, "default"))
+        return NULL;
+    if (od->kind == OPT_U64 && *(const uint64_t *)(const void *)p)
+        snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)(const void *)p);
+    else if (od->kind == OPT_DOUBLE && *(const double *)(const void *)p != 0)
+        snprintf(buf, n, "%s", cli_fmt_double(num, *(const double *)(const void *)p));
+    else
+        return NULL;
+    return buf;
 }
 
-static int s_config_file(collector_options *o, const char *path, const unsigned char *given, char *err, size_t errlen)
+static void s_table_make(s_table *t, collector_options *o, const collector_options *def)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "--config: cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    char line[4400];
-    int lineno = 0;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '#' || *p == '\n' || !*p)
-            continue;
-        char *eq = strchr(p, '=');
-        char *nl = strchr(p, '\n');
-        if (nl)
-            *nl = 0;
-        char *name = p, *val = NULL;
-        if (eq) {
-            *eq = 0;
-            val = eq + 1;
-            while (*val == ' ' || *val == '\t')
-                val++;
-            for (char *e = val + strlen(val); e > val && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r');)
-                *--e = 0;
-        }
-        for (char *e = name + strlen(name); e > name && (e[-1] == ' ' || e[-1] == '\t');)
-            *--e = 0;
-        const opt_def *od = s_find(name);
-        if (!od || od->kind == OPT_CONFIG) {
-            snprintf(err, errlen, "%s:%d: unknown setting '%s'", path, lineno, name);
-            fclose(f);
-            return -1;
-        }
-        if (given[od - s_opts])
-            continue; /* the command line wins */
-        if (od->kind == OPT_FLAG) {
-            if (val && strcmp(val, "true") && strcmp(val, "1") && strcmp(val, "yes")) {
-                if (strcmp(val, "false") && strcmp(val, "0") && strcmp(val, "no")) {
-                    snprintf(err, errlen, "%s:%d: %s takes true or false", path, lineno, name);
-                    fclose(f);
-                    return -1;
-                }
-                continue;
-            }
-        }
-        char sub[4600];
-        if (s_set(o, od, val, sub, sizeof sub) != 0) {
-            snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
-            fclose(f);
-            return -1;
+    static const cli_opt_kind kinds[] = {[OPT_U64] = CLI_OPT_U64, [OPT_DOUBLE] = CLI_OPT_DOUBLE,
+                                         [OPT_STR] = CLI_OPT_TEXT, [OPT_FLAG] = CLI_OPT_FLAG,
+                                         [OPT_CONFIG] = CLI_OPT_CONFIG};
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const opt_def *od = &s_opts[i];
+        cli_opt *c = &t->opt[i];
+        snprintf(t->name[i], sizeof t->name[i], "--%s", od->name);
+        c->name = t->name[i];
+        c->kind = kinds[od->kind];
+        c->dest = (char *)o + od->offset;
+        c->metavar = od->arg;
+        c->help = od->help;
+        c->deflt = def ? s_deflt(od, def, t->deflt[i], sizeof t->deflt[i]) : NULL;
+        if (od->kind == OPT_STR) {
+            t->text[i] = (cli_text){(char *)o + od->offset, od->size};
+            c->dest = &t->text[i];
+        } else if (od->kind == OPT_CONFIG) {
+            c->dest = &t->config;
         }
     }
-    fclose(f);
-    return 0;
 }
 
 int options_parse(collector_options *o, int argc, char **argv, char *err, size_t errlen)
 {
-    unsigned char given[N_OPTS];
-    memset(given, 0, sizeof given);
-    const char *config = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0) {
-            o->help = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            snprintf(err, errlen, "unexpected argument '%s' (settings are --name value)", a);
-            return -1;
-        }
-        const opt_def *od = s_find(a + 2);
-        if (!od) {
-            snprintf(err, errlen, "unknown option '%s' (see --help)", a);
-            return -1;
-        }
-        given[od - s_opts] = 1;
-        if (od->kind == OPT_FLAG) {
-            s_set(o, od, NULL, err, errlen);
-            continue;
-        }
-        if (i + 1 >= argc) {
-            snprintf(err, errlen, "%s needs a value", a);
-            return -1;
-        }
-        const char *val = argv[++i];
-        if (od->kind == OPT_CONFIG)
-            config = val;
-        else if (s_set(o, od, val, err, errlen) != 0)
-            return -1;
+    s_table t;
+    s_table_make(&t, o, NULL);
+    cli_set_program("dps-collector");
+    cli_set_silent(1); /* the caller says it: on stderr, or in the log on SIGHUP */
+    int rc = cli_parse_args(argc, argv, t.opt, N_OPTS, NULL, 0, NULL);
+    if (!rc && t.config && !o->help && !cli_version_given())
+        rc = cli_read_config(t.config, t.opt, N_OPTS);
+    cli_set_silent(0);
+    if (rc) {
+        snprintf(err, errlen, "%s", cli_last_error());
+        return -1;
     }
-    if (config && !o->help)
-        return s_config_file(o, config, given, err, errlen);
+    o->seeded = cli_opt_given(t.opt, N_OPTS, "--seed");
     return 0;
 }
 
@@ -357,10 +293,12 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "--state-dir is required: the privacy ledger lives there");
         return -1;
     }
+    dps_config lib; /* m and q default to the library's multiples of k */
+    dps_config_init(&lib, o->d, o->k);
     if (!o->m)
-        o->m = 2 * o->k;
+        o->m = lib.m;
     if (!o->q)
-        o->q = 10 * o->k;
+        o->q = lib.q;
     if (!o->window)
         o->window = o->t;
     dps_aggregator agg;
@@ -433,12 +371,11 @@ void options_usage(FILE *to)
             "start.  A key file added, removed or rewritten in --authorized-keys or\n"
             "--subscriber-keys counts without SIGHUP: at the next handshake, and within 1 s\n"
             "for connections made before (their batches are refused from then on).\n\noptions:\n");
-    for (size_t i = 0; i < N_OPTS; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", s_opts[i].name, s_opts[i].arg ? " " : "",
-                 s_opts[i].arg ? s_opts[i].arg : "");
-        fprintf(to, "  %-26s %s\n", left, s_opts[i].help);
-    }
+    collector_options def; /* the defaults shown are the values options_defaults sets */
+    options_defaults(&def);
+    s_table t;
+    s_table_make(&t, &def, &def);
+    cli_print_usage(to, "", t.opt, N_OPTS, NULL);
     fprintf(to,
             "\ningest memory: batches in transit are bounded in bytes for all producers together.\n"
             "A batch message is at most --max-batch-rows x 4d bytes + 1 KiB (a larger one is dropped\n"
