@@ -4,7 +4,7 @@
    (measured in the same run): the difference is the network + ledger + store
    + publish overhead on top of the aggregation itself.
 
-   Per d (default 1e4, 1e5): k = 4, t = 125, m = 2k, reference aggregator,
+   Per d (default 1e4, 1e5): k = 4, the library's t, m = 2k, reference aggregator,
    --workers 2, window = t (the collector's defaults but for --workers).
    The collector is started with a fresh state directory; a subscriber
    (dps_subscriber_new) and a producer (dps_producer_*, with status endpoint)
