@@ -168,6 +168,12 @@ def main():
     sub = Subscriber(a.publish, from_epoch=from_epoch, **sec)
     if not producer.wait_ready(5000):
         sys.exit(f"train_loop.py: no handshake with the collector on {a.ingest}")
+    # A collector that has published before sends its latest snapshot on subscribing: take it (or skip it, by
+    # --from-epoch) before our own rows can close an epoch, so that "the first basis" means the same every run.
+    end = time.monotonic() + 2
+    while start["last_snapshot_seq"] and not sub.last_seq and time.monotonic() < end:
+        sub.update()
+        time.sleep(0.01)
     # Warm-up: stream gradients at the initial model until the first private basis exists
     # (a collector that already has one sends it on subscribing).
     sent, end = 0, time.monotonic() + 120
