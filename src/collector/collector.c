@@ -190,6 +190,9 @@ static int s_close_epoch(collector *c)
     }
     log_debug("epoch %" PRIu64 " aggregated in %" PRIu64 " ms", st.epoch, net_now_ms() - t0);
     rc = s_release(c, snap);
+    if (rc) /* only memory for the numbered copy or its encoding (sizes public): a resource failure, loud */
+        log_error("epoch %" PRIu64 " was charged and computed but could not be published (%s): its charge stays "
+                  "in the ledger, its snapshot is lost", st.epoch, dps_strerror(rc));
     dps_snapshot_destroy(&snap);
     return rc;
 }
