@@ -31,6 +31,8 @@ from dpsubspace.keys import apply_client_security  # noqa: E402
 from dpsubspace.status import query_status  # noqa: E402
 
 COLLECTOR = os.path.join(BUILD, "dps-collector")
+with open(COLLECTOR, "rb") as f:  # built with AddressSanitizer (tools/check's second run)?
+    SANITIZED = b"__asan_init" in f.read()
 PASS = FAIL = 0
 TMP = tempfile.mkdtemp(prefix="dps-system-")
 
@@ -784,7 +786,10 @@ def test_ingest_memory():
             note(f"producer exit {p.returncode}: {o.strip()[-300:]}")
     check(confirmed == n_prod, f"every producer's batches confirmed ({confirmed} of {n_prod})")
     check(st["rows_accepted"] == 400 + n_prod * batches * 256, f"every row taken ({st['rows_accepted']})")
-    check(hwm_kb <= bound_kb, f"peak RSS {hwm_kb / 1024:.0f} MB within the stated bound {bound_kb / 1024:.0f} MB")
+    if SANITIZED:  # ASan's quarantine and shadow memory are not the collector's: the bound is for real builds
+        note(f"sanitizer build: peak RSS {hwm_kb / 1024:.0f} MB not compared with the bound")
+    else:
+        check(hwm_kb <= bound_kb, f"peak RSS {hwm_kb / 1024:.0f} MB within the stated bound {bound_kb / 1024:.0f} MB")
     check(st["rejected"].get("connections_dropped", 0) == 0 and st["rejected"]["seq_gaps"] == 0,
           f"no connection dropped, no gap: {st['rejected']}")
     check(c.stop() == 0, "clean exit: nothing lost")
