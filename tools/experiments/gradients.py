@@ -334,11 +334,12 @@ def random_basis(k, d, seed):
     return np.linalg.qr(rng.standard_normal((d, k)))[0].T
 
 
-def evaluate(H, ks, basis=None, X=None, seed=0, notes=None):
+def evaluate(H, ks, basis=None, X=None, seed=0, notes=None, Vt=None):
     notes = [] if notes is None else notes
     d = H.shape[1]
     rows = []
-    Vt = topk_rows(X, max(ks), seed, notes) if X is not None else None
+    if Vt is None and X is not None:
+        Vt = topk_rows(X, max(ks), seed, notes)
     for k in ks:
         r = {"k": k}
         if basis is not None:
@@ -369,8 +370,17 @@ def cmd_eval(a):
             else:
                 raise Fail(f"{a.basis}: shape {B.shape} does not match held-out rows of length {d} (want k x {d})")
         V = orthonormal_rows(B, a.orthonormalise, notes)
+    Vt = None
+    if a.topk:
+        T = load_npy(a.topk, "saved top-k basis")
+        if T.shape[1] != d:
+            raise Fail(f"{a.topk}: shape {T.shape} does not match held-out rows of length {d}")
+        Vt = orthonormal_rows(T, False, [])
+        notes.append(f"top-k: the {T.shape[0]} saved rows of {a.topk} (not recomputed)")
     train = a.train
-    if train is None and "heldout" in os.path.basename(a.heldout):
+    if Vt is not None:
+        train = None
+    elif train is None and "heldout" in os.path.basename(a.heldout):
         guess = os.path.join(os.path.dirname(a.heldout), os.path.basename(a.heldout).replace("heldout", "train"))
         if os.path.exists(guess):
             train = guess
@@ -391,17 +401,19 @@ def cmd_eval(a):
         ks = [10]
     if ks[0] < 1 or ks[-1] > d:
         raise Fail(f"--k must be in 1..{d}")
-    if V is None and X is None:
+    if Vt is not None and Vt.shape[0] < ks[-1]:
+        raise Fail(f"{a.topk} has {Vt.shape[0]} rows: fewer than k = {ks[-1]}")
+    if V is None and X is None and Vt is None:
         raise Fail("nothing to evaluate: give --basis and/or --train")
     if V is not None and V.shape[0] < ks[-1]:
         notes.append(f"basis has {V.shape[0]} rows: k above that is evaluated for the references only")
     t0 = time.time()
-    rows, Vt = evaluate(H, ks, V, X, a.seed, notes)
-    if a.save_topk and Vt is not None:
+    rows, Vt = evaluate(H, ks, V, X, a.seed, notes, Vt)
+    if a.save_topk and Vt is not None and not a.topk:
         np.save(a.save_topk, Vt.astype(np.float32))
         notes.append(f"top-{Vt.shape[0]} basis of the training rows written to {a.save_topk}")
     out = {"heldout": a.heldout, "heldout_rows": int(H.shape[0]), "d": int(d),
-           "basis": a.basis, "train": train, "train_rows": int(X.shape[0]) if X is not None else None,
+           "basis": a.basis, "train": train, "train_rows": int(X.shape[0]) if X is not None else None, "topk_file": a.topk,
            "seed": a.seed, "results": rows, "notes": notes, "seconds": round(time.time() - t0, 1)}
     table = sys.stderr if a.json == "-" else sys.stdout
     for n in notes:
@@ -495,6 +507,43 @@ def cmd_selftest(a):
     # evaluate() wiring: basis = top-k gives ratio 1
     rows, Vt = evaluate(X[:100], [2, 4], Vt_basis := topk_rows(X, 4, 0, []), X, 0, [])
     check(all(abs(r["basis_over_topk"] - 1) < 1e-9 for r in rows), "the top-k as the basis: basis/top-k = 1")
+    # the CLI end to end on files: results, JSON, and one-line errors (exit 2)
+    import contextlib
+    import io
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        f = {name: os.path.join(tmp, name + ".npy") for name in ("held", "train", "basis", "skew", "wide")}
+        np.save(f["held"], X[:100])
+        np.save(f["train"], X[100:])
+        np.save(f["basis"], B.astype(np.float32))
+        np.save(f["skew"], S.astype(np.float32))
+        np.save(f["wide"], np.zeros((2, d + 1), np.float32))
+        js = os.path.join(tmp, "r.json")
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = main(["eval", "--heldout", f["held"], "--basis", f["basis"], "--train", f["train"],
+                       "--k", "2,4", "--json", js])
+        check(rc == 0, f"eval on files runs (rc {rc}: {err.getvalue().strip()})")
+        if rc == 0:
+            with open(js) as fh:
+                res = json.load(fh)["results"]
+            check([r["k"] for r in res] == [2, 4], "JSON has one result per k")
+            check(abs(res[1]["basis"] - res[1]["topk"]) < 0.01 and res[1]["basis"] > 0.99,
+                  f"the planted basis captures what the top-4 does, ~1 (got {res[1]['basis']:.4f})")
+        for args, what in ((["--basis", os.path.join(tmp, "missing.npy")], "missing file"),
+                           (["--basis", f["wide"]], "wrong shape"),
+                           (["--basis", f["skew"]], "non-orthonormal basis"),
+                           ([], "nothing to evaluate")):
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                rc = main(["eval", "--heldout", f["held"]] + args)
+            lines = err.getvalue().strip().splitlines()
+            check(rc == 2 and len(lines) == 1 and lines[0].startswith("gradients.py eval: "),
+                  f"{what}: one-line error and exit 2 (rc {rc}, {lines})")
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = main(["eval", "--heldout", f["held"], "--basis", f["skew"], "--orthonormalise"])
+        check(rc == 0, "--orthonormalise accepts the skewed basis")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
@@ -563,6 +612,8 @@ def main(argv=None):
                    "orthonormal and use the span of its rows")
     e.add_argument("--seed", type=int, default=0, help="seed of the random basis (seed + k for each k)")
     e.add_argument("--json", help="write the results as JSON to this file ('-': JSON on stdout, table on stderr)")
+    e.add_argument("--topk", metavar="FILE", help="a top-k basis saved by --save-topk, used instead of "
+                   "computing it from the training rows (the d x d eigh takes minutes at d = 7850)")
     e.add_argument("--save-topk", metavar="FILE", help="write the non-private top-k basis (largest k) as "
                    "k x d float32 .npy")
 
