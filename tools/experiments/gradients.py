@@ -163,8 +163,8 @@ def cmd_make(a):
     pick_tr = np.sort(rng.choice(len(ytr), a.rows, replace=False))
     pick_te = np.sort(rng.choice(len(yte), a.heldout, replace=False))
     if a.optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
-        opt_desc = f"SGD lr {a.lr} momentum 0.9 batch {a.train_batch}"
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+        opt_desc = f"SGD lr {a.lr} momentum {a.momentum} batch {a.train_batch}"
     elif a.optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=a.lr)
         opt_desc = f"Adam lr {a.lr} batch {a.train_batch}"
@@ -597,7 +597,8 @@ def main(argv=None):
     m.add_argument("--batch", type=int, default=128, help="examples per vmap batch of per-example gradients "
                    "(memory ~3 x batch x d x 4 bytes)")
     m.add_argument("--train-batch", type=int, default=64, help="minibatch of the non-private training")
-    m.add_argument("--optimizer", default="sgd", help="sgd (momentum 0.9) or adam")
+    m.add_argument("--optimizer", default="sgd", help="sgd or adam")
+    m.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
     m.add_argument("--lr", type=float, default=0.01, help="learning rate")
     m.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
 
