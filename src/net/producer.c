@@ -11,7 +11,18 @@
    connection closes, so lingering alone does not guarantee delivery.
    dps_producer_close says how that ended (the batches the collector did not
    confirm); dps_producer_destroy, which cannot return it, closes if the
-   caller did not and then frees. */
+   caller did not and then frees.
+   Credit (issue 9 item 5, src/collector/credit.h): with a status endpoint
+   the producer sends a batch only once the collector has granted its seq,
+   asking on a REQ socket it keeps (cred) for `ahead` batches at a time (1,
+   doubling up to CREDIT_AHEAD each time it used a whole grant: a producer
+   with a few batches to send does not hold credit it will not use), with a
+   backoff of 2 ms doubling to 50 ms while it has none; the
+   collector grants each its share of the ingest buffer, so many producers
+   slow down instead of growing the collector's memory.  A collector that
+   does not grant credit (an old one: the reply's credit is false), or a
+   status endpoint that does not answer the first question within
+   CREDIT_FIRST_MS, leaves the producer sending as before. */
 #include "dpsubspace_net.h"
 #include "transport.h"
 #include "wire.h"
@@ -41,7 +52,14 @@ struct dps_producer {
     int drain_rc;            /* how it ended: close does not wait again for the same batches */
     int closed, close_rc;    /* dps_producer_close ran, and what it returned */
     uint64_t unconfirmed;    /* its count of batches not confirmed taken */
+    void *cred;              /* REQ to the status endpoint, for credit */
+    int credit;              /* 0: not known yet; 1: the collector grants credit; -1: send without */
+    uint64_t credit_end;     /* the collector's grant: we may send every seq below it */
+    uint64_t ahead;          /* batches asked for at the next question */
 };
+
+#define CREDIT_AHEAD 64      /* batches asked for at a time (the collector grants at most a fair share) */
+#define CREDIT_FIRST_MS 2000 /* an unanswered first question: send without credit */
 
 void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim)
 {
@@ -128,16 +146,64 @@ int dps_producer_wait_ready(dps_producer *p, int timeout_ms)
     }
 }
 
+/* Wait until the collector grants p->seq (DPS_OK at once when credit is
+   off); up to send_timeout_ms from start, or deadline, like a send. */
+static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
+{
+    if (!p->status_ep[0] || p->credit < 0 || p->seq < p->credit_end)
+        return DPS_OK;
+    if (!p->cred && !(p->cred = net_status_socket(p->ctx, p->status_ep, &p->sec))) {
+        p->credit = -1;
+        return DPS_OK;
+    }
+    int backoff = 2;
+    p->ahead = p->ahead ? (2 * p->ahead < CREDIT_AHEAD ? 2 * p->ahead : CREDIT_AHEAD) : 1;
+    for (;;) {
+        uint64_t now = net_now_ms(), wait = p->credit ? 1000 : CREDIT_FIRST_MS;
+        if (p->send_timeout_ms > 0)
+            wait = start + (uint64_t)p->send_timeout_ms > now ? start + (uint64_t)p->send_timeout_ms - now : 0;
+        if (deadline)
+            wait = deadline > now ? (deadline - now < wait ? deadline - now : wait) : 0;
+        dps_collector_status st;
+        int rc = net_status_ask(p->cred, p->id, p->seq, p->seq + p->ahead, (int)(wait < 1000 ? wait : 1000) + 1,
+                                &st);
+        if (rc == DPS_OK && !st.credit) { /* a collector that grants no credit */
+            p->credit = -1;
+            return DPS_OK;
+        }
+        if (rc == DPS_OK) {
+            p->credit = 1;
+            if (st.credit_seq_end > p->credit_end)
+                p->credit_end = st.credit_seq_end;
+            if (p->seq < p->credit_end)
+                return DPS_OK;
+        } else if (!p->credit && net_now_ms() - start >= CREDIT_FIRST_MS) {
+            p->credit = -1; /* never answered: the drain will say whether anything arrived */
+            return DPS_OK;
+        }
+        now = net_now_ms();
+        if ((p->send_timeout_ms > 0 && now - start >= (uint64_t)p->send_timeout_ms) || (deadline && now >= deadline))
+            return DPS_ETIMEOUT;
+        if (rc == DPS_OK) { /* no credit yet: ask again soon */
+            struct timespec ts = {0, (long)backoff * 1000000};
+            nanosleep(&ts, NULL);
+            backoff = backoff < 25 ? 2 * backoff : 50;
+        }
+    }
+}
+
 /* Send one encoded batch, blocking under backpressure: up to send_timeout_ms
    (0: without limit), or until deadline (net_now_ms; 0: none) when given. */
 static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadline)
 {
     unsigned char *msg = NULL;
     size_t len = 0;
-    int rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, &msg, &len);
+    uint64_t start = net_now_ms();
+    int rc = s_credit(p, start, deadline);
+    if (!rc)
+        rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, &msg, &len);
     if (rc)
         return rc;
-    uint64_t start = net_now_ms();
     for (;;) {
         if (zmq_send(p->sock, msg, len, 0) >= 0)
             break;
@@ -221,6 +287,11 @@ int dps_producer_flush(dps_producer *p)
 static int s_drain(dps_producer *p, uint64_t deadline)
 {
     int rc;
+    if (p->credit > 0 && p->credit_end > p->seq) { /* the credit we will not use goes back at once */
+        dps_collector_status st;
+        if (net_status_ask(p->cred, p->id, p->seq, p->seq, 100, &st) == DPS_OK)
+            p->credit_end = st.credit_seq_end;
+    }
     for (;;) {
         dps_collector_status st;
         uint64_t now = net_now_ms(), left = deadline > now ? deadline - now : 0;
@@ -308,6 +379,9 @@ int dps_producer_close(dps_producer *p, uint64_t *unconfirmed)
         if (!rc)
             rc = drc;
         net_monitor_stop(p->sock, &p->mon);
+        if (p->cred)
+            zmq_close(p->cred);
+        p->cred = NULL;
         /* after a failed drain lingering would only delay the report: the
            collector's PULL socket drops what it has not taken when we go */
         int linger = rc || p->mon.auth_failed ? 0 : p->linger_ms;
