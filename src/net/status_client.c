@@ -83,8 +83,7 @@ void *net_status_socket(void *ctx, const char *endpoint, const dps_security *sec
     return sock;
 }
 
-int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
-                   int timeout_ms, dps_collector_status *out)
+int net_status_send(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end)
 {
     unsigned char *buf = NULL;
     size_t len = 0;
@@ -93,15 +92,25 @@ int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uin
         return rc;
     rc = zmq_send(req, buf, len, 0) < 0 ? DPS_ENET : DPS_OK;
     free(buf);
-    zmq_pollitem_t it = {req, 0, ZMQ_POLLIN, 0};
-    if (!rc && zmq_poll(&it, 1, timeout_ms > 0 ? timeout_ms : 0) <= 0)
-        rc = DPS_ETIMEOUT;
-    if (!rc) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        rc = zmq_msg_recv(&msg, req, 0) < 0 ? DPS_ENET
-                                            : wire_status_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), out);
-        zmq_msg_close(&msg);
-    }
     return rc;
+}
+
+int net_status_recv(void *req, int timeout_ms, dps_collector_status *out)
+{
+    zmq_pollitem_t it = {req, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, timeout_ms > 0 ? timeout_ms : 0) <= 0)
+        return DPS_ETIMEOUT;
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    int rc = zmq_msg_recv(&msg, req, 0) < 0 ? DPS_ENET
+                                            : wire_status_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), out);
+    zmq_msg_close(&msg);
+    return rc;
+}
+
+int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
+                   int timeout_ms, dps_collector_status *out)
+{
+    int rc = net_status_send(req, producer_id, credit_from, credit_seq_end);
+    return rc ? rc : net_status_recv(req, timeout_ms, out);
 }

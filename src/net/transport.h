@@ -40,6 +40,9 @@ void *net_status_socket(void *ctx, const char *endpoint, const dps_security *sec
    DPS_ETIMEOUT, DPS_EPROTO. */
 int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
                    int timeout_ms, dps_collector_status *out);
+/* The two halves of net_status_ask, for a question whose reply is read later. */
+int net_status_send(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end);
+int net_status_recv(void *req, int timeout_ms, dps_collector_status *out);
 
 /* 1 if the string is 40 characters of the Z85 alphabet that decode. */
 int net_key_valid(const char *z85);

@@ -102,6 +102,20 @@ static int s_close(dps_producer *p, uint64_t *unconfirmed, uint64_t *ms)
     return rc;
 }
 
+/* A fake collector: a PULL socket bound at ingest (returned) and srv's status
+   endpoint served by thread th. */
+static void *s_fake_collector(void *ctx, const char *ingest, s_status_server *srv, pthread_t *th)
+{
+    void *pull = zmq_socket(ctx, ZMQ_PULL);
+    int zero = 0;
+    zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_bind(pull, ingest) == 0, "bind the fake ingest");
+    pthread_create(th, NULL, s_serve, srv);
+    while (!srv->ready)
+        usleep(1000);
+    return pull;
+}
+
 static void s_test_close(const char *dir)
 {
     char ingest[256], status[256], nobody[256];
@@ -109,16 +123,10 @@ static void s_test_close(const char *dir)
     snprintf(status, sizeof status, "ipc://%s/st", dir);
     snprintf(nobody, sizeof nobody, "ipc://%s/nobody", dir);
     void *ctx = zmq_ctx_new();
-    void *pull = zmq_socket(ctx, ZMQ_PULL);
-    int zero = 0;
-    zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
-    CHECK(zmq_bind(pull, ingest) == 0, "bind the fake ingest");
     s_status_server srv = {.ctx = ctx};
     snprintf(srv.endpoint, sizeof srv.endpoint, "%s", status);
     pthread_t th;
-    pthread_create(&th, NULL, s_serve, &srv);
-    while (!srv.ready)
-        usleep(1000);
+    void *pull = s_fake_collector(ctx, ingest, &srv, &th);
     CHECK(srv.ready == 1, "bind the fake status endpoint");
     uint64_t un = 99, ms = 0;
 
@@ -229,16 +237,10 @@ static void s_test_credit(const char *dir)
     snprintf(ingest, sizeof ingest, "ipc://%s/cin", dir);
     snprintf(status, sizeof status, "ipc://%s/cst", dir);
     void *ctx = zmq_ctx_new();
-    void *pull = zmq_socket(ctx, ZMQ_PULL);
-    int zero = 0;
-    zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
-    CHECK(zmq_bind(pull, ingest) == 0, "bind the fake ingest");
     s_status_server srv = {.ctx = ctx, .taken = 3};
     snprintf(srv.endpoint, sizeof srv.endpoint, "%s", status);
     pthread_t th;
-    pthread_create(&th, NULL, s_serve, &srv);
-    while (!srv.ready)
-        usleep(1000);
+    void *pull = s_fake_collector(ctx, ingest, &srv, &th);
     float rows[3 * BATCH * D];
     for (size_t i = 0; i < 3 * BATCH * D; i++)
         rows[i] = 0.25f;
