@@ -307,6 +307,59 @@ static int s_ingest(collector *c)
 }
 
 /* --------------------------------------------------------------- status */
+/* The collector's counters, for a status reply. */
+static void s_status_counters(collector *c, dps_collector_status *st)
+{
+    dps_stats es;
+    dps_estimator_get_stats(c->est, &es);
+    dps_zcdp spent = dps_estimator_spent(c->est);
+    st->epoch = es.epoch;
+    st->rows_accepted = es.rows_accepted;
+    st->buckets_completed = es.buckets_completed;
+    st->rows_in_epoch = es.rows_in_epoch;
+    st->epoch_rows = c->o.t * c->o.m;
+    st->rho_spent = spent.rho;
+    st->delta_spent = spent.delta;
+    st->delta_target = c->o.delta_target;
+    st->eps_spent = dps_zcdp_eps_total(spent, c->o.delta_target);
+    if (c->o.cap_rho > 0) {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "rho");
+        st->budget_left = fmax(0, c->o.cap_rho - spent.rho);
+    } else if (c->o.cap_eps > 0) {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "eps");
+        st->budget_left = fmax(0, c->o.cap_eps - st->eps_spent);
+    } else {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "none");
+        st->budget_left = INFINITY;
+    }
+    st->last_snapshot_seq = c->last_seq;
+    st->uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    st->d = c->o.d;
+    st->k = c->o.k;
+    uint64_t zap_ok = 0, zap_refused = 0;
+    if (c->zap)
+        zap_counts(c->zap, &zap_ok, &zap_refused);
+    struct { const char *name; uint64_t v; } rows[] = {
+        {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
+        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
+        {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
+        {"epochs_internal_error", es.epochs_internal_error},
+        {"connections_dropped", c->connections_dropped},
+        {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
+        {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
+    };
+    for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
+        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", wire_reject_name(r));
+        st->rejected[st->n_rejected++].value = c->rejected[r];
+    }
+    _Static_assert(WIRE_REJECT_COUNT_ - 1 + sizeof rows / sizeof *rows <= DPS_STATUS_MAX_COUNTERS,
+                   "every status counter fits the reply (raise DPS_STATUS_MAX_COUNTERS)");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", rows[i].name);
+        st->rejected[st->n_rejected++].value = rows[i].v;
+    }
+}
+
 static void s_status(collector *c)
 {
     zmq_msg_t msg;
@@ -331,32 +384,6 @@ static void s_status(collector *c)
         s_lost(c, asked, "kept asking for its count");
     dps_collector_status st;
     memset(&st, 0, sizeof st);
-    dps_stats es;
-    dps_estimator_get_stats(c->est, &es);
-    dps_zcdp spent = dps_estimator_spent(c->est);
-    st.epoch = es.epoch;
-    st.rows_accepted = es.rows_accepted;
-    st.buckets_completed = es.buckets_completed;
-    st.rows_in_epoch = es.rows_in_epoch;
-    st.epoch_rows = c->o.t * c->o.m;
-    st.rho_spent = spent.rho;
-    st.delta_spent = spent.delta;
-    st.delta_target = c->o.delta_target;
-    st.eps_spent = dps_zcdp_eps_total(spent, c->o.delta_target);
-    if (c->o.cap_rho > 0) {
-        snprintf(st.budget_unit, sizeof st.budget_unit, "rho");
-        st.budget_left = fmax(0, c->o.cap_rho - spent.rho);
-    } else if (c->o.cap_eps > 0) {
-        snprintf(st.budget_unit, sizeof st.budget_unit, "eps");
-        st.budget_left = fmax(0, c->o.cap_eps - st.eps_spent);
-    } else {
-        snprintf(st.budget_unit, sizeof st.budget_unit, "none");
-        st.budget_left = INFINITY;
-    }
-    st.last_snapshot_seq = c->last_seq;
-    st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
-    st.d = c->o.d;
-    st.k = c->o.k;
     const producer_entry *pe = asked[0] ? ptable_find(&c->producers, asked) : NULL;
     if (pe) {
         st.producer_batches = pe->batches;
@@ -365,30 +392,12 @@ static void s_status(collector *c)
         st.producer_refused = pe->refused;
     }
     st.credit = 1;
-    if (want)
+    st.d = c->o.d;
+    st.k = c->o.k;
+    if (want) /* a credit question: a producer waits for it, the counters are not for it */
         st.credit_seq_end = credit_request(&c->credit, asked, from, want, net_now_ms());
-    uint64_t zap_ok = 0, zap_refused = 0;
-    if (c->zap)
-        zap_counts(c->zap, &zap_ok, &zap_refused);
-    struct { const char *name; uint64_t v; } rows[] = {
-        {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
-        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
-        {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
-        {"epochs_internal_error", es.epochs_internal_error},
-        {"connections_dropped", c->connections_dropped},
-        {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
-        {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
-    };
-    for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
-        snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", wire_reject_name(r));
-        st.rejected[st.n_rejected++].value = c->rejected[r];
-    }
-    _Static_assert(WIRE_REJECT_COUNT_ - 1 + sizeof rows / sizeof *rows <= DPS_STATUS_MAX_COUNTERS,
-                   "every status counter fits the reply (raise DPS_STATUS_MAX_COUNTERS)");
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-        snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", rows[i].name);
-        st.rejected[st.n_rejected++].value = rows[i].v;
-    }
+    else
+        s_status_counters(c, &st);
     unsigned char *buf = NULL;
     size_t len = 0;
     if (wire_status_encode(&st, &buf, &len) == DPS_OK) {
