@@ -251,6 +251,8 @@ def test_end_to_end_tcp_curve():
     st = c.query()
     check(st["rows_accepted"] == 2000 and st["epoch"] == 2, f"status rows {st['rows_accepted']} epoch {st['epoch']}")
     check(abs(st["rho_spent"] - 2.0) < 1e-12, "status rho spent")
+    check(st["rejected"].get("credit_grants", 0) >= 3 and st["rejected"].get("credit_overruns", 1) == 0,
+          f"the 3 producers took credit over CURVE, none sent beyond it: {st['rejected']}")
     # late joiner: gets the latest snapshot at once
     t0 = time.time()
     late = c.subscriber()
