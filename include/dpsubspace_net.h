@@ -158,6 +158,10 @@ typedef struct {
     struct { char name[32]; uint64_t value; } rejected[DPS_STATUS_MAX_COUNTERS];
     /* for the producer_id asked (dps_collector_status_query_producer) */
     uint64_t producer_batches, producer_rows, producer_seq_gaps, producer_refused;
+    /* credit (the producers' flow control): 1 if the collector grants it (0
+       from an old collector), and how far the asked producer may send */
+    int credit;
+    uint64_t credit_seq_end;
 } dps_collector_status;
 
 /* Ask a collector's status endpoint: DPS_OK, DPS_ETIMEOUT, DPS_EAUTH (our key

@@ -13,6 +13,15 @@ still queued toward a PULL socket when their sender disconnects, so without a
 status endpoint rows sent just before close() can be lost and nobody can
 know: the producer warns once when it is made without one.  A refused key
 raises PermissionError.
+
+With a status endpoint the producer also takes credit (issue 9 item 5, see
+src/collector/credit.h): it sends a batch only once the collector has granted
+its sequence number, asking for 1, 2, 4, ... up to CREDIT_AHEAD batches at a
+time and, while it has none, again after 2 ms doubling to 50 ms.  The
+collector shares its ingest buffer between the producers that ask, so many
+producers slow down instead of growing its memory.  A collector that grants
+no credit (an old one: its reply says credit = false) leaves it sending as
+before.
 """
 import os
 import time
@@ -23,6 +32,8 @@ import zmq
 
 from . import wire
 from .keys import apply_client_security
+
+CREDIT_AHEAD = 64  # batches asked for at a time, at most (the collector grants at most a fair share)
 
 
 class UnconfirmedBatchesError(RuntimeError):
@@ -75,6 +86,9 @@ class Producer:
         self._drain_ok = False
         self._checked = not status_endpoint  # the collector's d: checked before the first batch
         self._bad_collector = None  # the mismatch found: nothing is ever sent
+        self._credit = None  # None: not known yet; True: the collector grants credit; False: send without
+        self._credit_end = self._ahead = 0  # we may send every seq below _credit_end; batches asked next
+        self._creq = None  # REQ socket to the status endpoint, kept for credit questions
         if dim <= 0 or batch_rows <= 0:
             raise ValueError("dim and batch_rows must be positive")
         if len(producer_id.encode()) > 64:
@@ -135,11 +149,49 @@ class Producer:
             raise TimeoutError(f"no answer from the collector's status endpoint {self.status_endpoint} in "
                                f"{self.status_timeout_ms} ms: is it running there, with the same security? "
                                "Nothing was sent") from None
+        self._credit = bool(st.get("credit", False))  # an old collector's reply has no credit field
         if st["d"] != self.dim:
             self._bad_collector = (f"the collector at {self.status_endpoint} expects rows of d = {st['d']} but this "
                                    f"producer was made with dim = {self.dim}; nothing was sent")
             raise ValueError(self._bad_collector)
         self._checked = True
+
+    def _ask_credit(self, want_end, timeout_ms):
+        """One credit question on the kept REQ socket: the reply, or None without one in timeout_ms."""
+        if self._creq is None:
+            self._creq = self._ctx.socket(zmq.REQ)
+            apply_client_security(self._creq, self.status_endpoint, **self._sec)
+            self._creq.setsockopt(zmq.REQ_RELAXED, 1)  # an unanswered question does not block the next
+            self._creq.setsockopt(zmq.REQ_CORRELATE, 1)
+            self._creq.setsockopt(zmq.LINGER, 0)
+            self._creq.connect(self.status_endpoint)
+        self._creq.send(wire.StatusRequest(version=wire.WIRE_VERSION, producer_id=self.producer_id,
+                                           credit_from=self.seq, credit_seq_end=want_end).SerializeToString())
+        if not self._creq.poll(timeout_ms):
+            return None
+        return wire.StatusReply.FromString(self._creq.recv())
+
+    def _await_credit(self, deadline):
+        """Wait until the collector grants self.seq; False if deadline (monotonic) passed first."""
+        if not self.status_endpoint or self._credit is False or self.seq < self._credit_end:
+            return True
+        self._ahead = min(CREDIT_AHEAD, 2 * self._ahead) if self._ahead else 1
+        backoff = 0.002
+        while True:
+            m = self._ask_credit(self.seq + self._ahead, 1000)
+            if m is not None:
+                if not m.credit:  # a collector that grants no credit
+                    self._credit = False
+                    return True
+                self._credit = True
+                self._credit_end = max(self._credit_end, m.credit_seq_end)
+                if self.seq < self._credit_end:
+                    return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            if m is not None:  # no credit yet: ask again soon
+                time.sleep(backoff)
+                backoff = min(0.05, 2 * backoff)
 
     def _send_batch(self, rows, deadline=None):
         """Send one batch, blocking while the collector is behind (until deadline, a monotonic time, if given:
@@ -148,6 +200,8 @@ class Producer:
             raise ValueError(self._bad_collector)
         if not self._checked:
             self._check_collector()
+        if not self._await_credit(deadline):
+            return False
         m = wire.RowBatch(version=wire.WIRE_VERSION, producer_id=self.producer_id, seq=self.seq,
                           dim=self.dim, rows=rows.shape[0], data=rows.tobytes())
         data = m.SerializeToString()
@@ -186,6 +240,10 @@ class Producer:
         """Ask the status endpoint until the collector answered for every batch, or until deadline:
         True when it did (refused ones included); records its counts."""
         from .status import query_status
+        if self._credit and self._credit_end > self.seq:  # the credit we will not use goes back at once
+            m = self._ask_credit(self.seq, 100)
+            if m is not None:
+                self._credit_end = m.credit_seq_end
         ok = False
         while True:
             try:
@@ -265,6 +323,9 @@ class Producer:
                                           n, self.batches_sent + pending, self.batches_refused)
 
     def _close_sockets(self):
+        if self._creq is not None:
+            self._creq.close(0)
+            self._creq = None
         self._sock.disable_monitor()
         self._mon.close(0)
         self._sock.close()

@@ -14,6 +14,7 @@
 #include "args.h"
 #include "dpsubspace.h"
 #include "dpsubspace_net.h"
+#include "credit.h"
 #include "ledger.h"
 #include "log.h"
 #include "options.h"
@@ -78,6 +79,10 @@ typedef struct {
     ingest_plan plan;          /* the ingest memory bound (options_ingest_plan) */
     int over_plan;             /* more producers connected than plan.producers */
     uint64_t connections_dropped; /* connections that ended with their producer still running */
+    credit_pool credit;        /* the producers' credit (credit.h): capacity from plan */
+    uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
+    uint64_t watched_ms;       /* when s_ingest_watch last counted */
+    int watch_due;             /* a producer without credit came on a new connection */
 } collector;
 
 /* ---------------------------------------------------------------- ledger */
@@ -221,6 +226,7 @@ static void s_on_disconnect(void *arg, int fd)
 {
     collector *c = arg;
     ptable_ended(&c->producers, fd);
+    credit_ended(&c->credit, fd);
 }
 
 static int s_ingest(collector *c)
@@ -290,6 +296,10 @@ static int s_ingest(collector *c)
         net_monitor_poll(&c->pull_mon, 0);
         uint64_t gaps = c->producers.total_gaps;
         ptable_record(&c->producers, wr.producer_id, wr.seq, wr.n, net_now_ms());
+        int with_credit = credit_taken(&c->credit, wr.producer_id, wr.seq, fd, net_now_ms());
+        const producer_entry *pe = ptable_find(&c->producers, wr.producer_id);
+        c->watch_due |= !with_credit && pe && pe->fd != fd; /* a new connection without credit: count now */
+        ptable_set_credit(&c->producers, wr.producer_id, with_credit);
         if (c->producers.total_gaps > gaps)
             log_warn("producer %s: %" PRIu64 " batches before seq %" PRIu64 " never arrived: LOST in transit",
                      wr.producer_id, c->producers.total_gaps - gaps, wr.seq);
@@ -301,6 +311,59 @@ static int s_ingest(collector *c)
 }
 
 /* --------------------------------------------------------------- status */
+/* The collector's counters, for a status reply. */
+static void s_status_counters(collector *c, dps_collector_status *st)
+{
+    dps_stats es;
+    dps_estimator_get_stats(c->est, &es);
+    dps_zcdp spent = dps_estimator_spent(c->est);
+    st->epoch = es.epoch;
+    st->rows_accepted = es.rows_accepted;
+    st->buckets_completed = es.buckets_completed;
+    st->rows_in_epoch = es.rows_in_epoch;
+    st->epoch_rows = c->o.t * c->o.m;
+    st->rho_spent = spent.rho;
+    st->delta_spent = spent.delta;
+    st->delta_target = c->o.delta_target;
+    st->eps_spent = dps_zcdp_eps_total(spent, c->o.delta_target);
+    if (c->o.cap_rho > 0) {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "rho");
+        st->budget_left = fmax(0, c->o.cap_rho - spent.rho);
+    } else if (c->o.cap_eps > 0) {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "eps");
+        st->budget_left = fmax(0, c->o.cap_eps - st->eps_spent);
+    } else {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "none");
+        st->budget_left = INFINITY;
+    }
+    st->last_snapshot_seq = c->last_seq;
+    st->uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    st->d = c->o.d;
+    st->k = c->o.k;
+    uint64_t zap_ok = 0, zap_refused = 0;
+    if (c->zap)
+        zap_counts(c->zap, &zap_ok, &zap_refused);
+    struct { const char *name; uint64_t v; } rows[] = {
+        {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
+        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
+        {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
+        {"epochs_internal_error", es.epochs_internal_error},
+        {"connections_dropped", c->connections_dropped},
+        {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
+        {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
+    };
+    for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
+        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", wire_reject_name(r));
+        st->rejected[st->n_rejected++].value = c->rejected[r];
+    }
+    _Static_assert(WIRE_REJECT_COUNT_ - 1 + sizeof rows / sizeof *rows <= DPS_STATUS_MAX_COUNTERS,
+                   "every status counter fits the reply (raise DPS_STATUS_MAX_COUNTERS)");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", rows[i].name);
+        st->rejected[st->n_rejected++].value = rows[i].v;
+    }
+}
+
 static void s_status(collector *c)
 {
     zmq_msg_t msg;
@@ -310,7 +373,8 @@ static void s_status(collector *c)
         return;
     }
     char asked[WIRE_MAX_PRODUCER_ID + 1];
-    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked) == DPS_OK;
+    uint64_t from = 0, want = 0;
+    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked, &from, &want) == DPS_OK;
     if (ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"))) {
         ok = 0; /* a key removed since the connection was made */
         c->revoked++;
@@ -324,32 +388,6 @@ static void s_status(collector *c)
         s_lost(c, asked, "kept asking for its count");
     dps_collector_status st;
     memset(&st, 0, sizeof st);
-    dps_stats es;
-    dps_estimator_get_stats(c->est, &es);
-    dps_zcdp spent = dps_estimator_spent(c->est);
-    st.epoch = es.epoch;
-    st.rows_accepted = es.rows_accepted;
-    st.buckets_completed = es.buckets_completed;
-    st.rows_in_epoch = es.rows_in_epoch;
-    st.epoch_rows = c->o.t * c->o.m;
-    st.rho_spent = spent.rho;
-    st.delta_spent = spent.delta;
-    st.delta_target = c->o.delta_target;
-    st.eps_spent = dps_zcdp_eps_total(spent, c->o.delta_target);
-    if (c->o.cap_rho > 0) {
-        snprintf(st.budget_unit, sizeof st.budget_unit, "rho");
-        st.budget_left = fmax(0, c->o.cap_rho - spent.rho);
-    } else if (c->o.cap_eps > 0) {
-        snprintf(st.budget_unit, sizeof st.budget_unit, "eps");
-        st.budget_left = fmax(0, c->o.cap_eps - st.eps_spent);
-    } else {
-        snprintf(st.budget_unit, sizeof st.budget_unit, "none");
-        st.budget_left = INFINITY;
-    }
-    st.last_snapshot_seq = c->last_seq;
-    st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
-    st.d = c->o.d;
-    st.k = c->o.k;
     const producer_entry *pe = asked[0] ? ptable_find(&c->producers, asked) : NULL;
     if (pe) {
         st.producer_batches = pe->batches;
@@ -357,26 +395,13 @@ static void s_status(collector *c)
         st.producer_seq_gaps = pe->gaps;
         st.producer_refused = pe->refused;
     }
-    uint64_t zap_ok = 0, zap_refused = 0;
-    if (c->zap)
-        zap_counts(c->zap, &zap_ok, &zap_refused);
-    struct { const char *name; uint64_t v; } rows[] = {
-        {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
-        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
-        {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
-        {"epochs_internal_error", es.epochs_internal_error},
-        {"connections_dropped", c->connections_dropped},
-    };
-    for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
-        snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", wire_reject_name(r));
-        st.rejected[st.n_rejected++].value = c->rejected[r];
-    }
-    _Static_assert(WIRE_REJECT_COUNT_ - 1 + sizeof rows / sizeof *rows <= DPS_STATUS_MAX_COUNTERS,
-                   "every status counter fits the reply (raise DPS_STATUS_MAX_COUNTERS)");
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-        snprintf(st.rejected[st.n_rejected].name, sizeof st.rejected[0].name, "%s", rows[i].name);
-        st.rejected[st.n_rejected++].value = rows[i].v;
-    }
+    st.credit = 1;
+    st.d = c->o.d;
+    st.k = c->o.k;
+    if (want) /* a credit question: a producer waits for it, the counters are not for it */
+        st.credit_seq_end = credit_request(&c->credit, asked, from, want, net_now_ms());
+    else
+        s_status_counters(c, &st);
     unsigned char *buf = NULL;
     size_t len = 0;
     if (wire_status_encode(&st, &buf, &len) == DPS_OK) {
@@ -490,17 +515,26 @@ static int s_rebind_publish(collector *c)
      mark while few producers are connected (choice (a) of the issue): a
      producer that connects before we see it starts at the mark of bind time,
      and those already attached keep their deeper queues until drained, so
-     the bound would hold only between arrivals.  We rejected credits granted
-     by the collector (b): every producer (C, Python, the benchmarks' raw
-     PUSH) would need a new round trip, and one that ignores its credits
-     would still be queued by libzmq;
-   - per connected producer libzmq then holds at most rcvhwm + 2 batches (its
-     queue, one decoded while the queue is full, and under CURVE one
-     ciphertext while its plaintext is made), plus its 8 KB read buffer
-     (not in the bound: 128 KB for 16 producers), this loop at most 3 (the
-     message, protobuf-c's copy, an aligned copy): --ingest-buffer-mb holds
-     plan.producers producers (options_ingest_plan).  With more connected
-     than that the bound no longer holds: they are let in, and the collector
+     the bound would hold only between arrivals;
+   - credit (credit.h), what makes the bound hold whatever the number of
+     producers: a producer with a status endpoint sends only the batches the
+     collector granted it, and the collector grants at most capacity =
+     (budget - loop) / msg_max batches to all producers together (one fewer
+     with CURVE: libzmq holds a batch's ciphertext while it makes its
+     plaintext, one batch at a time in its one I/O thread).  Every batch of a
+     credit-taking producer in transit, wherever it is (its own queue, the
+     kernel, libzmq's queue or decoder, this loop), is one it was granted and
+     we have not taken, so those batches take at most capacity x msg_max +
+     loop <= budget.  The round trip costs about one status question per
+     fair share of batches (see credit.h; tools/bench/README.md measures it);
+   - a producer that takes no credit (no status endpoint, an old producer,
+     a raw PUSH) is bounded only by libzmq: per connection at most rcvhwm + 2
+     batches (its queue, one decoded while the queue is full, and under
+     CURVE one ciphertext while its plaintext is made), plus its 8 KB read
+     buffer (not in the bound: 128 KB for 16 producers); this loop at most 3
+     (the message, protobuf-c's copy, an aligned copy).  Those producers come
+     on top of the credit: plan.producers of them fit the buffer alone
+     (options_ingest_plan), and with more than that connected the collector
      says so in a warning with the excess.  Neither refused nor parked:
      libzmq 4.3 can turn a connection away only through ZAP, and a producer
      refused there never reconnects (checked: one ZAP request, then its
@@ -514,14 +548,19 @@ static int s_rebind_publish(collector *c)
    cost about a third of the ingest rate, so it is not done.) */
 #define INGEST_RCVBUF (1 << 20)
 
-static void s_ingest_setup(collector *c)
+static int s_ingest_setup(collector *c)
 {
     options_ingest_plan(&c->o, &c->plan);
+    uint64_t cap = c->plan.budget > c->plan.loop ? (c->plan.budget - c->plan.loop) / c->plan.msg_max : 0;
+    cap -= !c->o.insecure_plaintext && cap > 1; /* CURVE: the plaintext made while its ciphertext is held */
+    if (credit_init(&c->credit, cap ? cap : 1, 4096) != 0)
+        return -1;
     int64_t maxmsg = (int64_t)c->plan.msg_max;
     int hwm = (int)c->o.rcvhwm, rcvbuf = INGEST_RCVBUF;
     zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(c->pull, ZMQ_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    return 0;
 }
 
 /* The kB of a /proc/self/status line (VmSize, VmRSS, VmHWM), or 0. */
@@ -553,11 +592,11 @@ static void s_ingest_report(collector *c, const dps_config *cfg)
     const double mb = 1 << 20;
     double est = (double)dps_estimator_memory_bound(cfg) / mb;
     log_info("ingest buffer %.0f MB for all producers: batches up to %.1f MB (--max-batch-rows %" PRIu64
-             " at d %" PRIu64 "), at most %" PRIu64 " per producer (%" PRIu64 " in its queue + 2) and 3 in this loop, "
-             "so it holds %" PRIu64 " producers (more are let in, with a warning: see --help).  The estimator "
-             "adds at most %.0f MB",
+             " at d %" PRIu64 "); producers that take credit (a status endpoint) share %" PRIu64 " batches "
+             "whatever their number; each that does not can queue %" PRIu64 " (%" PRIu64 " in its queue + 2), "
+             "so the buffer holds %" PRIu64 " of those (see --help).  The estimator adds at most %.0f MB",
              (double)c->plan.budget / mb, (double)c->plan.msg_max / mb, c->o.max_batch_rows, c->o.d,
-             options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->plan.producers, est);
+             c->credit.capacity, options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->plan.producers, est);
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return;
@@ -572,20 +611,28 @@ static void s_ingest_report(collector *c, const dps_config *cfg)
                  (double)rl.rlim_cur / mb, have, (double)c->plan.budget / mb, est, blas, c->o.workers + 1);
 }
 
-/* Warn once each time more producers are connected than the buffer holds. */
+/* Warn once each time more producers are connected than the buffer holds
+   without credit: those that take credit share
+   the buffer whatever their number; the others may each queue
+   plan.per_producer.  Counted (a scan of the table) when one comes on a new
+   connection, and once a second. */
 static void s_ingest_watch(collector *c)
 {
-    const net_monitor *m = &c->pull_mon;
-    uint64_t open = m->accepted > m->disconnects ? m->accepted - m->disconnects : 0;
+    if (!c->watch_due && net_now_ms() - c->watched_ms < 1000)
+        return;
+    c->watch_due = 0;
+    c->watched_ms = net_now_ms();
+    uint64_t open = ptable_without_credit(&c->producers);
     if (open > c->plan.producers && !c->over_plan) {
         c->over_plan = 1;
-        log_warn("%" PRIu64 " producers connected, more than the %" PRIu64 " that --ingest-buffer-mb %.0f holds: "
-                 "the batches they queue may take up to %.0f MB more than the buffer",
+        log_warn("%" PRIu64 " producers connected without credit (no status endpoint, or an old producer), more "
+                 "than the %" PRIu64 " that --ingest-buffer-mb %.0f holds: the batches they queue may take up to "
+                 "%.0f MB more than the buffer",
                  open, c->plan.producers, c->o.ingest_buffer_mb,
                  (double)((open - c->plan.producers) * c->plan.per_producer) / (1 << 20));
     } else if (open <= c->plan.producers && c->over_plan) {
         c->over_plan = 0;
-        log_info("%" PRIu64 " producers connected: within --ingest-buffer-mb again", open);
+        log_info("%" PRIu64 " producers connected without credit: within --ingest-buffer-mb again", open);
     }
 }
 
@@ -704,6 +751,7 @@ static void s_teardown(collector *c)
     dps_estimator_destroy(&c->est);
     dps_snapshot_destroy(&c->latest);
     ptable_free(&c->producers);
+    credit_free(&c->credit);
     ledger_close(&c->led);
 }
 
@@ -735,7 +783,10 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     c->xpub = zmq_socket(c->ctx, ZMQ_XPUB);
     c->rep = zmq_socket(c->ctx, ZMQ_REP);
     int pub_hwm = 1000;
-    s_ingest_setup(c);
+    if (s_ingest_setup(c) != 0) {
+        fprintf(stderr, "dps-collector: out of memory\n");
+        return 1;
+    }
     zmq_setsockopt(c->xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
     if (s_server_socket(c, c->pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
         s_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, sizeof err) ||
@@ -820,6 +871,14 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         }
         net_monitor_poll(&c->pull_mon, 0);
         s_ingest_watch(c);
+        /* Silent producers' credit comes back, but only once the PULL queue
+           was found empty: after this loop was blocked (an epoch's
+           aggregation), the batches queued meanwhile are taken first and
+           make their producers heard. */
+        if (n >= 0 && !(items[0].revents & ZMQ_POLLIN) && net_now_ms() - c->credit_swept_ms >= 1000) {
+            c->credit_swept_ms = net_now_ms();
+            credit_reclaim(&c->credit, c->credit_swept_ms, CREDIT_SILENCE_MS);
+        }
         if (c->o.epoch_seconds > 0 && net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
             dps_stats es;
             dps_estimator_get_stats(c->est, &es);

@@ -149,3 +149,19 @@ int ptable_asked(producer_table *t, const char *id, uint64_t now_ms)
     e->ended = 0; /* once per lost connection */
     return 1;
 }
+
+void ptable_set_credit(producer_table *t, const char *id, int with_credit)
+{
+    int found = 0;
+    producer_entry *e = s_slot(t, id, &found);
+    if (found)
+        e->no_credit = !with_credit;
+}
+
+uint64_t ptable_without_credit(const producer_table *t)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < t->cap; i++)
+        n += t->slots[i].used && t->slots[i].fd >= 0 && !t->slots[i].ended && t->slots[i].no_credit;
+    return n;
+}

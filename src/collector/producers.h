@@ -15,6 +15,7 @@ typedef struct {
     int fd;    /* the connection its last batch came on (-1: none known) */
     int ended; /* that connection ended and the producer has not been heard since */
     uint64_t asked, asked_ms; /* status questions since it ended; the time of the first */
+    int no_credit; /* its last batch came without credit (credit.h) */
 } producer_entry;
 
 typedef struct {
@@ -49,5 +50,9 @@ const producer_entry *ptable_find(const producer_table *t, const char *id);
 int ptable_batch_on(producer_table *t, const char *id, int fd, uint64_t seq);
 void ptable_ended(producer_table *t, int fd);
 int ptable_asked(producer_table *t, const char *id, uint64_t now_ms);
+/* Whether id's last batch came with credit; producers connected (their
+   connection not ended) whose last batch came without. */
+void ptable_set_credit(producer_table *t, const char *id, int with_credit);
+uint64_t ptable_without_credit(const producer_table *t);
 
 #endif

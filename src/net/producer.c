@@ -11,7 +11,19 @@
    connection closes, so lingering alone does not guarantee delivery.
    dps_producer_close says how that ended (the batches the collector did not
    confirm); dps_producer_destroy, which cannot return it, closes if the
-   caller did not and then frees. */
+   caller did not and then frees.
+   Credit (issue 9 item 5, src/collector/credit.h): with a status endpoint
+   the producer sends a batch only once the collector has granted its seq,
+   asking on a REQ socket it keeps (cred) for `ahead` batches at a time (1,
+   doubling up to CREDIT_AHEAD at each question: a producer with a few
+   batches to send does not hold credit it will not use), again when half
+   of them are left (without waiting for the reply), and with a
+   backoff of 2 ms doubling to 50 ms while it has none; the
+   collector grants each its share of the ingest buffer, so many producers
+   slow down instead of growing the collector's memory.  A collector that
+   does not grant credit (an old one: the reply's credit is false), or a
+   status endpoint that does not answer the first question within
+   CREDIT_FIRST_MS, leaves the producer sending as before. */
 #include "dpsubspace_net.h"
 #include "transport.h"
 #include "wire.h"
@@ -41,7 +53,15 @@ struct dps_producer {
     int drain_rc;            /* how it ended: close does not wait again for the same batches */
     int closed, close_rc;    /* dps_producer_close ran, and what it returned */
     uint64_t unconfirmed;    /* its count of batches not confirmed taken */
+    void *cred;              /* REQ to the status endpoint, for credit */
+    int credit;              /* 0: not known yet; 1: the collector grants credit; -1: send without */
+    uint64_t credit_end;     /* the collector's grant: we may send every seq below it */
+    uint64_t ahead;          /* batches asked for at the last question */
+    int asking;              /* a question is out on cred, its reply not read yet */
 };
+
+#define CREDIT_AHEAD 64      /* batches asked for at a time (the collector grants at most a fair share) */
+#define CREDIT_FIRST_MS 2000 /* an unanswered first question: send without credit */
 
 void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t dim)
 {
@@ -128,16 +148,100 @@ int dps_producer_wait_ready(dps_producer *p, int timeout_ms)
     }
 }
 
+/* Ask for credit up to p->seq + ahead (ahead doubling up to CREDIT_AHEAD);
+   the reply is read by s_credit_reply. */
+static int s_credit_ask(dps_producer *p)
+{
+    p->ahead = p->ahead ? (2 * p->ahead < CREDIT_AHEAD ? 2 * p->ahead : CREDIT_AHEAD) : 1;
+    int rc = net_status_send(p->cred, p->id, p->seq, p->seq + p->ahead);
+    p->asking = rc == DPS_OK;
+    return rc;
+}
+
+/* Read the reply to the question out, waiting up to wait_ms: DPS_OK when
+   read (the grant, or credit off from a collector that grants none). */
+static int s_credit_reply(dps_producer *p, int wait_ms)
+{
+    dps_collector_status st;
+    int rc = net_status_recv(p->cred, wait_ms, &st);
+    if (rc == DPS_ETIMEOUT)
+        return rc;
+    p->asking = 0;
+    if (rc == DPS_OK && !st.credit) {
+        p->credit = -1;
+    } else if (rc == DPS_OK) {
+        p->credit = 1;
+        if (st.credit_seq_end > p->credit_end)
+            p->credit_end = st.credit_seq_end;
+    }
+    return rc;
+}
+
+/* Wait until the collector grants p->seq (DPS_OK at once when credit is
+   off); up to send_timeout_ms from start, or deadline, like a send.  With
+   half of the last question's batches left it asks again without waiting
+   (the reply is read at a later batch), so a steady producer does not run
+   dry while the collector answers. */
+static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
+{
+    if (!p->status_ep[0] || p->credit < 0)
+        return DPS_OK;
+    if (!p->cred && !(p->cred = net_status_socket(p->ctx, p->status_ep, &p->sec))) {
+        p->credit = -1;
+        return DPS_OK;
+    }
+    if (p->asking)
+        s_credit_reply(p, 0);
+    if (p->seq < p->credit_end) {
+        if (p->credit > 0 && !p->asking && p->credit_end - p->seq <= p->ahead / 2)
+            s_credit_ask(p);
+        return DPS_OK;
+    }
+    int backoff = 2;
+    uint64_t asked_ms = 0;
+    for (;;) {
+        uint64_t now = net_now_ms(), wait = p->credit ? 1000 : CREDIT_FIRST_MS;
+        if (!p->asking || now - asked_ms >= 1000) { /* a question unanswered for 1 s is asked again */
+            if (s_credit_ask(p) != DPS_OK) {
+                p->credit = -1;
+                return DPS_OK;
+            }
+            asked_ms = now;
+        }
+        if (p->send_timeout_ms > 0)
+            wait = start + (uint64_t)p->send_timeout_ms > now ? start + (uint64_t)p->send_timeout_ms - now : 0;
+        if (deadline)
+            wait = deadline > now ? (deadline - now < wait ? deadline - now : wait) : 0;
+        int rc = s_credit_reply(p, (int)(wait < 1000 ? wait : 1000) + 1);
+        if (p->credit < 0 || p->seq < p->credit_end)
+            return DPS_OK;
+        if (rc != DPS_OK && !p->credit && net_now_ms() - start >= CREDIT_FIRST_MS) {
+            p->credit = -1; /* never answered: the drain will say whether anything arrived */
+            return DPS_OK;
+        }
+        now = net_now_ms();
+        if ((p->send_timeout_ms > 0 && now - start >= (uint64_t)p->send_timeout_ms) || (deadline && now >= deadline))
+            return DPS_ETIMEOUT;
+        if (rc == DPS_OK) { /* no credit yet: ask again soon */
+            struct timespec ts = {0, (long)backoff * 1000000};
+            nanosleep(&ts, NULL);
+            backoff = backoff < 25 ? 2 * backoff : 50;
+        }
+    }
+}
+
 /* Send one encoded batch, blocking under backpressure: up to send_timeout_ms
    (0: without limit), or until deadline (net_now_ms; 0: none) when given. */
 static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadline)
 {
     unsigned char *msg = NULL;
     size_t len = 0;
-    int rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, &msg, &len);
+    uint64_t start = net_now_ms();
+    int rc = s_credit(p, start, deadline);
+    if (!rc)
+        rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, &msg, &len);
     if (rc)
         return rc;
-    uint64_t start = net_now_ms();
     for (;;) {
         if (zmq_send(p->sock, msg, len, 0) >= 0)
             break;
@@ -221,6 +325,12 @@ int dps_producer_flush(dps_producer *p)
 static int s_drain(dps_producer *p, uint64_t deadline)
 {
     int rc;
+    if (p->credit > 0 && p->credit_end > p->seq) { /* the credit we will not use goes back at once */
+        dps_collector_status st;
+        p->asking = 0; /* REQ_CORRELATE drops the reply to a question still out */
+        if (net_status_ask(p->cred, p->id, p->seq, p->seq, 100, &st) == DPS_OK)
+            p->credit_end = st.credit_seq_end;
+    }
     for (;;) {
         dps_collector_status st;
         uint64_t now = net_now_ms(), left = deadline > now ? deadline - now : 0;
@@ -308,6 +418,9 @@ int dps_producer_close(dps_producer *p, uint64_t *unconfirmed)
         if (!rc)
             rc = drc;
         net_monitor_stop(p->sock, &p->mon);
+        if (p->cred)
+            zmq_close(p->cred);
+        p->cred = NULL;
         /* after a failed drain lingering would only delay the report: the
            collector's PULL socket drops what it has not taken when we go */
         int linger = rc || p->mon.auth_failed ? 0 : p->linger_ms;

@@ -32,7 +32,7 @@ int dps_collector_status_query_producer(const char *endpoint, const dps_security
                 net_monitor_start(ctx, sock, &mon, 0) != DPS_OK || zmq_connect(sock, endpoint)))
         rc = DPS_ENET;
     if (!rc)
-        rc = wire_status_request_encode(producer_id, &req, &len);
+        rc = wire_status_request_encode(producer_id, 0, 0, &req, &len);
     if (!rc && zmq_send(sock, req, len, 0) < 0)
         rc = DPS_ENET;
     free(req);
@@ -67,4 +67,50 @@ int dps_collector_status_query_producer(const char *endpoint, const dps_security
     }
     zmq_ctx_term(ctx);
     return rc;
+}
+
+void *net_status_socket(void *ctx, const char *endpoint, const dps_security *sec)
+{
+    void *sock = zmq_socket(ctx, ZMQ_REQ);
+    int one = 1, zero = 0;
+    if (sock && (net_client_security(sock, endpoint, sec) != DPS_OK ||
+                 zmq_setsockopt(sock, ZMQ_REQ_RELAXED, &one, sizeof one) ||
+                 zmq_setsockopt(sock, ZMQ_REQ_CORRELATE, &one, sizeof one) ||
+                 zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) || zmq_connect(sock, endpoint))) {
+        zmq_close(sock);
+        sock = NULL;
+    }
+    return sock;
+}
+
+int net_status_send(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    int rc = wire_status_request_encode(producer_id, credit_from, credit_seq_end, &buf, &len);
+    if (rc)
+        return rc;
+    rc = zmq_send(req, buf, len, 0) < 0 ? DPS_ENET : DPS_OK;
+    free(buf);
+    return rc;
+}
+
+int net_status_recv(void *req, int timeout_ms, dps_collector_status *out)
+{
+    zmq_pollitem_t it = {req, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, timeout_ms > 0 ? timeout_ms : 0) <= 0)
+        return DPS_ETIMEOUT;
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    int rc = zmq_msg_recv(&msg, req, 0) < 0 ? DPS_ENET
+                                            : wire_status_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), out);
+    zmq_msg_close(&msg);
+    return rc;
+}
+
+int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
+                   int timeout_ms, dps_collector_status *out)
+{
+    int rc = net_status_send(req, producer_id, credit_from, credit_seq_end);
+    return rc ? rc : net_status_recv(req, timeout_ms, out);
 }

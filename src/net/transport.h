@@ -31,6 +31,19 @@ int net_monitor_start(void *ctx, void *sock, net_monitor *m, int count_disconnec
 void net_monitor_poll(net_monitor *m, int timeout_ms);
 void net_monitor_stop(void *sock, net_monitor *m);
 
+/* A REQ socket to a status endpoint that a client keeps for repeated
+   questions (credit): ZMQ_REQ_RELAXED and ZMQ_REQ_CORRELATE, so a question
+   left unanswered does not block the next.  NULL on failure. */
+void *net_status_socket(void *ctx, const char *endpoint, const dps_security *sec);
+/* One question on such a socket (producer_id with its credit question, see
+   wire_status_request_encode), its reply within timeout_ms: DPS_OK,
+   DPS_ETIMEOUT, DPS_EPROTO. */
+int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
+                   int timeout_ms, dps_collector_status *out);
+/* The two halves of net_status_ask, for a question whose reply is read later. */
+int net_status_send(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end);
+int net_status_recv(void *req, int timeout_ms, dps_collector_status *out);
+
 /* 1 if the string is 40 characters of the Z85 alphabet that decode. */
 int net_key_valid(const char *z85);
 

@@ -267,11 +267,14 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
 }
 
 /* --------------------------------------------------------------- status */
-int wire_status_request_encode(const char *producer_id, unsigned char **out, size_t *len)
+int wire_status_request_encode(const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
+                               unsigned char **out, size_t *len)
 {
     Dps__Wire__StatusRequest m = DPS__WIRE__STATUS_REQUEST__INIT;
     m.version = DPS_WIRE_VERSION;
     m.producer_id = (char *)(producer_id ? producer_id : "");
+    m.credit_from = credit_from;
+    m.credit_seq_end = credit_seq_end;
     size_t sz = dps__wire__status_request__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -280,9 +283,11 @@ int wire_status_request_encode(const char *producer_id, unsigned char **out, siz
     return DPS_OK;
 }
 
-int wire_status_request_decode(const unsigned char *buf, size_t len, char producer_id[WIRE_MAX_PRODUCER_ID + 1])
+int wire_status_request_decode(const unsigned char *buf, size_t len, char producer_id[WIRE_MAX_PRODUCER_ID + 1],
+                               uint64_t *credit_from, uint64_t *credit_seq_end)
 {
     producer_id[0] = 0;
+    *credit_from = *credit_seq_end = 0;
     Dps__Wire__StatusRequest *m = dps__wire__status_request__unpack(NULL, len, buf);
     if (!m)
         return DPS_EPROTO;
@@ -292,6 +297,12 @@ int wire_status_request_decode(const unsigned char *buf, size_t len, char produc
             rc = DPS_EPROTO;
         else
             snprintf(producer_id, WIRE_MAX_PRODUCER_ID + 1, "%s", m->producer_id);
+    }
+    if (!rc && m->credit_seq_end) { /* a question about credit needs an id, and asks from where it is */
+        if (!producer_id[0] || m->credit_seq_end < m->credit_from)
+            rc = DPS_EPROTO;
+        *credit_from = m->credit_from;
+        *credit_seq_end = m->credit_seq_end;
     }
     dps__wire__status_request__free_unpacked(m, NULL);
     return rc;
@@ -331,6 +342,8 @@ int wire_status_encode(const dps_collector_status *st, unsigned char **out, size
     m.producer_rows = st->producer_rows;
     m.producer_seq_gaps = st->producer_seq_gaps;
     m.producer_refused = st->producer_refused;
+    m.credit = st->credit != 0;
+    m.credit_seq_end = st->credit_seq_end;
     size_t sz = dps__wire__status_reply__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -368,6 +381,8 @@ int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_statu
     out->producer_rows = m->producer_rows;
     out->producer_seq_gaps = m->producer_seq_gaps;
     out->producer_refused = m->producer_refused;
+    out->credit = m->credit;
+    out->credit_seq_end = m->credit_seq_end;
     out->n_rejected = m->n_rejected < DPS_STATUS_MAX_COUNTERS ? m->n_rejected : DPS_STATUS_MAX_COUNTERS;
     for (size_t i = 0; i < out->n_rejected; i++) {
         snprintf(out->rejected[i].name, sizeof out->rejected[i].name, "%s",

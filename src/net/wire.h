@@ -43,9 +43,13 @@ void wire_rows_release(wire_rows *r);
 int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, size_t n, size_t dim,
                      unsigned char **out, size_t *len);
 
-int wire_status_request_encode(const char *producer_id, unsigned char **out, size_t *len);
-/* DPS_OK and the producer id asked ("" if none), or DPS_EPROTO. */
-int wire_status_request_decode(const unsigned char *buf, size_t len, char producer_id[WIRE_MAX_PRODUCER_ID + 1]);
+/* credit_seq_end 0: no question about credit (proto/dpsubspace.proto). */
+int wire_status_request_encode(const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
+                               unsigned char **out, size_t *len);
+/* DPS_OK and the producer id asked ("" if none) with its credit question
+   (0, 0: none), or DPS_EPROTO. */
+int wire_status_request_decode(const unsigned char *buf, size_t len, char producer_id[WIRE_MAX_PRODUCER_ID + 1],
+                               uint64_t *credit_from, uint64_t *credit_seq_end);
 int wire_status_encode(const dps_collector_status *st, unsigned char **out, size_t *len);
 int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_status *out);
 

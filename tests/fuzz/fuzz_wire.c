@@ -35,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         dps_snapshot_destroy(&s);
     }
     char pid[WIRE_MAX_PRODUCER_ID + 1];
-    wire_status_request_decode(data, size, pid);
+    uint64_t from, want;
+    wire_status_request_decode(data, size, pid, &from, &want);
     dps_collector_status st;
     wire_status_decode(data, size, &st);
     return 0;

@@ -25,6 +25,8 @@ typedef struct {
     void *ctx;
     char endpoint[256];
     volatile uint64_t taken, refused; /* set by the test between producers */
+    volatile int credit;              /* 0: an old collector's reply, without credit */
+    volatile uint64_t grant;          /* with credit: seqs below this may be sent */
     volatile int stop, ready;
 } s_status_server;
 
@@ -52,6 +54,8 @@ static void *s_serve(void *arg)
         st.d = D;
         st.producer_batches = srv->taken;
         st.producer_refused = srv->refused;
+        st.credit = srv->credit;
+        st.credit_seq_end = srv->grant;
         unsigned char *out = NULL;
         size_t len = 0;
         if (wire_status_encode(&st, &out, &len) == DPS_OK)
@@ -98,6 +102,20 @@ static int s_close(dps_producer *p, uint64_t *unconfirmed, uint64_t *ms)
     return rc;
 }
 
+/* A fake collector: a PULL socket bound at ingest (returned) and srv's status
+   endpoint served by thread th. */
+static void *s_fake_collector(void *ctx, const char *ingest, s_status_server *srv, pthread_t *th)
+{
+    void *pull = zmq_socket(ctx, ZMQ_PULL);
+    int zero = 0;
+    zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_bind(pull, ingest) == 0, "bind the fake ingest");
+    pthread_create(th, NULL, s_serve, srv);
+    while (!srv->ready)
+        usleep(1000);
+    return pull;
+}
+
 static void s_test_close(const char *dir)
 {
     char ingest[256], status[256], nobody[256];
@@ -105,16 +123,10 @@ static void s_test_close(const char *dir)
     snprintf(status, sizeof status, "ipc://%s/st", dir);
     snprintf(nobody, sizeof nobody, "ipc://%s/nobody", dir);
     void *ctx = zmq_ctx_new();
-    void *pull = zmq_socket(ctx, ZMQ_PULL);
-    int zero = 0;
-    zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
-    CHECK(zmq_bind(pull, ingest) == 0, "bind the fake ingest");
     s_status_server srv = {.ctx = ctx};
     snprintf(srv.endpoint, sizeof srv.endpoint, "%s", status);
     pthread_t th;
-    pthread_create(&th, NULL, s_serve, &srv);
-    while (!srv.ready)
-        usleep(1000);
+    void *pull = s_fake_collector(ctx, ingest, &srv, &th);
     CHECK(srv.ready == 1, "bind the fake status endpoint");
     uint64_t un = 99, ms = 0;
 
@@ -195,6 +207,78 @@ static void s_test_close(const char *dir)
     }
     CHECK(dps_producer_close(NULL, &un) == DPS_EINVAL && un == 0, "close(NULL): DPS_EINVAL");
 
+    srv.stop = 1;
+    pthread_join(th, NULL);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+
+/* Batches waiting on pull, read within ms. */
+static int s_count(void *pull, int ms)
+{
+    int n = 0;
+    zmq_pollitem_t it = {pull, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, ms) > 0) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, pull, 0) >= 0)
+            n++;
+        zmq_msg_close(&m);
+    }
+    return n;
+}
+
+/* Credit (issue 9 item 5): a producer with a status endpoint sends only the
+   batches granted, and against an old collector (a reply without credit) it
+   sends as before. */
+static void s_test_credit(const char *dir)
+{
+    char ingest[256], status[256];
+    snprintf(ingest, sizeof ingest, "ipc://%s/cin", dir);
+    snprintf(status, sizeof status, "ipc://%s/cst", dir);
+    void *ctx = zmq_ctx_new();
+    s_status_server srv = {.ctx = ctx, .taken = 3};
+    snprintf(srv.endpoint, sizeof srv.endpoint, "%s", status);
+    pthread_t th;
+    void *pull = s_fake_collector(ctx, ingest, &srv, &th);
+    float rows[3 * BATCH * D];
+    for (size_t i = 0; i < 3 * BATCH * D; i++)
+        rows[i] = 0.25f;
+    dps_producer_opts o;
+    dps_producer_opts_init(&o, ingest, D);
+    o.batch_rows = BATCH;
+    o.status_endpoint = status;
+    o.linger_ms = 2000;
+    o.send_timeout_ms = 300;
+    o.sec.plaintext = 1;
+    o.producer_id = "credit-producer";
+
+    /* An old collector: its reply has no credit; all 3 batches go. */
+    dps_producer *p = NULL;
+    CHECK(dps_producer_new(&p, &o) == DPS_OK && dps_producer_wait_ready(p, 5000) == DPS_OK, "producer ready");
+    int rc = dps_producer_send_rows(p, rows, 3 * BATCH, D);
+    CHECK(rc == DPS_OK, "old collector: sent without credit (%s)", dps_strerror(rc));
+    int got = s_count(pull, 300);
+    CHECK(got == 3, "old collector: 3 batches arrived (%d)", got);
+    dps_producer_destroy(&p);
+
+    /* A collector that grants seqs 0 and 1: the third batch waits, and times out after send_timeout_ms. */
+    srv.credit = 1;
+    srv.grant = 2;
+    CHECK(dps_producer_new(&p, &o) == DPS_OK && dps_producer_wait_ready(p, 5000) == DPS_OK, "producer ready");
+    uint64_t t0 = net_now_ms();
+    rc = dps_producer_send_rows(p, rows, 3 * BATCH, D);
+    uint64_t ms = net_now_ms() - t0;
+    got = s_count(pull, 300);
+    CHECK(rc == DPS_ETIMEOUT && got == 2, "granted 2: 2 batches sent, the third waited (%s, %d arrived)",
+          dps_strerror(rc), got);
+    CHECK(ms >= 300 && ms < 2000, "it waited send_timeout_ms (%llu ms)", (unsigned long long)ms);
+    /* The grant grows: the waiting batch goes. */
+    srv.grant = 3;
+    rc = dps_producer_send_rows(p, rows, BATCH, D);
+    got = s_count(pull, 300);
+    CHECK(rc == DPS_OK && got == 1, "granted 3: the third batch sent (%s, %d arrived)", dps_strerror(rc), got);
+    dps_producer_destroy(&p);
     srv.stop = 1;
     pthread_join(th, NULL);
     zmq_close(pull);
@@ -300,6 +384,7 @@ int main(void)
         return 1;
     }
     s_test_close(dir);
+    s_test_credit(dir);
     s_test_from_epoch(dir);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -262,8 +262,30 @@ int main(void)
           strcmp(st2.rejected[0].name, "wrong_dim") == 0 && isinf(st2.budget_left), "status fields");
     free(buf);
     char pid[WIRE_MAX_PRODUCER_ID + 1];
-    CHECK(wire_status_request_encode("p7", &buf, &len) == DPS_OK && wire_status_request_decode(buf, len, pid) == DPS_OK &&
-          strcmp(pid, "p7") == 0, "request with producer id");
+    uint64_t from = 9, want = 9;
+    CHECK(wire_status_request_encode("p7", 0, 0, &buf, &len) == DPS_OK &&
+          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_OK && strcmp(pid, "p7") == 0 &&
+          from == 0 && want == 0, "request with producer id, no credit question");
+    free(buf);
+    CHECK(wire_status_request_encode("p7", 5, 69, &buf, &len) == DPS_OK &&
+          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_OK && from == 5 && want == 69,
+          "credit question: from %llu want %llu", (unsigned long long)from, (unsigned long long)want);
+    free(buf);
+    CHECK(wire_status_request_encode("", 5, 69, &buf, &len) == DPS_OK &&
+          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_EPROTO, "credit question without an id");
+    free(buf);
+    CHECK(wire_status_request_encode("p7", 70, 69, &buf, &len) == DPS_OK &&
+          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_EPROTO, "credit question ending before it starts");
+    free(buf);
+    st.credit = 1;
+    st.credit_seq_end = 12;
+    CHECK(wire_status_encode(&st, &buf, &len) == DPS_OK && wire_status_decode(buf, len, &st2) == DPS_OK &&
+          st2.credit == 1 && st2.credit_seq_end == 12, "credit in the reply");
+    free(buf);
+    st.credit = 0;
+    st.credit_seq_end = 0;
+    CHECK(wire_status_encode(&st, &buf, &len) == DPS_OK && wire_status_decode(buf, len, &st2) == DPS_OK &&
+          st2.credit == 0, "an old collector's reply: no credit");
     free(buf);
 
     /* 5. Endpoint locality (the plaintext rule). */

@@ -253,6 +253,8 @@ def test_end_to_end_tcp_curve():
     st = c.query()
     check(st["rows_accepted"] == 2000 and st["epoch"] == 2, f"status rows {st['rows_accepted']} epoch {st['epoch']}")
     check(abs(st["rho_spent"] - 2.0) < 1e-12, "status rho spent")
+    check(st["rejected"].get("credit_grants", 0) >= 3 and st["rejected"].get("credit_overruns", 1) == 0,
+          f"the 3 producers took credit over CURVE, none sent beyond it: {st['rejected']}")
     # late joiner: gets the latest snapshot at once
     t0 = time.time()
     late = c.subscriber()
@@ -753,26 +755,47 @@ def test_ingest_memory():
     the address-space limit set on it then is its VmSize (OpenBLAS's buffers included) + the buffer +
     the estimator + 300 MB of slack for thread arenas, so a collector that queued every batch sent
     (1.3 GB) would run out and drop connections."""
-    d, n_prod, batches, buf_mb = 10000, 16, 8, 500
+    ingest_memory_run("ingest-mem", n_prod=16, batches=8, buf_mb=500, holds=16, limit=True)
+
+
+def test_ingest_memory_many():
+    """24 producers at d = 1e4 with a buffer that holds 4 producers without credit: within the bound.
+
+    Issue 9 item 5: the bound held only up to the number of producers the buffer holds (each could queue
+    rcvhwm + 2 batches in libzmq); beyond that memory grew with the number of producers.  With credit
+    (src/collector/credit.h) every dps-produce (it has --status) sends only the batches granted, at most
+    (buffer - 3 batches) / batch for all producers together.  --ingest-buffer-mb 160 holds
+    (160 MiB - 3 x 10.24 MB) / (3 x 10.24 MB) = 4 producers without credit; 24 producers send 3 batches each
+    (737 MB in all, 24 x 3 batches that libzmq alone would queue at once).  No address-space limit: the
+    peak RSS itself is checked against the stated bound (a collector without credit passed it by ~400 MB)."""
+    ingest_memory_run("ingest-many", n_prod=24, batches=3, buf_mb=160, holds=4, limit=False)
+
+
+def ingest_memory_run(name, n_prod, batches, buf_mb, holds, limit):
+    """n_prod dps-produce processes (with --status) send `batches` batches of 256 x 1e4 at once to a collector with
+    --ingest-buffer-mb buf_mb; checks every row confirmed and the peak RSS within the stated bound (see
+    test_ingest_memory), under the address-space limit described there when `limit`."""
+    d = 10000
     produce = os.path.join(BUILD, "producers", "dps-produce")
     rows = np.random.default_rng(21).standard_normal((256, d)).astype(np.float32)
     data = os.path.join(TMP, "ingest-256.npy")
     np.save(data, rows)
-    c = Collector("ingest-mem", d=d, k=2, t=100, extra=["--window", "32", "--ingest-buffer-mb", str(buf_mb),
-                                                        "--cap-rho", "1000"]).start()
+    c = Collector(name, d=d, k=2, t=100, extra=["--window", "32", "--ingest-buffer-mb", str(buf_mb),
+                                                "--cap-rho", "1000"]).start()
     ok = wait_for(lambda: "The estimator adds at most" in c.tail(30), 5)
-    check(ok and f"holds {n_prod} producers" in c.tail(30), f"the collector states the bound: {c.tail(3)}")
+    check(ok and f"holds {holds} of those" in c.tail(30), f"the collector states the bound: {c.tail(3)}")
     est_mb = float(c.tail(30).split("The estimator adds at most ")[1].split()[0]) if ok else 0.0
     send_rows(c, np.vstack([rows, rows[:144]]))  # one epoch (t m = 400 rows): the workers and the loop call OpenBLAS
     check(wait_for(lambda: c.query()["epoch"] >= 1, 20), "a first epoch closed")
     idle_kb, vm_kb = proc_kb(c.proc.pid, "VmRSS"), proc_kb(c.proc.pid, "VmSize")
     bound_kb = idle_kb + (buf_mb + est_mb) * 1024
-    limit = int((vm_kb + (buf_mb + est_mb + 300) * 1024) * 1024)
-    import resource
-    resource.prlimit(c.proc.pid, resource.RLIMIT_AS, (limit, limit))
+    lim = int((vm_kb + (buf_mb + est_mb + 300) * 1024) * 1024)
+    if limit:
+        import resource
+        resource.prlimit(c.proc.pid, resource.RLIMIT_AS, (lim, lim))
     t0 = time.time()
     procs = [subprocess.Popen([produce, data, "--repeat", str(batches), "--insecure-plaintext", "--connect", c.ingest,
-                               "--status", c.status, "--id", f"mem-{i}", "--drain-timeout", "60000"],
+                               "--status", c.status, "--id", f"{name}-{i}", "--drain-timeout", "60000"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(n_prod)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     confirmed = sum(p.returncode == 0 and f"confirmed all {batches} batches" in o for p, o in zip(procs, outs))
@@ -780,7 +803,8 @@ def test_ingest_memory():
     st = c.query()
     note(f"{n_prod} producers x {batches} batches of 256 x {d} in {time.time() - t0:.1f} s: {confirmed} confirmed; "
          f"peak RSS {hwm_kb / 1024:.0f} MB, bound {bound_kb / 1024:.0f} MB (before {idle_kb / 1024:.0f} + buffer "
-         f"{buf_mb} + estimator {est_mb:.0f}), address-space limit {limit / 2**20:.0f} MB")
+         f"{buf_mb} + estimator {est_mb:.0f})" + (f", address-space limit {lim / 2**20:.0f} MB" if limit else "") +
+         f"; credit grants {st['rejected'].get('credit_grants')}, waits {st['rejected'].get('credit_waits')}")
     for p, o in zip(procs, outs):
         if p.returncode != 0:
             note(f"producer exit {p.returncode}: {o.strip()[-300:]}")
@@ -842,7 +866,8 @@ def test_lost_batches_loud():
     log = c.tail(40)
     check("producer lost-a sent again after its connection ended" in log and "lost-b kept asking for its count" in log
           and "before seq 3 never arrived: LOST" in log, f"each logged: {log}")
-    check("so it holds 1 producers" in log and "2 producers connected, more than the 1" in log,
+    check("so the buffer holds 1 of those" in log and "2 producers connected without credit" in log and
+          "more than the 1" in log,
           "more producers than the buffer holds: a warning")
     a.close(0)
     b.close(0)
@@ -958,6 +983,61 @@ def test_crashes():
                        text=True, timeout=20)
     check(p.returncode == 3 and "in use" in p.stderr, "a second collector on the same state dir is refused")
     c.stop()
+
+
+def test_producer_credit():
+    """The Python producer sends only the batches a collector grants, and against an old collector (a reply
+    without the credit field) it sends as before.  A fake collector: a PULL socket and a REP thread that
+    answers every StatusRequest with d = 8, the asked producer's batches as taken, and the grant set here."""
+    ctx = zmq.Context()
+    pull, rep = ctx.socket(zmq.PULL), ctx.socket(zmq.REP)
+    ingest, status = f"ipc://{TMP}/credit.in", f"ipc://{TMP}/credit.st"
+    pull.bind(ingest)
+    rep.bind(status)
+    fake = {"credit": False, "grant": 0, "taken": 0, "asked": 0, "stop": False}
+
+    def serve():
+        while not fake["stop"]:
+            if rep.poll(20):
+                q = wire.StatusRequest.FromString(rep.recv())
+                fake["asked"] += q.credit_seq_end > 0
+                r = wire.StatusReply(version=1, d=8, producer_batches=fake["taken"])
+                if fake["credit"]:  # an old collector's reply leaves both fields out
+                    r.credit, r.credit_seq_end = True, fake["grant"]
+                rep.send(r.SerializeToString())
+
+    def arrived(ms=300):
+        n = 0
+        while pull.poll(ms):
+            pull.recv()
+            n += 1
+        return n
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    fake["taken"] = 3
+    with Producer(ingest, 8, batch_rows=4, plaintext=True, status_endpoint=status, linger_ms=2000) as p:
+        p.send(np.ones((12, 8)))
+        n = arrived()
+    check(n == 3 and fake["asked"] == 0, f"old collector: 3 batches sent without asking for credit ({n}, "
+                                         f"{fake['asked']} questions)")
+    fake.update(credit=True, grant=2, asked=0)
+    p = Producer(ingest, 8, batch_rows=4, plaintext=True, status_endpoint=status, linger_ms=2000)
+    sender = threading.Thread(target=p.send, args=(np.ones((12, 8)),), daemon=True)
+    sender.start()
+    n = arrived(500)
+    check(n == 2 and sender.is_alive() and fake["asked"] >= 2,
+          f"granted 2: 2 batches sent, the third waits, asking again ({n}, {fake['asked']} questions)")
+    fake["grant"] = 3
+    sender.join(5)
+    n = arrived()
+    check(n == 1 and not sender.is_alive(), f"granted 3: the third batch sent ({n})")
+    p.close()
+    fake["stop"] = True
+    th.join()
+    pull.close(0)
+    rep.close(0)
+    ctx.term()
 
 
 def test_producer_confirmation():
@@ -1092,8 +1172,8 @@ def test_train_loop_example():
 def main():
     tests = [test_end_to_end_tcp_curve, test_key_rotation, test_bad_input_ipc, test_plaintext_rules, test_budget_cap,
              test_backpressure, test_period_and_config_file, test_weak_snapshot, test_other_mechanisms, test_crashes]
-    tests += [test_producer_confirmation, test_subscriber_from_epoch, test_train_loop_example]
-    tests += [test_ingest_memory, test_lost_batches_loud]
+    tests += [test_producer_credit, test_producer_confirmation, test_subscriber_from_epoch, test_train_loop_example]
+    tests += [test_ingest_memory, test_ingest_memory_many, test_lost_batches_loud]
     only = sys.argv[2:]  # test names, to run a few while working on them
     for t in tests:
         if only and t.__name__ not in only:
