@@ -1,0 +1,88 @@
+/* collector.h - the state of dps-collector and how its modules share it.
+
+   The daemon is one loop (collector.c: setup, the loop, teardown) that calls
+   the modules in the order of the data: ingest.c takes batches (and bounds
+   their memory), publish.c closes epochs (the ledger hook, then store and
+   publish), status_reply.c answers the status endpoint (counters and
+   producers' credit), reload.c applies SIGHUP.  Who owns what: main()
+   (collector.c) owns everything in the struct; the modules borrow it. */
+#ifndef DPS_COLLECTOR_H
+#define DPS_COLLECTOR_H
+
+#include "dpsubspace.h"
+#include "dpsubspace_net.h"
+#include "credit.h"
+#include "ledger.h"
+#include "log.h"
+#include "options.h"
+#include "producers.h"
+#include "store.h"
+#include "transport.h"
+#include "wire.h"
+#include "zap.h"
+
+
+#include <signal.h>
+#include <stdint.h>
+
+typedef struct {
+    collector_options o;
+    void *ctx, *pull, *xpub, *rep;
+    net_monitor pull_mon;
+    zap_handler *zap;
+    ledger led;
+    dps_estimator *est;
+    uint64_t rejected[WIRE_REJECT_COUNT_];
+    uint64_t published, last_seq;
+    uint64_t started_ms, epoch_started_ms;
+    dps_snapshot *latest;
+    producer_table producers;
+    int warned_delta;
+    uint64_t revoked;          /* batches and status requests from keys no longer authorized */
+    uint64_t sub_removals;     /* zap_removals("publish") when the publish socket was last bound */
+    int argc;                  /* the command line, read again with the config file on SIGHUP */
+    char **argv;
+    ingest_plan plan;          /* the ingest memory bound (options_ingest_plan) */
+    int over_plan;             /* more producers connected than plan.producers */
+    uint64_t connections_dropped; /* connections that ended with their producer still running */
+    credit_pool credit;        /* the producers' credit (credit.h): capacity from plan */
+    uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
+    uint64_t watched_ms;       /* when s_ingest_watch last counted */
+    int watch_due;             /* a producer without credit came on a new connection */
+} collector;
+
+/* Set by SIGINT/SIGTERM, or to stop after an unrecoverable ledger error. */
+extern volatile sig_atomic_t collector_stop;
+/* Test-only fault injection: DPS_FAULT=<point> kills the process there. */
+void collector_fault(const char *point);
+
+/* publish.c: the ledger hook given to the estimator (the charge on disk
+   before the mechanism runs), and closing the open epoch (its snapshot
+   numbered, stored, published; logged). */
+int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after);
+int collector_close_epoch(collector *c);
+
+/* ingest.c: one batch from the PULL socket (0 if none was waiting); the
+   ingest memory bound set on the socket before bind, reported at start-up
+   and watched as producers come and go; dropped connections. */
+int collector_ingest(collector *c);
+int collector_ingest_setup(collector *c);
+void collector_ingest_report(collector *c, const dps_config *cfg);
+void collector_ingest_watch(collector *c);
+void collector_on_disconnect(void *arg, int fd);
+void collector_lost(collector *c, const char *id, const char *how);
+
+/* status_reply.c: one status request (counters, or a producer's credit);
+   the subscription notices of the publish socket. */
+void collector_status(collector *c);
+void collector_subscriptions(collector *c);
+
+/* reload.c: SIGHUP's configuration reload; binding the publish socket again
+   after a subscriber key was removed (0 when bound). */
+void collector_reload_config(collector *c);
+int collector_rebind_publish(collector *c);
+
+/* collector.c: the estimator's configuration from the options. */
+void collector_config(const collector_options *o, const ledger *led, dps_config *cfg);
+
+#endif

@@ -1,0 +1,268 @@
+/* ingest.c - batches into dps-collector: decode and validate a message
+   (refused and counted as a whole when malformed), check its key is still
+   authorized, push its rows into the estimator (closing epochs as they
+   fill), count per producer; and the ingest memory bound (below).
+   Who owns what: borrows the collector (collector.h); each message is
+   released here. */
+#include "collector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+
+/* --------------------------------------------------------------- ingest */
+static void s_reject(collector *c, wire_reject r, size_t len)
+{
+    uint64_t n = ++c->rejected[r];
+    if (c->o.verbose || n <= 5 || n % 1000 == 0)
+        log_warn("refused a %zu-byte message: %s (%" PRIu64 " so far)", len, wire_reject_name(r), n);
+}
+
+/* A producer's connection ended while it was still running: libzmq dropped
+   it, and the batches in flight on it with it (see producers.h). */
+void collector_lost(collector *c, const char *id, const char *how)
+{
+    c->connections_dropped++;
+    log_warn("producer %s %s after its connection ended: libzmq dropped that connection, and the batches in "
+             "flight on it were LOST (%" PRIu64 " connections dropped so far).  It does so when a batch is above "
+             "--max-batch-rows (%" PRIu64 ") or when it cannot allocate memory (is the collector under a memory "
+             "limit that --ingest-buffer-mb and the estimator do not fit in?)",
+             id, how, c->connections_dropped, c->o.max_batch_rows);
+}
+
+void collector_on_disconnect(void *arg, int fd)
+{
+    collector *c = arg;
+    ptable_ended(&c->producers, fd);
+    credit_ended(&c->credit, fd);
+}
+
+int collector_ingest(collector *c)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, c->pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return 0;
+    }
+    /* The connection's key may have left the authorized directory since its
+       handshake: its batches are refused from the handler's next refresh on. */
+    int revoked = c->zap && !zap_allowed(c->zap, "ingest", zmq_msg_gets(&msg, "User-Id"));
+    wire_rows wr;
+    size_t len = zmq_msg_size(&msg);
+    int fd = zmq_msg_get(&msg, ZMQ_SRCFD); /* which connection: -1 if unknown */
+    wire_reject r = wire_rows_decode(zmq_msg_data(&msg), len, c->o.d, &wr);
+    if (zmq_msg_more(&msg)) { /* a multipart message is not ours: drop all parts */
+        r = r == WIRE_OK ? WIRE_UNDECODABLE : r;
+        if (r == WIRE_UNDECODABLE)
+            wire_rows_release(&wr);
+        int more = 1;
+        while (more) {
+            zmq_msg_t part;
+            zmq_msg_init(&part);
+            if (zmq_msg_recv(&part, c->pull, 0) < 0) {
+                zmq_msg_close(&part);
+                break;
+            }
+            more = zmq_msg_more(&part);
+            zmq_msg_close(&part);
+        }
+    }
+    zmq_msg_close(&msg);
+    if (r == WIRE_OK && revoked) {
+        uint64_t n = ++c->revoked;
+        if (c->o.verbose || n <= 5 || n % 1000 == 0)
+            log_warn("refused a batch of %zu rows from producer '%s': its key is no longer in %s (%" PRIu64
+                     " refused so far)", wr.n, wr.producer_id, c->o.authorized_keys, n);
+        ptable_refused(&c->producers, wr.producer_id, net_now_ms());
+        wire_rows_release(&wr);
+        return 1;
+    }
+    if (r != WIRE_OK) {
+        s_reject(c, r, len);
+        if (wr.producer_id[0]) /* a draining producer learns of it */
+            ptable_refused(&c->producers, wr.producer_id, net_now_ms());
+        return 1;
+    }
+    size_t done = 0;
+    while (done < wr.n && !collector_stop) {
+        size_t taken = 0;
+        int rc = dps_estimator_push(c->est, wr.rows + done * wr.dim, wr.n - done, wr.dim, &taken);
+        done += taken;
+        if (rc == DPS_EFULL) {
+            collector_close_epoch(c);
+        } else if (rc) {
+            log_error("push failed: %s", dps_strerror(rc));
+            break;
+        }
+    }
+    if (dps_estimator_epoch_full(c->est) && !collector_stop)
+        collector_close_epoch(c);
+    if (done == wr.n) { /* taken: a producer draining may now disconnect */
+        /* Connections that ended before this batch arrived, first: the kernel
+           may have given this batch's connection the fd of one of them. */
+        net_monitor_poll(&c->pull_mon, 0);
+        uint64_t gaps = c->producers.total_gaps;
+        ptable_record(&c->producers, wr.producer_id, wr.seq, wr.n, net_now_ms());
+        int with_credit = credit_taken(&c->credit, wr.producer_id, wr.seq, fd, net_now_ms());
+        const producer_entry *pe = ptable_find(&c->producers, wr.producer_id);
+        c->watch_due |= !with_credit && pe && pe->fd != fd; /* a new connection without credit: count now */
+        ptable_set_credit(&c->producers, wr.producer_id, with_credit);
+        if (c->producers.total_gaps > gaps)
+            log_warn("producer %s: %" PRIu64 " batches before seq %" PRIu64 " never arrived: LOST in transit",
+                     wr.producer_id, c->producers.total_gaps - gaps, wr.seq);
+        if (ptable_batch_on(&c->producers, wr.producer_id, fd, wr.seq))
+            collector_lost(c, wr.producer_id, "sent again");
+    }
+    wire_rows_release(&wr);
+    return 1;
+}
+
+/* --------------------------------------------------------- ingest memory
+   Issue 9 item 5.  libzmq queues up to ZMQ_RCVHWM messages per connected
+   producer (the mark is per pipe), so memory grew with the number of
+   producers, and under a memory limit libzmq, unable to allocate a batch,
+   dropped connections with the batches queued on them and told no one.
+   What bounds the bytes of batches in transit, for the whole collector:
+   - ZMQ_MAXMSGSIZE = plan.msg_max caps a message (libzmq drops a larger one
+     with its connection);
+   - ZMQ_RCVHWM = --rcvhwm (default 1; 2 with CURVE, where the credential
+     libzmq makes of ZAP's User-Id takes one place), fixed before bind: libzmq 4.3 gives
+     each new connection the mark its listener copied at bind time, and
+     re-applies a changed mark only to pipes the socket has already attached
+     (both checked against the installed 4.3.4).  We rejected raising the
+     mark while few producers are connected (choice (a) of the issue): a
+     producer that connects before we see it starts at the mark of bind time,
+     and those already attached keep their deeper queues until drained, so
+     the bound would hold only between arrivals;
+   - credit (credit.h), what makes the bound hold whatever the number of
+     producers: a producer with a status endpoint sends only the batches the
+     collector granted it, and the collector grants at most capacity =
+     (budget - loop) / msg_max batches to all producers together (one fewer
+     with CURVE: libzmq holds a batch's ciphertext while it makes its
+     plaintext, one batch at a time in its one I/O thread).  Every batch of a
+     credit-taking producer in transit, wherever it is (its own queue, the
+     kernel, libzmq's queue or decoder, this loop), is one it was granted and
+     we have not taken, so those batches take at most capacity x msg_max +
+     loop <= budget.  The round trip costs about one status question per
+     fair share of batches (see credit.h; tools/bench/README.md measures it);
+   - a producer that takes no credit (no status endpoint, an old producer,
+     a raw PUSH) is bounded only by libzmq: per connection at most rcvhwm + 2
+     batches (its queue, one decoded while the queue is full, and under
+     CURVE one ciphertext while its plaintext is made), plus its 8 KB read
+     buffer (not in the bound: 128 KB for 16 producers); this loop at most 3
+     (the message, protobuf-c's copy, an aligned copy).  Those producers come
+     on top of the credit: plan.producers of them fit the buffer alone
+     (options_ingest_plan), and with more than that connected the collector
+     says so in a warning with the excess.  Neither refused nor parked:
+     libzmq 4.3 can turn a connection away only through ZAP, and a producer
+     refused there never reconnects (checked: one ZAP request, then its
+     sends block for good); parking would mean holding some ZAP replies while
+     answering others (a ROUTER where zap.c has a REP) and counting the slots
+     of parked producers that give up, which is not done;
+   - outside the process, the kernel buffers up to 2 x ZMQ_RCVBUF (1 MB) per
+     tcp connection.
+   (glibc keeps freed batches for reuse; mmap'ing every block from 256 KB up
+   lowered the peak RSS of 16 producers at d = 1e4 from 383 to 376 MB and
+   cost about a third of the ingest rate, so it is not done.) */
+#define INGEST_RCVBUF (1 << 20)
+
+int collector_ingest_setup(collector *c)
+{
+    options_ingest_plan(&c->o, &c->plan);
+    uint64_t cap = c->plan.budget > c->plan.loop ? (c->plan.budget - c->plan.loop) / c->plan.msg_max : 0;
+    cap -= !c->o.insecure_plaintext && cap > 1; /* CURVE: the plaintext made while its ciphertext is held */
+    if (credit_init(&c->credit, cap ? cap : 1, 4096) != 0)
+        return -1;
+    int64_t maxmsg = (int64_t)c->plan.msg_max;
+    int hwm = (int)c->o.rcvhwm, rcvbuf = INGEST_RCVBUF;
+    zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->pull, ZMQ_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    return 0;
+}
+
+/* The kB of a /proc/self/status line (VmSize, VmRSS, VmHWM), or 0. */
+static uint64_t s_proc_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long v = 0;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            sscanf(line + n + 1, "%llu", &v);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return (uint64_t)v;
+}
+
+/* Address space OpenBLAS maps for each thread that calls it, at its first
+   call (Debian's 0.3.21: blas_memory_alloc maps 128 MB; under a limit it
+   retries forever instead of failing). */
+#define BLAS_THREAD_BUFFER (128.0 * (1 << 20))
+
+/* Say what memory the collector needs, and warn when an address-space
+   limit (ulimit -v) leaves less than that. */
+void collector_ingest_report(collector *c, const dps_config *cfg)
+{
+    const double mb = 1 << 20;
+    double est = (double)dps_estimator_memory_bound(cfg) / mb;
+    log_info("ingest buffer %.0f MB for all producers: batches up to %.1f MB (--max-batch-rows %" PRIu64
+             " at d %" PRIu64 "); producers that take credit (a status endpoint) share %" PRIu64 " batches "
+             "whatever their number; each that does not can queue %" PRIu64 " (%" PRIu64 " in its queue + 2), "
+             "so the buffer holds %" PRIu64 " of those (see --help).  The estimator adds at most %.0f MB",
+             (double)c->plan.budget / mb, (double)c->plan.msg_max / mb, c->o.max_batch_rows, c->o.d,
+             c->credit.capacity, options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->plan.producers, est);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    double have = (double)rl.rlim_cur / mb - (double)s_proc_kb("VmSize") / 1024;
+    double blas = (double)(c->o.workers + 1) * BLAS_THREAD_BUFFER / mb;
+    if (have < (double)c->plan.budget / mb + est + blas)
+        log_warn("the address-space limit (ulimit -v) of %.0f MB leaves %.0f MB after start-up, less than the "
+                 "ingest buffer (%.0f MB), the estimator (%.0f MB) and OpenBLAS (%.0f MB of address space for "
+                 "%" PRIu64 " threads) need: when libzmq cannot allocate a batch it drops the connection with the "
+                 "batches in flight on it, and OpenBLAS retries for ever.  Lower --ingest-buffer-mb or raise the "
+                 "limit",
+                 (double)rl.rlim_cur / mb, have, (double)c->plan.budget / mb, est, blas, c->o.workers + 1);
+}
+
+/* Warn once each time more producers are connected than the buffer holds
+   without credit: those that take credit share
+   the buffer whatever their number; the others may each queue
+   plan.per_producer.  Counted (a scan of the table) when one comes on a new
+   connection, and once a second. */
+void collector_ingest_watch(collector *c)
+{
+    if (!c->watch_due && net_now_ms() - c->watched_ms < 1000)
+        return;
+    c->watch_due = 0;
+    c->watched_ms = net_now_ms();
+    uint64_t open = ptable_without_credit(&c->producers);
+    if (open > c->plan.producers && !c->over_plan) {
+        c->over_plan = 1;
+        log_warn("%" PRIu64 " producers connected without credit (no status endpoint, or an old producer), more "
+                 "than the %" PRIu64 " that --ingest-buffer-mb %.0f holds: the batches they queue may take up to "
+                 "%.0f MB more than the buffer",
+                 open, c->plan.producers, c->o.ingest_buffer_mb,
+                 (double)((open - c->plan.producers) * c->plan.per_producer) / (1 << 20));
+    } else if (open <= c->plan.producers && c->over_plan) {
+        c->over_plan = 0;
+        log_info("%" PRIu64 " producers connected without credit: within --ingest-buffer-mb again", open);
+    }
+}

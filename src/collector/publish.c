@@ -1,0 +1,140 @@
+/* publish.c - an epoch's end in dps-collector: the ledger hook (the cost
+   appended and fsync'ed BEFORE the mechanism runs), then the snapshot
+   numbered, stored (atomic file) and published (XPUB, and the welcome
+   message of late subscribers), and its log line.
+   Who owns what: borrows the collector (collector.h); the snapshot the
+   estimator returns is freed here once published. */
+#include "collector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+
+/* ---------------------------------------------------------------- ledger */
+int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
+{
+    collector *c = arg;
+    (void)after;
+    collector_fault("before-commit");
+    int rc = ledger_append(&c->led, "commit", epoch, cost, NULL);
+    if (rc) {
+        log_error("could not write the ledger (%s): epoch %" PRIu64 " is not released", dps_strerror(rc), epoch);
+        return -1;
+    }
+    collector_fault("after-commit");
+    return 0;
+}
+
+/* ------------------------------------------------------------ snapshots */
+static void s_log_snapshot(const dps_snapshot_info *in)
+{
+    char eps[32], left[64];
+    if (isfinite(in->eps_total))
+        snprintf(eps, sizeof eps, "%.3f", in->eps_total);
+    else
+        snprintf(eps, sizeof eps, "inf");
+    if (strcmp(in->budget_unit, "none") == 0)
+        snprintf(left, sizeof left, "no budget cap");
+    else
+        snprintf(left, sizeof left, "budget left %.4g %s", in->budget_left, in->budget_unit);
+    if (in->status == DPS_SNAP_RELEASED)
+        log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %zu buckets, %" PRIu64 " rows, radius %.3g; "
+                 "rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
+                 in->epoch, in->seq, in->buckets_used, in->rows_used, in->radius, in->epoch_cost.rho,
+                 in->total.rho, in->total.delta, eps, in->delta_target, left);
+    else
+        log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e; %s", in->epoch,
+                 dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target, left);
+    if (strcmp(in->budget_unit, "none") == 0)
+        log_warn("no privacy budget cap (--no-cap): spent so far eps %s at delta %.0e (total rho %.4g), and nothing "
+                 "stops it from growing; set --cap-rho or --cap-eps (SIGHUP reads the config file again)",
+                 eps, in->delta_target, in->total.rho);
+    if (dps_snapshot_weak(in))
+        log_warn("epoch %" PRIu64 ": the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated "
+                 "buckets (%.3g): this basis carries little information.  Buckets of m rows are too small for this "
+                 "data to concentrate near a k-dimensional subspace: raise --m (and t, or rho)",
+                 in->epoch, in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
+}
+
+/* Number, store, publish; the ledger already holds the cost. */
+static int s_release(collector *c, dps_snapshot *snap)
+{
+    dps_snapshot_info in;
+    dps_snapshot_get_info(snap, &in);
+    in.seq = ++c->last_seq;
+    in.time_unix_ms = net_unix_ms();
+    dps_snapshot *numbered = NULL;
+    int rc = dps_snapshot_new(&numbered, &in, dps_snapshot_basis(snap));
+    if (rc)
+        return rc;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    rc = dps_snapshot_encode(numbered, &buf, &len);
+    if (rc) {
+        dps_snapshot_destroy(&numbered);
+        return rc;
+    }
+    if (in.status == DPS_SNAP_REFUSED)
+        ledger_append(&c->led, "refused", in.epoch, (dps_zcdp){0, 0}, NULL);
+    if (store_put(c->o.state_dir, in.epoch, buf, len) != DPS_OK)
+        log_error("could not store the snapshot of epoch %" PRIu64 " in %s/snapshots (publishing it anyway)",
+                  in.epoch, c->o.state_dir);
+    char extra[96];
+    snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_status_name(in.status), in.seq);
+    ledger_append(&c->led, "outcome", in.epoch, (dps_zcdp){0, 0}, extra);
+    collector_fault("after-store");
+    if (zmq_send(c->xpub, buf, len, 0) < 0)
+        log_warn("publishing epoch %" PRIu64 " failed: %s", in.epoch, zmq_strerror(errno));
+    if (zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, buf, len) != 0)
+        log_warn("could not set the welcome message: %s", zmq_strerror(errno));
+    free(buf);
+    c->published++;
+    s_log_snapshot(&in);
+    dps_snapshot_destroy(&c->latest);
+    c->latest = numbered;
+    if (in.total.delta >= 0.5 * in.delta_target && !c->warned_delta) {
+        log_warn("the mechanisms' deltas add up to %.3g, over half of --delta-target %.3g: eps becomes infinite "
+                 "when they reach it (lower --delta-epoch, or state eps at a larger delta)",
+                 in.total.delta, in.delta_target);
+        c->warned_delta = 1;
+    }
+    return DPS_OK;
+}
+
+int collector_close_epoch(collector *c)
+{
+    dps_snapshot *snap = NULL;
+    dps_stats st;
+    dps_estimator_get_stats(c->est, &st);
+    uint64_t t0 = net_now_ms();
+    int rc = dps_estimator_close_epoch(c->est, &snap);
+    c->epoch_started_ms = net_now_ms();
+    if (rc == DPS_ECOMMIT) {
+        log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", st.epoch);
+        collector_stop = 1;
+        return rc;
+    }
+    if (rc) { /* before the charge (dps_estimator_close_epoch): nothing spent, the epoch stays open */
+        log_error("closing epoch %" PRIu64 " failed before its charge: %s", st.epoch, dps_strerror(rc));
+        return rc;
+    }
+    log_debug("epoch %" PRIu64 " aggregated in %" PRIu64 " ms", st.epoch, net_now_ms() - t0);
+    rc = s_release(c, snap);
+    if (rc) /* only memory for the numbered copy or its encoding (sizes public): a resource failure, loud */
+        log_error("epoch %" PRIu64 " was charged and computed but could not be published (%s): its charge stays "
+                  "in the ledger, its snapshot is lost", st.epoch, dps_strerror(rc));
+    dps_snapshot_destroy(&snap);
+    return rc;
+}

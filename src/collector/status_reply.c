@@ -1,0 +1,138 @@
+/* status_reply.c - dps-collector's status endpoint (REP): the counters
+   (operator information, not private), a producer's own counts for its
+   drain, and its credit (credit.h); and the publish socket's subscription
+   notices.
+   Who owns what: borrows the collector (collector.h). */
+#include "collector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+
+/* --------------------------------------------------------------- status */
+/* The collector's counters, for a status reply. */
+static void s_status_counters(collector *c, dps_collector_status *st)
+{
+    dps_stats es;
+    dps_estimator_get_stats(c->est, &es);
+    dps_zcdp spent = dps_estimator_spent(c->est);
+    st->epoch = es.epoch;
+    st->rows_accepted = es.rows_accepted;
+    st->buckets_completed = es.buckets_completed;
+    st->rows_in_epoch = es.rows_in_epoch;
+    st->epoch_rows = c->o.t * c->o.m;
+    st->rho_spent = spent.rho;
+    st->delta_spent = spent.delta;
+    st->delta_target = c->o.delta_target;
+    st->eps_spent = dps_zcdp_eps_total(spent, c->o.delta_target);
+    if (c->o.cap_rho > 0) {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "rho");
+        st->budget_left = fmax(0, c->o.cap_rho - spent.rho);
+    } else if (c->o.cap_eps > 0) {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "eps");
+        st->budget_left = fmax(0, c->o.cap_eps - st->eps_spent);
+    } else {
+        snprintf(st->budget_unit, sizeof st->budget_unit, "none");
+        st->budget_left = INFINITY;
+    }
+    st->last_snapshot_seq = c->last_seq;
+    st->uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    st->d = c->o.d;
+    st->k = c->o.k;
+    uint64_t zap_ok = 0, zap_refused = 0;
+    if (c->zap)
+        zap_counts(c->zap, &zap_ok, &zap_refused);
+    struct { const char *name; uint64_t v; } rows[] = {
+        {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
+        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
+        {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
+        {"epochs_internal_error", es.epochs_internal_error},
+        {"connections_dropped", c->connections_dropped},
+        {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
+        {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
+    };
+    for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
+        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", wire_reject_name(r));
+        st->rejected[st->n_rejected++].value = c->rejected[r];
+    }
+    _Static_assert(WIRE_REJECT_COUNT_ - 1 + sizeof rows / sizeof *rows <= DPS_STATUS_MAX_COUNTERS,
+                   "every status counter fits the reply (raise DPS_STATUS_MAX_COUNTERS)");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", rows[i].name);
+        st->rejected[st->n_rejected++].value = rows[i].v;
+    }
+}
+
+void collector_status(collector *c)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, c->rep, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return;
+    }
+    char asked[WIRE_MAX_PRODUCER_ID + 1];
+    uint64_t from = 0, want = 0;
+    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked, &from, &want) == DPS_OK;
+    if (ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"))) {
+        ok = 0; /* a key removed since the connection was made */
+        c->revoked++;
+    }
+    zmq_msg_close(&msg);
+    if (!ok) {
+        zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
+        return;
+    }
+    if (asked[0] && ptable_asked(&c->producers, asked, net_now_ms()))
+        collector_lost(c, asked, "kept asking for its count");
+    dps_collector_status st;
+    memset(&st, 0, sizeof st);
+    const producer_entry *pe = asked[0] ? ptable_find(&c->producers, asked) : NULL;
+    if (pe) {
+        st.producer_batches = pe->batches;
+        st.producer_rows = pe->rows;
+        st.producer_seq_gaps = pe->gaps;
+        st.producer_refused = pe->refused;
+    }
+    st.credit = 1;
+    st.d = c->o.d;
+    st.k = c->o.k;
+    if (want) /* a credit question: a producer waits for it, the counters are not for it */
+        st.credit_seq_end = credit_request(&c->credit, asked, from, want, net_now_ms());
+    else
+        s_status_counters(c, &st);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (wire_status_encode(&st, &buf, &len) == DPS_OK) {
+        zmq_send(c->rep, buf, len, 0);
+        free(buf);
+    } else {
+        zmq_send(c->rep, "", 0, 0);
+    }
+}
+
+/* Subscription notices from XPUB: read them so they do not pile up. */
+void collector_subscriptions(collector *c)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    while (zmq_msg_recv(&msg, c->xpub, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_size(&msg) >= 1 && ((const unsigned char *)zmq_msg_data(&msg))[0] == 1)
+            log_debug("a subscriber joined");
+        zmq_msg_close(&msg);
+        zmq_msg_init(&msg);
+    }
+    zmq_msg_close(&msg);
+}

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""test_epochs - epochs and their releases over real sockets: the budget cap, producers
+blocked (not dropped) behind a slow collector, periodic epochs and the config file, weak snapshots,
+the other mechanisms end to end, the training example's accounting.
+Runs the real dps-collector binary.
+
+usage: test_epochs.py BUILD_DIR [TEST_NAME...]   (prints "N passed, N failed" last)
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *  # noqa: E402,F401,F403  (the shared harness: Collector, check, note, ...)
+
+
+def test_budget_cap():
+    # t = 60: with t = 10 the noisy count (sd 6.7 at rho 0.1) can never clear its threshold and
+    # every epoch FAILs (spending its budget) -- see the crash tests, which do not need a release
+    c = Collector("cap", d=40, k=2, t=60, extra=["--cap-rho", "1.5"]).start()
+    sub = c.subscriber()
+    rng = np.random.default_rng(2)
+    rows, _ = synth(240 * 2, 40, 2, 400.0, rng)
+    send_rows(c, rows)
+    s1, s2 = sub.recv(10000), sub.recv(10000)
+    check(s1 is not None and s1.status == "released", "first epoch released")
+    check(s2 is not None and s2.status == "refused", f"second epoch refused ({s2 and s2.status})")
+    if s2:
+        check(s2.rho_epoch == 0 and abs(s2.rho_total - 1.0) < 1e-12, "refusal spends nothing")
+        note(f"cap: {s2.describe()}")
+    check(wait_for(lambda: "would pass the privacy budget cap" in c.tail(), 5), "refusal logged")
+    check(any(e["kind"] == "refused" for e in c.ledger()), "refusal in the ledger")
+    st = c.query()
+    check(st["budget_unit"] == "rho" and abs(st["budget_left"] - 0.5) < 1e-12, "status: budget left 0.5 rho")
+    # every snapshot, and every line that shows one, says what is left
+    for s in (s1, s2):
+        ok = s is not None and s.budget_unit == "rho" and abs(s.budget_left - 0.5) < 1e-12
+        check(ok, f"snapshot says budget left 0.5 rho ({s and (s.budget_left, s.budget_unit)})")
+        check(s is not None and "budget left 0.5 rho" in s.describe(), f"describe() shows it: {s and s.describe()}")
+    check(c.tail().count("budget left 0.5 rho") >= 2, "the collector's snapshot lines show it")
+    sub.close()
+    c.stop()
+
+    # no default: a collector starts only with a cap or an explicit --no-cap
+    base = [COLLECTOR, "--d", "10", "--k", "2", "--insecure-plaintext", "--state-dir", os.path.join(TMP, "nocap0")]
+    p = subprocess.run(base, capture_output=True, text=True, timeout=20)
+    check(p.returncode == 2 and "--cap-rho" in p.stderr and "--no-cap" in p.stderr,
+          f"no cap and no --no-cap: refused with a reason ({p.returncode}: {p.stderr.strip()})")
+    p = subprocess.run(base + ["--no-cap", "--cap-eps", "3"], capture_output=True, text=True, timeout=20)
+    check(p.returncode == 2 and "--no-cap" in p.stderr, f"--no-cap with a cap: refused ({p.stderr.strip()})")
+    # --no-cap runs, and warns at every release
+    c = Collector("nocap", d=40, k=2, t=60, extra=["--no-cap"]).start()
+    sub = c.subscriber()
+    rows, _ = synth(240 * 2, 40, 2, 400.0, rng)
+    send_rows(c, rows)
+    got = [sub.recv(10000) for _ in range(2)]
+    check(all(g is not None and g.budget_unit == "none" and math.isinf(g.budget_left) for g in got),
+          "--no-cap: snapshots say there is no cap")
+    check(all(g is not None and "no budget cap" in g.describe() for g in got), "--no-cap: describe() says so")
+    check(wait_for(lambda: c.tail().count("no privacy budget cap (--no-cap)") >= 2, 5), "--no-cap: a warning at "
+          "every release")
+    check(c.query()["budget_unit"] == "none", "--no-cap: status says none")
+    sub.close()
+    c.stop()
+
+
+def test_backpressure():
+    """A stopped collector blocks producers; nothing is dropped when it resumes."""
+    d = 200
+    c = Collector("bp", d=d, k=2, t=60, extra=["--rcvhwm", "2"]).start()
+    c.proc.send_signal(signal.SIGSTOP)
+    rows = np.random.default_rng(3).standard_normal((400, d)).astype(np.float32)
+    done = threading.Event()
+
+    def produce():
+        with c.producer(batch_rows=4, sndhwm=2) as p:
+            p.send(rows)
+        done.set()
+
+    th = threading.Thread(target=produce)
+    th.start()
+    time.sleep(1.5)
+    check(not done.is_set(), "producer is blocked while the collector is stopped")
+    c.proc.send_signal(signal.SIGCONT)
+    th.join(30)
+    check(done.is_set(), "producer finished after the collector resumed")
+    check(c.query()["rows_accepted"] == 400, "all 400 rows taken before the producer returned: none dropped")
+    # without SIGSTOP, many short-lived producers over ipc with a tiny queue: the drain keeps every row
+    for i in range(5):
+        with c.producer(batch_rows=4, sndhwm=2) as p:
+            p.send(rows[:100])
+    st = c.query()
+    check(st["rows_accepted"] == 900 and st["rejected"]["seq_gaps"] == 0, f"900 rows, no gaps ({st['rows_accepted']})")
+    c.stop()
+
+
+def test_period_and_config_file():
+    """--epoch-seconds closes a partial epoch; settings can come from a config file."""
+    conf = os.path.join(TMP, "period.conf")
+    base = os.path.join(TMP, "period")
+    with open(conf, "w") as f:
+        f.write(f"# a config file: name = value\nd = 40\nk = 2\nt = 60\nepoch-seconds = 1.0\n"
+                f"insecure-plaintext = true\nstate-dir = {base}-state\ningest = ipc://{base}.in\n"
+                f"publish = ipc://{base}.pub\nstatus = ipc://{base}.st\nseed = 3\ncap-rho = 10\n")
+    c = Collector("period", d=40, k=2, t=60)
+    c.args = [COLLECTOR, "--config", conf]
+    c.ingest, c.publish, c.status = f"ipc://{base}.in", f"ipc://{base}.pub", f"ipc://{base}.st"
+    c.start()
+    st = c.query()
+    check(st["d"] == 40 and st["k"] == 2 and st["epoch_rows"] == 240, "settings read from the config file")
+    sub = c.subscriber()
+    rows, _ = synth(200, 40, 2, 400.0, np.random.default_rng(9))
+    send_rows(c, rows)
+    s = sub.recv(5000)
+    check(s is not None, "a partial epoch closed by --epoch-seconds")
+    if s is not None:
+        st = c.query()
+        check(s.rows_used == 4 * s.buckets_used and st["rejected"]["rows_discarded"] == 200 - s.rows_used,
+              f"{s.buckets_used} complete buckets used, the other {200 - s.rows_used} rows discarded")
+        note(f"period close: {s.buckets_used} buckets of 4 complete out of 200 rows; {s.describe()}")
+    sub.close()
+    c.stop()
+    # the config example in the repository is valid and sets a budget cap (its keys, endpoints and state
+    # directory are replaced here by the harness's command line, which wins)
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools",
+                           "dps-collector.conf.example")
+    c = Collector("example", d=40, k=2, t=60, extra=["--config", example])
+    try:
+        c.start()
+        st = c.query()
+        with open(example) as f:
+            cap = [float(ln.split("=")[1]) for ln in f if ln.replace(" ", "").startswith("cap-rho=")]
+        check(len(cap) == 1 and st["budget_unit"] == "rho" and abs(st["budget_left"] - cap[0]) < 1e-12,
+              f"the config example sets a cap ({st['budget_left']} {st['budget_unit']})")
+    except (RuntimeError, OSError) as e:
+        check(False, f"the config example starts a collector: {e}")
+    c.stop()
+    bad = os.path.join(TMP, "bad.conf")
+    with open(bad, "w") as f:
+        f.write("d = 40\nbogus = 1\n")
+    p = subprocess.run([COLLECTOR, "--config", bad], capture_output=True, text=True)
+    check(p.returncode == 2 and "bad.conf:2: unknown setting 'bogus'" in p.stderr, f"config errors name the line: {p.stderr.strip()}")
+
+
+def test_weak_snapshot():
+    """Buckets of isotropic rows cannot agree: the released basis is flagged WEAK everywhere."""
+    c = Collector("weak", d=300, k=2, t=60).start()
+    sub = c.subscriber()
+    send_rows(c, np.random.default_rng(5).standard_normal((240, 300)).astype(np.float32))
+    s = sub.recv(10000)
+    check(s is not None and s.status == "released" and s.weak, f"isotropic data: released but weak ({s and s.describe()})")
+    if s:
+        note(f"weak: radius {s.radius:.3g} of {s.radius_unrelated:.3g} between unrelated buckets")
+    check(wait_for(lambda: "carries little information" in c.tail(), 5), "the collector warns")
+    sub.close()
+    c.stop()
+
+
+def test_other_mechanisms():
+    """The collector runs the histogram aggregator and the covariance mechanism end to end."""
+    rng = np.random.default_rng(12)
+    # covariance: no buckets, every row of the epoch used, pure eps-DP charged (rho, 0).  With eps = 2,
+    # n = 240 rows near a 2-dim span in d = 20, each exponential-mechanism draw has sin^2 about
+    # chi^2_18 / (eps n / 2) = 18/240 (see tests/stream/test_estimator.c): sin < 0.6 with a wide margin.
+    c = Collector("cov", d=20, k=2, t=60, extra=("--aggregator", "covariance", "--rho-epoch", "2")).start()
+    sub = c.subscriber()
+    rows, basis = synth(240, 20, 2, 2e4, rng)
+    send_rows(c, rows)
+    s = sub.recv(10000)
+    ok = s is not None and s.status == "released" and s.aggregator == "covariance"
+    check(ok, f"covariance snapshot released ({s and s.describe()})")
+    if ok:
+        check(s.rows_used == 240 and s.buckets_used == 0, "covariance: all 240 rows used, no buckets")
+        check(s.rho_epoch == 2.0 and s.delta_epoch == 0.0, "covariance: charged (rho 2, delta 0)")
+        sn = sin_angle(s.basis, basis)
+        check(sn < 0.6 and not s.weak, f"covariance: sin {sn:.3f} to the truth, not flagged weak")
+    total, epochs = ledger_invariants(c, "covariance")
+    check(epochs == [0] and abs(total - 2.0) < 1e-12, "covariance: the ledger has epoch 0 at rho 2")
+    sub.close()
+    c.stop()
+    bad = subprocess.run([COLLECTOR, "--d", "5000", "--k", "2", "--aggregator", "covariance", "--insecure-plaintext",
+                          "--no-cap", "--state-dir", os.path.join(TMP, "covbig")], capture_output=True, text=True)
+    check(bad.returncode == 2 and "4096" in bad.stderr, f"covariance refuses d = 5000: {bad.stderr.strip()}")
+    # histogram: nearly exact rows (tau = 1e6 d), so every bucket lands in one cell.
+    c = Collector("hist", d=40, k=2, t=60, extra=("--aggregator", "histogram")).start()
+    sub = c.subscriber()
+    rows, basis = synth(240, 40, 2, 4e7, rng)
+    send_rows(c, rows)
+    s = sub.recv(10000)
+    ok = s is not None and s.status == "released" and s.aggregator == "histogram"
+    check(ok, f"histogram snapshot released ({s and s.describe()})")
+    if ok:
+        sn = sin_angle(s.basis, basis)
+        check(sn < 0.2, f"histogram: sin {sn:.3f} to the truth")
+    sub.close()
+    c.stop()
+
+
+def test_train_loop_example():
+    """python/examples/train_loop.py reports the collector's total and its own share, and a second job does
+    not start from the first job's basis."""
+    c = Collector("train", d=200, k=4, t=60, m=8, extra=["--cap-rho", "1000"]).start()
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "examples",
+                           "train_loop.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+
+    def run(*extra):
+        p = subprocess.run([sys.executable, example, "--plaintext", "--synthetic", "--steps", "20", "--ingest",
+                            c.ingest, "--publish", c.publish, "--status", c.status] + list(extra),
+                           capture_output=True, text=True, env=env, timeout=300)
+        out = p.stdout
+
+        def num(pattern):
+            m = re.search(pattern, out)
+            return float(m.group(1)) if m else None
+        return dict(rc=p.returncode, out=out, err=p.stderr, start_epoch=num(r"at the start: epoch (\d+) open"),
+                    first=num(r"before the first basis \(epoch (\d+)\)"),
+                    total=num(r"the collector's ledger total: rho ([0-9.e+-]+)"),
+                    share=num(r"this run's share: rho ([0-9.e+-]+)"))
+
+    spent = []
+    for job in range(2):
+        r = run()
+        check(r["rc"] == 0, f"job {job}: exit 0 ({r['err'].strip()[-300:]})")
+        ledger_total, _ = ledger_invariants(c, f"train job {job}")
+        st = c.query()
+        check(r["total"] is not None and abs(r["total"] - ledger_total) < 1e-9 and
+              abs(st["rho_spent"] - ledger_total) < 1e-9,
+              f"job {job}: prints the collector's total, rho {r['total']} = ledger {ledger_total}")
+        want_share = ledger_total - (spent[-1] if spent else 0.0)
+        check(r["share"] is not None and abs(r["share"] - want_share) < 1e-9,
+              f"job {job}: prints its own share, rho {r['share']} (want {want_share})")
+        check(r["first"] is not None and r["start_epoch"] is not None and r["first"] >= r["start_epoch"],
+              f"job {job}: first basis of epoch {r['first']}, not before its start (epoch {r['start_epoch']})")
+        check("WARNING" not in r["err"], f"job {job}: no warning about an old basis")
+        spent.append(ledger_total)
+        note(f"train job {job}: collector total rho {r['total']}, its share rho {r['share']}, "
+             f"first basis epoch {r['first']} (started at epoch {r['start_epoch']})")
+    # asking for any basis, a third job gets the second's last one first: it is told so
+    r = run("--from-epoch", "0")
+    check(r["rc"] == 0 and "predates this run" in r["err"], f"--from-epoch 0: warned that the first basis "
+          f"(epoch {r['first']}) predates the run (epoch {r['start_epoch']}): {r['err'].strip()[-200:]}")
+    c.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(run([
+        test_budget_cap,
+        test_backpressure,
+        test_period_and_config_file,
+        test_weak_snapshot,
+        test_other_mechanisms,
+        test_train_loop_example,
+    ]))
