@@ -155,10 +155,14 @@ typedef enum {
     DPS_AGG_PROJECTION = 1, /* Naive_Agg: projection matrices in R^{d^2}       */
     DPS_AGG_HISTOGRAM  = 2, /* SS21 DPASE: stability histogram over cells of the
                                reference-point items ((eps, delta)-DP)           */
-    DPS_AGG_COVARIANCE = 3  /* no buckets: the epoch's C = sum x x^T and iterative
+    DPS_AGG_COVARIANCE = 3, /* no buckets: the epoch's C = sum x x^T and iterative
                                eigenvector sampling (Amin et al. Alg. 1), pure
                                eps-DP with eps = sqrt(2 rho_epoch), delta 0;
                                d <= DPS_COV_MAX_D (dpsubspace_cov.h)            */
+    DPS_AGG_GAUSSIAN = 4    /* no buckets: the epoch's C = sum x x^T plus a
+                               symmetric Gaussian noise of sd 1/sqrt(rho_epoch),
+                               its top-k eigenvectors; rho_epoch-zCDP, delta 0;
+                               d <= 16384 (DESIGN 7.1)                          */
 } dps_aggregator;
 
 DPS_EXPORT const char *dps_status_name(dps_status s);
@@ -267,6 +271,12 @@ typedef struct {
    cell must hold more than T buckets).  Below it an epoch is not run (nothing
    is spent: the bucket count is public); dps_config_check refuses t below it. */
 DPS_EXPORT size_t dps_config_min_buckets(const dps_config *cfg);
+/* What one released epoch is charged: (rho_epoch, delta_epoch), or
+   (rho_epoch, 0) for the covariance and Gaussian mechanisms. */
+DPS_EXPORT dps_zcdp dps_config_epoch_cost(const dps_config *cfg);
+/* 1 if the aggregator works on buckets of m rows (reference, projection,
+   histogram), 0 if every row of the epoch goes to it (covariance, Gaussian). */
+DPS_EXPORT int dps_config_uses_buckets(const dps_config *cfg);
 
 /* Fill cfg with the defaults above for dimension d and rank k. */
 DPS_EXPORT void dps_config_init(dps_config *cfg, size_t d, size_t k);

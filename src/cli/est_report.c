@@ -78,7 +78,7 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
     } else {
         fprintf(f, "epoch %llu  %s  rows %llu", (unsigned long long)rel->epoch, dps_status_name(rel->status),
                 (unsigned long long)rel->rows_used);
-        if (s->cfg.aggregator != DPS_AGG_COVARIANCE) /* no buckets, no radius */
+        if (dps_config_uses_buckets(&s->cfg)) /* no buckets, no radius */
             fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
         s_truth_part(f, rel);
         fprintf(f, "  rho this epoch %.3f", rel->rho_epoch);

@@ -456,8 +456,9 @@ int main(int argc, char **argv)
         {"--q", CLI_OPT_SIZE, &a.q, "Q", q_def, "reference points (reference aggregator)", 0},
         {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
          "reference (projected reference points), projection (d x d, d <= 10000), histogram (Singhal-Steinke "
-         "grid histogram, (sqrt(2 rho), delta)-DP) or covariance (no buckets: each epoch's sum x x^T and iterative "
-         "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096)", 0},
+         "grid histogram, (sqrt(2 rho), delta)-DP), covariance (no buckets: each epoch's sum x x^T and iterative "
+         "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096) or gaussian (no buckets: each epoch's sum x x^T "
+         "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384)", 0},
         {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
          "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
         {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", alpha_def, "WFC slope of the friend weights, in (0, 1]", 0},

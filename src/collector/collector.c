@@ -259,8 +259,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             log_info("privacy budget cap: %s %.4g; spent so far rho %.4g (eps %.4g at delta %.0e); left %.4g %s%s",
                      dps_budget_unit(&cfg->cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->led.total.rho,
                      eps, c->o.delta_target, left, dps_budget_unit(&cfg->cap),
-                     dps_accountant_fits(acc, (dps_zcdp){cfg->rho_epoch, cfg->aggregator == DPS_AGG_COVARIANCE
-                                                                             ? 0 : cfg->delta_epoch})
+                     dps_accountant_fits(acc, dps_config_epoch_cost(cfg))
                          ? "" : ": the next epoch would pass it and will be refused");
         dps_accountant_destroy(&acc);
     }

@@ -34,9 +34,12 @@ static const opt_def s_opts[] = {
     {"q", OPT_U64, F(q), "N", "reference points"},
     {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default), projection (d <= 10000), histogram"
                                                     " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"
-                                                    " or covariance (no buckets: the epoch's sum x x^T and"
+                                                    ", covariance (no buckets: the epoch's sum x x^T and"
                                                     " iterative eigenvector sampling, pure eps-DP with"
-                                                    " eps = sqrt(2 rho-epoch), d <= 4096)"},
+                                                    " eps = sqrt(2 rho-epoch), d <= 4096) or gaussian (no"
+                                                    " buckets: the epoch's sum x x^T plus symmetric Gaussian"
+                                                    " noise of sd 1/sqrt(rho-epoch), its top-k eigenvectors,"
+                                                    " rho-zCDP, d <= 16384)"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch"},
     {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch; deltas add up across epochs"},

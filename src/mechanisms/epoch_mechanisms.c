@@ -12,12 +12,14 @@ extern const epoch_mechanism epoch_reference;  /* epoch_reference.c  */
 extern const epoch_mechanism epoch_projection; /* epoch_projection.c */
 extern const epoch_mechanism epoch_histogram;  /* epoch_histogram.c  */
 extern const epoch_mechanism epoch_covariance; /* epoch_covariance.c */
+extern const epoch_mechanism epoch_gaussian;   /* epoch_gaussian.c   */
 
 const epoch_mechanism *const epoch_mechanisms[] = {
     &epoch_reference,
     &epoch_projection,
     &epoch_histogram,
     &epoch_covariance,
+    &epoch_gaussian,
     NULL,
 };
 

@@ -48,6 +48,10 @@ static const epoch_mechanism *s_mechanism(const dps_config *c)
 
 size_t dps_config_min_buckets(const dps_config *c) { return s_mechanism(c)->min_buckets(c); }
 
+dps_zcdp dps_config_epoch_cost(const dps_config *c) { return s_mechanism(c)->cost(c); }
+
+int dps_config_uses_buckets(const dps_config *c) { return s_mechanism(c)->intake == EPOCH_BUCKETS; }
+
 #define WHY(msg)          \
     do {                  \
         if (why)          \

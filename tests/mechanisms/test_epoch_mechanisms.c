@@ -11,7 +11,7 @@
 
 /* The last dps_aggregator value (include/dpsubspace.h): update it with a new
    mechanism. */
-#define LAST_AGGREGATOR DPS_AGG_COVARIANCE
+#define LAST_AGGREGATOR DPS_AGG_GAUSSIAN
 
 static void s_hooks(const epoch_mechanism *m)
 {

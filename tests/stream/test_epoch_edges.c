@@ -52,7 +52,8 @@ static void s_test_hostile_rows(void)
     const char *kind_name[KINDS] = {"none", "all 1e-41", "one FLT_TRUE_MIN", "all 3e38", "FLT_MAX among 1e-41",
                                     "NaN", "+Inf and -Inf", "zero"};
     size_t d = 20, k = 2;
-    dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM, DPS_AGG_COVARIANCE};
+    dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM, DPS_AGG_COVARIANCE,
+                             DPS_AGG_GAUSSIAN};
     for (size_t a = 0; a < sizeof aggs / sizeof *aggs; a++) {
         dps_config c = s_cfg(d, k, 125, 4, 5);
         c.aggregator = aggs[a];
@@ -129,7 +130,8 @@ static void s_test_hostile_rows(void)
 static void s_test_close_twice(void)
 {
     size_t d = 20, k = 2;
-    dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM, DPS_AGG_COVARIANCE};
+    dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM, DPS_AGG_COVARIANCE,
+                             DPS_AGG_GAUSSIAN};
     for (size_t a = 0; a < sizeof aggs / sizeof *aggs; a++) {
         dps_config c = s_cfg(d, k, 125, 4, 5);
         c.aggregator = aggs[a];
@@ -164,7 +166,7 @@ static void s_test_close_twice(void)
         dps_snapshot *next = s_run_epoch(e, X, n, d);
         dps_snapshot_info i4;
         dps_snapshot_get_info(next, &i4);
-        CHECK(i4.epoch_cost.rho == c.rho_epoch && i4.buckets_used == (aggs[a] == DPS_AGG_COVARIANCE ? 0 : c.t),
+        CHECK(i4.epoch_cost.rho == c.rho_epoch && i4.buckets_used == (dps_config_uses_buckets(&c) ? c.t : 0),
               "aggregator %d: the next epoch runs on its own buckets", (int)aggs[a]);
         dps_snapshot_destroy(&first);
         dps_snapshot_destroy(&second);

@@ -156,7 +156,7 @@ def test_weak_snapshot():
 
 
 def test_other_mechanisms():
-    """The collector runs the histogram aggregator and the covariance mechanism end to end."""
+    """The collector runs the histogram aggregator and the covariance and Gaussian mechanisms end to end."""
     rng = np.random.default_rng(12)
     # covariance: no buckets, every row of the epoch used, pure eps-DP charged (rho, 0).  With eps = 2,
     # n = 240 rows near a 2-dim span in d = 20, each exponential-mechanism draw has sin^2 about
@@ -180,6 +180,25 @@ def test_other_mechanisms():
     bad = subprocess.run([COLLECTOR, "--d", "5000", "--k", "2", "--aggregator", "covariance", "--insecure-plaintext",
                           "--no-cap", "--state-dir", os.path.join(TMP, "covbig")], capture_output=True, text=True)
     check(bad.returncode == 2 and "4096" in bad.stderr, f"covariance refuses d = 5000: {bad.stderr.strip()}")
+    # gaussian (DESIGN 7.1): no buckets, every row used, rho-zCDP charged (rho, 0).  n = 240 rows near a 2-dim
+    # span of R^20 at rho 1: C's 2nd eigenvalue is about 120, ||E|| <= 2 sqrt(20) (1.1) = 10, so Davis-Kahan
+    # gives sin <= 2 x 10 / 110 = 0.18 (tests/mechanisms/test_epoch_gaussian.c): accept sin < 0.4.
+    c = Collector("gauss", d=20, k=2, t=60, extra=("--aggregator", "gaussian", "--rho-epoch", "1")).start()
+    sub = c.subscriber()
+    rows, basis = synth(240, 20, 2, 2e4, rng)
+    send_rows(c, rows)
+    s = sub.recv(10000)
+    ok = s is not None and s.status == "released" and s.aggregator == "gaussian"
+    check(ok, f"gaussian snapshot released ({s and s.describe()})")
+    if ok:
+        check(s.rows_used == 240 and s.buckets_used == 0, "gaussian: all 240 rows used, no buckets")
+        check(s.rho_epoch == 1.0 and s.delta_epoch == 0.0, "gaussian: charged (rho 1, delta 0)")
+        sn = sin_angle(s.basis, basis)
+        check(sn < 0.4, f"gaussian: sin {sn:.3f} to the truth")
+    total, epochs = ledger_invariants(c, "gaussian")
+    check(epochs == [0] and abs(total - 1.0) < 1e-12, "gaussian: the ledger has epoch 0 at rho 1")
+    sub.close()
+    c.stop()
     # histogram: nearly exact rows (tau = 1e6 d), so every bucket lands in one cell.
     c = Collector("hist", d=40, k=2, t=60, extra=("--aggregator", "histogram")).start()
     sub = c.subscriber()
