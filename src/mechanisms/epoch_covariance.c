@@ -2,7 +2,7 @@
    no buckets, an epoch mechanism (epoch_mechanism.h) of intake EPOCH_ROWS.
 
    THE MECHANISM.  Every row the epoch takes (unit norm, or zero) is added to
-   C = sum x x^T (d x d, double, in blocks of COV_BLOCK rows, upper triangle);
+   C = sum x x^T (second_moment.h: d x d double, blocks of rows through dsyrk);
    the release runs iterative eigenvector sampling on C (dps_cov_iterative,
    Amin et al. 2019 Alg. 1) for k directions, without eigenvalues, with
    n = the epoch's row count (public).
@@ -19,17 +19,14 @@
 #include "epoch_mechanism.h"
 #include "internal.h"
 #include "linalg.h"
+#include "second_moment.h"
 
 #include <math.h>
 #include <string.h>
 
-enum { COV_BLOCK = 64 }; /* rows per syrk update of C */
-
 struct epoch_state {
     const dps_config *cfg;
-    double *C;      /* the epoch's sum x x^T (upper triangle until the release) */
-    double *block;  /* pending rows (COV_BLOCK x d) */
-    size_t pending;
+    second_moment sm; /* the epoch's sum x x^T */
 };
 
 static int s_check(const dps_config *c, const char **why)
@@ -51,7 +48,7 @@ static size_t s_memory(const dps_config *c)
 {
     /* C; the sampler's S, S2, P, Z (covariance.c) and an eigendecomposition's copy and vectors
        (la_syevr_top): 7 d x d doubles (7.5 measured by tools/bench/bench-covariance; bound 8); C's block */
-    return c->d * c->d * sizeof(double) * 8 + COV_BLOCK * c->d * sizeof(double);
+    return c->d * c->d * sizeof(double) * 7 + second_moment_bytes(c->d);
 }
 
 static dps_zcdp s_cost(const dps_config *c) { return (dps_zcdp){c->rho_epoch, 0.0}; }
@@ -66,8 +63,7 @@ static void s_destroy(epoch_state **pst)
 {
     if (!pst || !*pst)
         return;
-    free((*pst)->C);
-    free((*pst)->block);
+    second_moment_free(&(*pst)->sm);
     free(*pst);
     *pst = NULL;
 }
@@ -79,9 +75,7 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
     if (!st)
         return DPS_ENOMEM;
     st->cfg = c;
-    st->C = calloc(c->d * c->d, sizeof *st->C);
-    st->block = malloc(COV_BLOCK * c->d * sizeof *st->block);
-    if (!st->C || !st->block)
+    if (second_moment_init(&st->sm, c->d) != DPS_OK)
         s_destroy(&st);
     *out = st;
     return st ? DPS_OK : DPS_ENOMEM;
@@ -91,39 +85,21 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 static int s_begin(epoch_state *st, uint64_t epoch)
 {
     (void)epoch;
-    memset(st->C, 0, st->cfg->d * st->cfg->d * sizeof *st->C);
-    st->pending = 0;
+    second_moment_reset(&st->sm);
     return DPS_OK;
 }
 
-static void s_flush(epoch_state *st)
-{
-    la_syrk_rows_add_double(st->block, st->pending, st->cfg->d, st->C);
-    st->pending = 0;
-}
-
-static void s_take_row(epoch_state *st, const float *row)
-{
-    size_t d = st->cfg->d;
-    double *dst = st->block + st->pending * d;
-    for (size_t i = 0; i < d; i++)
-        dst[i] = row[i];
-    if (++st->pending == COV_BLOCK)
-        s_flush(st);
-}
+static void s_take_row(epoch_state *st, const float *row) { second_moment_add(&st->sm, row); }
 
 static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
 {
     (void)out; /* no FAIL, no radius */
     const dps_config *c = st->cfg;
     size_t d = c->d;
-    s_flush(st);
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = i + 1; j < d; j++)
-            st->C[j * d + i] = st->C[i * d + j];
+    second_moment_finish(&st->sm);
     dps_iterative_params p = {.k = c->k, .eps = sqrt(2.0 * c->rho_epoch), .eps_values = 0,
                               .split = DPS_SPLIT_UNIFORM};
-    return dps_cov_iterative(st->C, (size_t)in->rows, d, &p, in->noise, basis, NULL, NULL, NULL);
+    return dps_cov_iterative(st->sm.C, (size_t)in->rows, d, &p, in->noise, basis, NULL, NULL, NULL);
 }
 
 const epoch_mechanism epoch_covariance = {

@@ -3,8 +3,8 @@
    2014 without its gap test): no buckets, intake EPOCH_ROWS.
 
    THE MECHANISM.  Every row the epoch takes (unit norm, or zero: row_unit)
-   is added to C = sum x x^T (d x d, double, upper triangle, in blocks of
-   GAUSS_BLOCK rows through dsyrk).  The release adds E, symmetric, whose
+   is added to C = sum x x^T (second_moment.h: d x d double, blocks of rows
+   through dsyrk).  The release adds E, symmetric, whose
    upper triangle (diagonal included) is iid N(0, s^2) with s = 1/sqrt(rho),
    and publishes the top-k eigenvectors of C + E (post-processing).
 
@@ -26,24 +26,21 @@
    so by Davis-Kahan sin(theta) <= 2 ||E|| / gap ~ 4 sqrt(d / rho) / (n lambda_k).
 
    MEMORY.  C, its noisy copy for the eigensolver (dsyevr destroys it) and
-   the k eigenvectors: 2 d^2 + k d doubles, and GAUSS_BLOCK rows. */
+   the k eigenvectors: 2 d^2 + k d doubles, and a block of rows. */
 #include "epoch_mechanism.h"
 #include "gaussian_cov.h"
 #include "internal.h"
 #include "linalg.h"
+#include "second_moment.h"
 
 #include <math.h>
 #include <string.h>
 
-enum { GAUSS_BLOCK = 64 }; /* rows per syrk update of C */
-
 struct epoch_state {
     const dps_config *cfg;
-    double *C;     /* the epoch's sum x x^T (upper triangle) */
-    double *A;     /* C + E, destroyed by the eigensolver    */
-    double *Z, *w; /* top-k eigenvectors (d x k, column-major) and values */
-    double *block; /* pending rows (GAUSS_BLOCK x d) */
-    size_t pending;
+    second_moment sm; /* the epoch's sum x x^T */
+    double *A;        /* C + E, destroyed by the eigensolver */
+    double *Z, *w;    /* top-k eigenvectors (d x k, column-major) and values */
 };
 
 void gauss_cov_add_noise(double *A, size_t d, double rho, dps_rng *rng)
@@ -74,7 +71,7 @@ static size_t s_min_buckets(const dps_config *c)
 static size_t s_memory(const dps_config *c)
 {
     /* C and A; the eigensolver's vectors and values; the row block */
-    return (2 * c->d * c->d + c->k * c->d + c->k + GAUSS_BLOCK * c->d) * sizeof(double);
+    return (c->d * c->d + c->k * c->d + c->k) * sizeof(double) + second_moment_bytes(c->d);
 }
 
 static dps_zcdp s_cost(const dps_config *c) { return (dps_zcdp){c->rho_epoch, 0.0}; }
@@ -89,11 +86,10 @@ static void s_destroy(epoch_state **pst)
 {
     if (!pst || !*pst)
         return;
-    free((*pst)->C);
+    second_moment_free(&(*pst)->sm);
     free((*pst)->A);
     free((*pst)->Z);
     free((*pst)->w);
-    free((*pst)->block);
     free(*pst);
     *pst = NULL;
 }
@@ -107,12 +103,11 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
     if (!st)
         return DPS_ENOMEM;
     st->cfg = c;
-    st->C = calloc(c->d * c->d, sizeof *st->C);
+    int rc = second_moment_init(&st->sm, c->d);
     st->A = malloc(c->d * c->d * sizeof *st->A);
     st->Z = malloc(c->d * c->k * sizeof *st->Z);
     st->w = malloc(c->k * sizeof *st->w);
-    st->block = malloc(GAUSS_BLOCK * c->d * sizeof *st->block);
-    if (!st->C || !st->A || !st->Z || !st->w || !st->block)
+    if (rc || !st->A || !st->Z || !st->w)
         s_destroy(&st);
     *out = st;
     return st ? DPS_OK : DPS_ENOMEM;
@@ -122,26 +117,11 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 static int s_begin(epoch_state *st, uint64_t epoch)
 {
     (void)epoch;
-    memset(st->C, 0, st->cfg->d * st->cfg->d * sizeof *st->C);
-    st->pending = 0;
+    second_moment_reset(&st->sm);
     return DPS_OK;
 }
 
-static void s_flush(epoch_state *st)
-{
-    la_syrk_rows_add_double(st->block, st->pending, st->cfg->d, st->C);
-    st->pending = 0;
-}
-
-static void s_take_row(epoch_state *st, const float *row)
-{
-    size_t d = st->cfg->d;
-    double *dst = st->block + st->pending * d;
-    for (size_t i = 0; i < d; i++)
-        dst[i] = row[i];
-    if (++st->pending == GAUSS_BLOCK)
-        s_flush(st);
-}
+static void s_take_row(epoch_state *st, const float *row) { second_moment_add(&st->sm, row); }
 
 /* After the charge: the only error left is LAPACK's non-convergence
    (DPS_ENUMERIC), which the stream publishes as FAILED. */
@@ -150,10 +130,8 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
     (void)out; /* no FAIL of its own, no radius */
     const dps_config *c = st->cfg;
     size_t d = c->d, k = c->k;
-    s_flush(st);
-    for (size_t i = 0; i < d; i++) /* the upper triangle of C, mirrored, into A */
-        for (size_t j = i; j < d; j++)
-            st->A[i * d + j] = st->A[j * d + i] = st->C[i * d + j];
+    second_moment_finish(&st->sm);
+    memcpy(st->A, st->sm.C, d * d * sizeof *st->A);
     gauss_cov_add_noise(st->A, d, c->rho_epoch, in->noise);
     int rc = la_syevr_top(st->A, d, k, st->w, st->Z);
     if (rc)

@@ -1,0 +1,30 @@
+/* second_moment.h - the epoch's C = sum x x^T, accumulated as rows arrive
+   (d x d double, upper triangle, in blocks of rows through dsyrk): what the
+   covariance and Gaussian epoch mechanisms share.
+   Who owns what: the accumulator owns C and its row block. */
+#ifndef DPS_SECOND_MOMENT_H
+#define DPS_SECOND_MOMENT_H
+
+#include <stddef.h>
+
+typedef struct {
+    size_t d;
+    double *C;     /* sum x x^T: upper triangle until second_moment_finish */
+    double *block; /* pending rows */
+    size_t pending;
+} second_moment;
+
+/* DPS_OK or DPS_ENOMEM (then nothing is held). */
+int second_moment_init(second_moment *s, size_t d);
+void second_moment_free(second_moment *s);
+/* An empty sum (each epoch's rows are used once). */
+void second_moment_reset(second_moment *s);
+/* Add one row of d floats. */
+void second_moment_add(second_moment *s, const float *row);
+/* Add the pending rows and mirror the upper triangle: C is full and
+   symmetric (until the next add). */
+void second_moment_finish(second_moment *s);
+/* The bytes it holds for dimension d. */
+size_t second_moment_bytes(size_t d);
+
+#endif
