@@ -38,25 +38,11 @@ static int s_check(const dps_config *c, const char **why)
     return DPS_OK;
 }
 
-static size_t s_min_buckets(const dps_config *c)
-{
-    (void)c;
-    return 2; /* no buckets: any epoch with a row can be released */
-}
-
 static size_t s_memory(const dps_config *c)
 {
     /* C; the sampler's S, S2, P, Z (covariance.c) and an eigendecomposition's copy and vectors
        (la_syevr_top): 7 d x d doubles (7.5 measured by tools/bench/bench-covariance; bound 8); C's block */
     return c->d * c->d * sizeof(double) * 7 + second_moment_bytes(c->d);
-}
-
-static dps_zcdp s_cost(const dps_config *c) { return (dps_zcdp){c->rho_epoch, 0.0}; }
-
-static double s_radius_unrelated(const dps_config *c)
-{
-    (void)c;
-    return 0.0; /* no buckets, no radius */
 }
 
 static void s_destroy(epoch_state **pst)
@@ -104,8 +90,8 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
 
 const epoch_mechanism epoch_covariance = {
     .id = DPS_AGG_COVARIANCE, .name = "covariance", .intake = EPOCH_ROWS, .uses = 0,
-    .check = s_check, .min_buckets = s_min_buckets, .memory = s_memory, .cost = s_cost,
-    .radius_unrelated = s_radius_unrelated,
+    .check = s_check, .min_buckets = epoch_rows_min_buckets, .memory = s_memory, .cost = epoch_rows_cost,
+    .radius_unrelated = epoch_rows_radius_unrelated,
     .create = s_create, .destroy = s_destroy,
     .begin = s_begin, .take_row = s_take_row, .release = s_release,
 };

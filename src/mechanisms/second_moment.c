@@ -58,3 +58,17 @@ void second_moment_finish(second_moment *s)
 }
 
 size_t second_moment_bytes(size_t d) { return (d * d + SM_BLOCK * d) * sizeof(double); }
+
+size_t epoch_rows_min_buckets(const dps_config *c)
+{
+    (void)c;
+    return 2; /* no buckets: any epoch with a row can be released */
+}
+
+dps_zcdp epoch_rows_cost(const dps_config *c) { return (dps_zcdp){c->rho_epoch, 0.0}; }
+
+double epoch_rows_radius_unrelated(const dps_config *c)
+{
+    (void)c;
+    return 0.0; /* no buckets, no radius */
+}

@@ -1,9 +1,12 @@
-/* second_moment.h - the epoch's C = sum x x^T, accumulated as rows arrive
-   (d x d double, upper triangle, in blocks of rows through dsyrk): what the
-   covariance and Gaussian epoch mechanisms share.
+/* second_moment.h - what the row-intake epoch mechanisms (covariance,
+   Gaussian) share: the epoch's C = sum x x^T, accumulated as rows arrive
+   (d x d double, upper triangle, in blocks of rows through dsyrk), and their
+   common hooks.
    Who owns what: the accumulator owns C and its row block. */
 #ifndef DPS_SECOND_MOMENT_H
 #define DPS_SECOND_MOMENT_H
+
+#include "dpsubspace.h"
 
 #include <stddef.h>
 
@@ -26,5 +29,12 @@ void second_moment_add(second_moment *s, const float *row);
 void second_moment_finish(second_moment *s);
 /* The bytes it holds for dimension d. */
 size_t second_moment_bytes(size_t d);
+
+/* The hooks every row-intake epoch mechanism (EPOCH_ROWS: covariance,
+   Gaussian) shares: no buckets (any epoch with a row can run), pure zCDP
+   charged (rho_epoch, 0), no radius. */
+size_t epoch_rows_min_buckets(const dps_config *c);
+dps_zcdp epoch_rows_cost(const dps_config *c);
+double epoch_rows_radius_unrelated(const dps_config *c);
 
 #endif

@@ -155,50 +155,41 @@ def test_weak_snapshot():
     c.stop()
 
 
+def row_mechanism_epoch(aggregator, rho, sin_bound, rng):
+    """One epoch of 240 rows near a 2-dim span of R^20 through a collector running a row-intake mechanism
+    (no buckets): released, every row used, charged (rho, 0) in the snapshot and the ledger, within sin_bound."""
+    c = Collector(aggregator[:5], d=20, k=2, t=60, extra=("--aggregator", aggregator, "--rho-epoch", str(rho))).start()
+    sub = c.subscriber()
+    rows, basis = synth(240, 20, 2, 2e4, rng)
+    send_rows(c, rows)
+    s = sub.recv(10000)
+    ok = s is not None and s.status == "released" and s.aggregator == aggregator
+    check(ok, f"{aggregator} snapshot released ({s and s.describe()})")
+    if ok:
+        check(s.rows_used == 240 and s.buckets_used == 0, f"{aggregator}: all 240 rows used, no buckets")
+        check(s.rho_epoch == rho and s.delta_epoch == 0.0, f"{aggregator}: charged (rho {rho:g}, delta 0)")
+        sn = sin_angle(s.basis, basis)
+        check(sn < sin_bound and not s.weak, f"{aggregator}: sin {sn:.3f} to the truth, not flagged weak")
+    total, epochs = ledger_invariants(c, aggregator)
+    check(epochs == [0] and abs(total - rho) < 1e-12, f"{aggregator}: the ledger has epoch 0 at rho {rho:g}")
+    sub.close()
+    c.stop()
+
+
 def test_other_mechanisms():
     """The collector runs the histogram aggregator and the covariance and Gaussian mechanisms end to end."""
     rng = np.random.default_rng(12)
-    # covariance: no buckets, every row of the epoch used, pure eps-DP charged (rho, 0).  With eps = 2,
-    # n = 240 rows near a 2-dim span in d = 20, each exponential-mechanism draw has sin^2 about
-    # chi^2_18 / (eps n / 2) = 18/240 (see tests/stream/test_estimator.c): sin < 0.6 with a wide margin.
-    c = Collector("cov", d=20, k=2, t=60, extra=("--aggregator", "covariance", "--rho-epoch", "2")).start()
-    sub = c.subscriber()
-    rows, basis = synth(240, 20, 2, 2e4, rng)
-    send_rows(c, rows)
-    s = sub.recv(10000)
-    ok = s is not None and s.status == "released" and s.aggregator == "covariance"
-    check(ok, f"covariance snapshot released ({s and s.describe()})")
-    if ok:
-        check(s.rows_used == 240 and s.buckets_used == 0, "covariance: all 240 rows used, no buckets")
-        check(s.rho_epoch == 2.0 and s.delta_epoch == 0.0, "covariance: charged (rho 2, delta 0)")
-        sn = sin_angle(s.basis, basis)
-        check(sn < 0.6 and not s.weak, f"covariance: sin {sn:.3f} to the truth, not flagged weak")
-    total, epochs = ledger_invariants(c, "covariance")
-    check(epochs == [0] and abs(total - 2.0) < 1e-12, "covariance: the ledger has epoch 0 at rho 2")
-    sub.close()
-    c.stop()
+    # covariance: pure eps-DP charged (rho, 0).  With eps = 2, n = 240 rows near a 2-dim span in d = 20, each
+    # exponential-mechanism draw has sin^2 about chi^2_18 / (eps n / 2) = 18/240 (see
+    # tests/stream/test_estimator.c): sin < 0.6 with a wide margin.
+    row_mechanism_epoch("covariance", 2.0, 0.6, rng)
     bad = subprocess.run([COLLECTOR, "--d", "5000", "--k", "2", "--aggregator", "covariance", "--insecure-plaintext",
                           "--no-cap", "--state-dir", os.path.join(TMP, "covbig")], capture_output=True, text=True)
     check(bad.returncode == 2 and "4096" in bad.stderr, f"covariance refuses d = 5000: {bad.stderr.strip()}")
-    # gaussian (DESIGN 7.1): no buckets, every row used, rho-zCDP charged (rho, 0).  n = 240 rows near a 2-dim
-    # span of R^20 at rho 1: C's 2nd eigenvalue is about 120, ||E|| <= 2 sqrt(20) (1.1) = 10, so Davis-Kahan
-    # gives sin <= 2 x 10 / 110 = 0.18 (tests/mechanisms/test_epoch_gaussian.c): accept sin < 0.4.
-    c = Collector("gauss", d=20, k=2, t=60, extra=("--aggregator", "gaussian", "--rho-epoch", "1")).start()
-    sub = c.subscriber()
-    rows, basis = synth(240, 20, 2, 2e4, rng)
-    send_rows(c, rows)
-    s = sub.recv(10000)
-    ok = s is not None and s.status == "released" and s.aggregator == "gaussian"
-    check(ok, f"gaussian snapshot released ({s and s.describe()})")
-    if ok:
-        check(s.rows_used == 240 and s.buckets_used == 0, "gaussian: all 240 rows used, no buckets")
-        check(s.rho_epoch == 1.0 and s.delta_epoch == 0.0, "gaussian: charged (rho 1, delta 0)")
-        sn = sin_angle(s.basis, basis)
-        check(sn < 0.4, f"gaussian: sin {sn:.3f} to the truth")
-    total, epochs = ledger_invariants(c, "gaussian")
-    check(epochs == [0] and abs(total - 1.0) < 1e-12, "gaussian: the ledger has epoch 0 at rho 1")
-    sub.close()
-    c.stop()
+    # gaussian (DESIGN 7.1): rho-zCDP charged (rho, 0).  n = 240 rows near a 2-dim span of R^20 at rho 1: C's 2nd
+    # eigenvalue is about 120, ||E|| <= 2 sqrt(20) (1.1) = 10, so Davis-Kahan gives sin <= 2 x 10 / 110 = 0.18
+    # (tests/mechanisms/test_epoch_gaussian.c): accept sin < 0.4.
+    row_mechanism_epoch("gaussian", 1.0, 0.4, rng)
     # histogram: nearly exact rows (tau = 1e6 d), so every bucket lands in one cell.
     c = Collector("hist", d=40, k=2, t=60, extra=("--aggregator", "histogram")).start()
     sub = c.subscriber()
