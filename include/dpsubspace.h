@@ -173,6 +173,9 @@ DPS_EXPORT int dps_aggregator_from_name(const char *name, dps_aggregator *out);
 
 typedef struct dps_snapshot dps_snapshot;
 
+/* The most parameter groups a configuration or a snapshot has (DESIGN 7.2). */
+#define DPS_MAX_GROUPS 256
+
 /* Everything about a snapshot but its basis. */
 typedef struct {
     uint64_t epoch;
@@ -205,6 +208,14 @@ typedef struct {
     const char *budget_unit; /* "rho", "eps", "none" (no cap), or "" (not known:
                                 a snapshot from before budgets were carried);
                                 dps_snapshot_new keeps these static strings    */
+    size_t groups;           /* parameter groups (DESIGN 7.2): 0 = one group,
+                                the whole row; else the basis is group-wise:
+                                group g's group_k[g] rows come after those of
+                                groups < g and are zero outside its group_d[g]
+                                columns (dps_snapshot_group).  <= DPS_MAX_GROUPS */
+    const size_t *group_d;   /* groups widths, summing to d (NULL if groups 0) */
+    const size_t *group_k;   /* groups ranks, summing to k (NULL if groups 0);
+                                dps_snapshot_new copies both                   */
 } dps_snapshot_info;
 
 DPS_EXPORT void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);
@@ -212,6 +223,13 @@ DPS_EXPORT void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *
    buckets agreed only at distances comparable to unrelated subspaces and the
    basis carries little information about the data. */
 DPS_EXPORT int dps_snapshot_weak(const dps_snapshot_info *info);
+/* Where group g (< info->groups; with groups 0, g = 0 is the whole row)
+   lives in a group-wise basis: its k_g rows start at row *row0, its d_g
+   columns at column *col0; the rest of those rows is zero, so projecting a
+   row on the basis projects each group on its own basis.  DPS_EINVAL for a
+   g out of range.  Any pointer may be NULL. */
+DPS_EXPORT int dps_snapshot_group(const dps_snapshot_info *info, size_t g, size_t *col0, size_t *d_g,
+                                  size_t *row0, size_t *k_g);
 /* k x d orthonormal rows; NULL unless status == DPS_SNAP_RELEASED.
    Owned by the snapshot. */
 DPS_EXPORT const float *dps_snapshot_basis(const dps_snapshot *s);
@@ -252,6 +270,17 @@ typedef struct {
                             radius_unrelated sqrt(2k/d) (the per-coordinate
                             distance of items of orthogonal subspaces), w_hat
                             the released cell's noisy count; q*d <= 2^23.  */
+    size_t groups;       /* parameter groups (DESIGN 7.2; the gaussian
+                            aggregator only): 0 (default) or 1 = one group,
+                            the whole row; G >= 2: the row is G public
+                            groups (a model's parameter tensors), group g of
+                            group_d[g] columns in row order, with its own
+                            rank group_k[g]; sum group_d = d, sum group_k = k,
+                            0 <= group_k[g] <= group_d[g].  One release
+                            gives every group its own basis for the cost of
+                            one (the argument: src/mechanisms/epoch_gaussian.c) */
+    size_t group_d[DPS_MAX_GROUPS];
+    size_t group_k[DPS_MAX_GROUPS];
     dps_budget cap;      /* cap over all epochs (default: none; eps shown at
                             cap.delta_target, default 1e-5)                  */
     uint64_t public_seed;/* seed of public randomness (default 0)           */

@@ -52,6 +52,8 @@ class Snapshot:
     basis: Optional[np.ndarray] = field(default=None, repr=False)  # (k, d) float32, orthonormal rows
     budget_left: float = math.inf  # what the collector's cap leaves after this epoch, in budget_unit
     budget_unit: str = ""  # "rho", "eps", "none" (no cap), "" (the collector did not say)
+    # parameter groups (DESIGN 7.2): [(d_g, k_g), ...] in row order; [] = one group, the whole row
+    groups: list = field(default_factory=list)
 
     @property
     def weak(self):
@@ -72,10 +74,40 @@ class Snapshot:
             basis = np.frombuffer(m.basis, dtype="<f4").reshape(m.k, m.d).astype(np.float32)
             if not np.all(np.isfinite(basis)):
                 raise ValueError("snapshot basis is not finite")
+        groups = list(zip(m.group_d, m.group_k))
+        if len(m.group_d) != len(m.group_k) or (groups and (
+                sum(g[0] for g in groups) != m.d or sum(g[1] for g in groups) != m.k
+                or any(dg < 1 or kg > dg for dg, kg in groups))):
+            raise ValueError("snapshot parameter groups do not tile d and k")
         return Snapshot(m.seq, m.epoch, m.d, m.k, STATUS_NAMES[m.status], AGGREGATOR_NAMES.get(m.aggregator, "?"),
                         m.rows_used, m.buckets_used, m.radius, m.rho_epoch, m.delta_epoch, m.rho_total,
                         m.delta_total, m.eps_total, m.delta_target, m.seeded, m.public_seed, m.reason,
-                        m.time_unix_ms, m.radius_unrelated, basis, m.budget_left, m.budget_unit)
+                        m.time_unix_ms, m.radius_unrelated, basis, m.budget_left, m.budget_unit, groups)
+
+    def group_slices(self):
+        """For each parameter group (one for a snapshot without groups): (columns, basis rows) as slices."""
+        if not self.groups:
+            return [(slice(0, self.d), slice(0, self.k))]
+        out, c, r = [], 0, 0
+        for dg, kg in self.groups:
+            out.append((slice(c, c + dg), slice(r, r + kg)))
+            c, r = c + dg, r + kg
+        return out
+
+    def group_basis(self, g):
+        """Group g's own basis: k_g x d_g orthonormal rows (None unless released)."""
+        if self.basis is None:
+            return None
+        cols, rows = self.group_slices()[g]
+        return self.basis[rows, cols]
+
+    def project(self, x):
+        """x (d,) or (n, d) projected on the basis; with groups each group on its own basis."""
+        if self.basis is None:
+            raise ValueError("no basis: the snapshot was not released")
+        x = np.asarray(x, dtype=np.float64)
+        V = self.basis.astype(np.float64)
+        return (x @ V.T) @ V
 
     def budget_text(self):
         """What the budget cap leaves, as shown in every snapshot line."""
@@ -147,12 +179,12 @@ class Subscriber:
             changed |= snap.status == "released"
 
     def project(self, x):
-        """V^T V x for a vector (d,) or rows (n, d), with the latest released basis."""
+        """V^T V x for a vector (d,) or rows (n, d), with the latest released basis (group-wise:
+        each parameter group on its own basis, since the rows of a group-wise basis are zero
+        outside their group)."""
         if self.latest is None:
             raise RuntimeError("no released snapshot yet")
-        V = self.latest.basis
-        a = np.asarray(x, dtype=np.float64)
-        return (a @ V.T) @ V
+        return self.latest.project(x)
 
     def close(self):
         if self._sock is not None:

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "dpsubspace.h"
+
 /* Exit codes, the same for every program (documented in each --help). */
 enum {
     CLI_EXIT_OK = 0,      /* success                                          */
@@ -61,6 +63,13 @@ const char *cli_last_error(void);
 int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_size(const char *s, size_t *out);
 int cli_parse_double(const char *s, double *out);
+
+/* The parameter groups (DESIGN 7.2) of --param-groups D1,D2,... and --group-k
+   K1,K2,... (either may be NULL; without --group-k every group gets c->k,
+   at most its width) into c, whose d and k are set: c->groups, group_d,
+   group_k, and c->k = the sum of the ranks.  Returns 0, or -1 with a
+   sentence in err (c's groups then unspecified). */
+int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, char *err, size_t errlen);
 
 /* v as %g writes it, the exponent without its padding ("1e-8", "0.5", "125"):
    a library default shown in --help.  Returns buf (32 bytes at least). */

@@ -92,7 +92,7 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
         CLI_USAGE("--cap-rho and --cap-eps must be >= 0 (0 means no cap)");
     static const char *const estimator_only[] = {"--t", "--m", "--window", "--q", "--aggregator", "--alpha",
                                                  "--tau", "--split", "--public-seed", "--batch",
-                                                 "--close-partial", "--out-prefix"};
+                                                 "--close-partial", "--out-prefix", "--param-groups", "--group-k"};
     for (size_t i = 0; i < est_rgrad_n_only_flags; i++)
         if (cli_opt_given(opts, n_opts, est_rgrad_only_flags[i]))
             CLI_USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
@@ -220,10 +220,17 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
         c->workers = (int)a->workers;
     }
     if (a->aggregator) {
-        if (dps_aggregator_from_name(a->aggregator, &c->aggregator) != DPS_OK)
-            CLI_USAGE("--aggregator: '%s' is not an aggregator; give reference, projection, histogram or covariance",
-                  a->aggregator);
+        if (dps_aggregator_from_name(a->aggregator, &c->aggregator) != DPS_OK) {
+            char names[160] = "";
+            for (int i = 0; strcmp(dps_aggregator_name((dps_aggregator)i), "unknown") != 0; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                         dps_aggregator_name((dps_aggregator)i));
+            CLI_USAGE("--aggregator: '%s' is not an aggregator; give one of %s", a->aggregator, names);
+        }
     }
+    char group_err[200];
+    if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))
+        CLI_USAGE("%s", group_err);
     c->hist_width = a->hist_width;
     if (a->split) {
         double sp[3];

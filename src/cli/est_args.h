@@ -10,7 +10,7 @@
 
 /* Raw values from the command line, before they become a configuration. */
 typedef struct {
-    const char *in, *format, *method, *task, *aggregator, *split;
+    const char *in, *format, *method, *task, *aggregator, *split, *groups, *group_k;
     size_t dim, k, t, m, window, q, batch, workers, k_max, candidates;
     double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k, hist_width;
     uint64_t seed, public_seed;

@@ -147,6 +147,16 @@ static void s_json_config(cli_json *j, const est_settings *s)
         cli_json_u64(j, "public_seed", c->public_seed);
         cli_json_u64(j, "batch", s->batch);
         cli_json_bool(j, "close_partial", s->close_partial);
+        if (c->groups > 1) { /* the parameter groups (widths, ranks), in row order */
+            cli_json_array_begin(j, "param_groups");
+            for (size_t g = 0; g < c->groups; g++)
+                cli_json_u64(j, NULL, c->group_d[g]);
+            cli_json_array_end(j);
+            cli_json_array_begin(j, "group_k");
+            for (size_t g = 0; g < c->groups; g++)
+                cli_json_u64(j, NULL, c->group_k[g]);
+            cli_json_array_end(j);
+        }
     }
     cli_json_num(j, "cap_rho", c->cap.rho_cap);
     cli_json_num(j, "cap_eps", c->cap.eps_cap);

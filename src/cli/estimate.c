@@ -461,6 +461,13 @@ int main(int argc, char **argv)
          "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384)", 0},
         {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
          "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
+        {"--param-groups", CLI_OPT_STRING, &a.groups, "D1,D2,...", "one group",
+         "gaussian aggregator: the row is these public parameter groups (a model's parameter tensors, in row "
+         "order; widths adding up to d); each gets its own basis, all for the cost of one release (DESIGN 7.2); "
+         "the basis is group-wise (k = the sum of the ranks rows, each zero outside its group)", 0},
+        {"--group-k", CLI_OPT_STRING, &a.group_k, "K1,K2,...", "--k each",
+         "with --param-groups: each group's rank (0 = no basis for that group); without it every group gets --k "
+         "(at most its width)", 0},
         {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", alpha_def, "WFC slope of the friend weights, in (0, 1]", 0},
         {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", tau_def,
          "radius search target: the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},

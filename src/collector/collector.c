@@ -143,6 +143,9 @@ void collector_config(const collector_options *o, const ledger *led, dps_config 
     cfg->q = o->q;
     dps_aggregator_from_name(o->aggregator, &cfg->aggregator); /* checked by options_finish */
     cfg->hist_width = o->hist_width;
+    char err[200]; /* the groups were checked by options_finish */
+    cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, cfg, err,
+                     sizeof err);
     cfg->rho_epoch = o->rho_epoch;
     cfg->delta_epoch = o->delta_epoch;
     cfg->alpha = o->alpha;
@@ -248,7 +251,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     log_info("listening: ingest %s, publish %s, status %s (%s); d=%" PRIu64 " k=%" PRIu64 ", epoch = %" PRIu64
              " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
              c->o.ingest, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
-             c->o.d, c->o.k, c->o.t, c->o.m, c->o.rho_epoch, c->o.aggregator, c->o.state_dir);
+             c->o.d, c->o.k_total, c->o.t, c->o.m, c->o.rho_epoch, c->o.aggregator, c->o.state_dir);
     dps_accountant *acc = NULL; /* the budget as the ledger left it */
     if (dps_accountant_new(&acc, &cfg->cap, &c->led.total) == DPS_OK) {
         double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);

@@ -41,6 +41,11 @@ static const opt_def s_opts[] = {
                                                     " noise of sd 1/sqrt(rho-epoch), its top-k eigenvectors,"
                                                     " rho-zCDP, d <= 16384)"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
+    {"param-groups", OPT_STR, F(param_groups), "D1,D2,...", "gaussian aggregator: the rows' public parameter groups"
+                                                            " (widths in row order, adding up to d); each gets its"
+                                                            " own basis for the cost of one release"},
+    {"group-k", OPT_STR, F(group_k), "K1,K2,...", "with --param-groups: each group's rank (default: --k each, at"
+                                                  " most its width); the snapshot's k is their sum"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch"},
     {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch; deltas add up across epochs"},
     {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused); a cap or"
@@ -306,10 +311,15 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         o->window = o->t;
     dps_aggregator agg;
     if (dps_aggregator_from_name(o->aggregator, &agg) != DPS_OK) {
-        snprintf(err, errlen, "--aggregator: '%s' is none of reference, projection, histogram, covariance",
-                 o->aggregator);
+        size_t n = (size_t)snprintf(err, errlen, "--aggregator: '%s' is none of", o->aggregator);
+        for (int i = 0; strcmp(dps_aggregator_name((dps_aggregator)i), "unknown") != 0 && n < errlen; i++)
+            n += (size_t)snprintf(err + n, errlen - n, "%s %s", i ? "," : "", dps_aggregator_name((dps_aggregator)i));
         return -1;
     }
+    if (cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, &lib, err,
+                         errlen))
+        return -1;
+    o->k_total = lib.k;
     if (o->hist_width != 0 && strcmp(o->aggregator, "histogram")) {
         snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
         return -1;

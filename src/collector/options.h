@@ -17,6 +17,8 @@ typedef struct {
     double cap_rho, cap_eps, delta_target;
     int no_cap; /* the operator chose to spend without limit (--no-cap) */
     double hist_width; /* histogram aggregator's cell side (0: default) */
+    char param_groups[2048], group_k[1024]; /* parameter groups, as --param-groups/--group-k ("": none) */
+    uint64_t k_total; /* the basis' rows: k, or with groups the sum of their ranks (options_finish) */
     uint64_t public_seed, seed, workers;
     int seeded;
     /* epochs */

@@ -50,7 +50,7 @@ static void s_status_counters(collector *c, dps_collector_status *st)
     st->last_snapshot_seq = c->last_seq;
     st->uptime_s = (net_now_ms() - c->started_ms) / 1000;
     st->d = c->o.d;
-    st->k = c->o.k;
+    st->k = c->o.k_total;
     uint64_t zap_ok = 0, zap_refused = 0;
     if (c->zap)
         zap_counts(c->zap, &zap_ok, &zap_refused);
@@ -108,7 +108,7 @@ void collector_status(collector *c)
     }
     st.credit = 1;
     st.d = c->o.d;
-    st.k = c->o.k;
+    st.k = c->o.k_total;
     if (want) /* a credit question: a producer waits for it, the counters are not for it */
         st.credit_seq_end = credit_request(&c->credit, asked, from, want, net_now_ms());
     else

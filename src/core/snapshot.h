@@ -9,6 +9,7 @@ struct dps_snapshot {
     dps_snapshot_info info;
     char reason[160];
     float *basis; /* k x d when released, else NULL */
+    size_t group_d[DPS_MAX_GROUPS], group_k[DPS_MAX_GROUPS]; /* info's groups */
 };
 
 /* The estimator's way to publish without allocating after a charge: it

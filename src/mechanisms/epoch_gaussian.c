@@ -25,8 +25,20 @@
    about n lambda_k (lambda_k the k-th eigenvalue of the rows' second moment),
    so by Davis-Kahan sin(theta) <= 2 ||E|| / gap ~ 4 sqrt(d / rho) / (n lambda_k).
 
-   MEMORY.  C, its noisy copy for the eigensolver (dsyevr destroys it) and
-   the k eigenvectors: 2 d^2 + k d doubles, and a block of rows. */
+   PARAMETER GROUPS (DESIGN 7.2).  With G >= 2 public groups (the row is
+   the concatenation x = (x_1, ..., x_G), group g of d_g columns) the release
+   is, for every group, the top-k_g eigenvectors of C_g + E_g, C_g = sum
+   x_g x_g^T, E_g as above with the same s: still rho_epoch-zCDP, charged
+   once.  The released vector is the upper triangles of the diagonal blocks
+   C_g of C, a sub-vector of u(C), so under replacing one row it moves by at
+   most ||u(D)||_2 <= sqrt 2 as above: the same Gaussian mechanism on fewer
+   coordinates.  A group with k_g = 0 releases nothing (its C_g is not even
+   formed).  The basis is group-wise (dps_snapshot_group): group g's k_g
+   rows are zero outside its columns.
+
+   MEMORY.  Each group's C_g (second_moment.h), one noisy copy of the widest
+   group's for the eigensolver (dsyevr destroys it), and its eigenvectors:
+   sum_g (d_g^2 + a block of rows) + max_g d_g^2 + max_g k_g d_g doubles. */
 #include "epoch_mechanism.h"
 #include "gaussian_cov.h"
 #include "internal.h"
@@ -38,10 +50,24 @@
 
 struct epoch_state {
     const dps_config *cfg;
-    second_moment sm; /* the epoch's sum x x^T */
-    double *A;        /* C + E, destroyed by the eigensolver */
-    double *Z, *w;    /* top-k eigenvectors (d x k, column-major) and values */
+    second_moment sm[DPS_MAX_GROUPS]; /* each group's sum x_g x_g^T (k_g > 0) */
+    double *A;        /* C_g + E_g, destroyed by the eigensolver */
+    double *Z, *w;    /* top-k_g eigenvectors (d_g x k_g) and values */
 };
+
+/* The widest group with a basis, and the most eigenvector entries. */
+static void s_largest(const dps_config *c, size_t *d_max, size_t *kd_max, size_t *k_max)
+{
+    *d_max = *kd_max = *k_max = 0;
+    for (size_t g = 0; g < epoch_groups(c); g++) {
+        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
+        if (kg == 0)
+            continue;
+        *d_max = dg > *d_max ? dg : *d_max;
+        *kd_max = kg * dg > *kd_max ? kg * dg : *kd_max;
+        *k_max = kg > *k_max ? kg : *k_max;
+    }
+}
 
 void gauss_cov_add_noise(double *A, size_t d, double rho, dps_rng *rng)
 {
@@ -55,24 +81,32 @@ void gauss_cov_add_noise(double *A, size_t d, double rho, dps_rng *rng)
 
 static int s_check(const dps_config *c, const char **why)
 {
-    if (c->d > GAUSS_COV_MAX_D) {
-        *why = "the Gaussian covariance mechanism keeps two d x d matrices: d above 16384 is refused";
-        return DPS_ELIMIT;
-    }
+    for (size_t g = 0; g < epoch_groups(c); g++)
+        if (epoch_group_k(c, g) > 0 && epoch_group_d(c, g) > GAUSS_COV_MAX_D) {
+            *why = "the Gaussian covariance mechanism keeps two d x d matrices per group: a group (or d) above "
+                   "16384 columns is refused";
+            return DPS_ELIMIT;
+        }
     return DPS_OK;
 }
 
 static size_t s_memory(const dps_config *c)
 {
-    /* C and A; the eigensolver's vectors and values; the row block */
-    return (c->d * c->d + c->k * c->d + c->k) * sizeof(double) + second_moment_bytes(c->d);
+    /* each group's C_g and row block; A, the eigensolver's vectors and values */
+    size_t d_max, kd_max, k_max, sum = 0;
+    s_largest(c, &d_max, &kd_max, &k_max);
+    for (size_t g = 0; g < epoch_groups(c); g++)
+        if (epoch_group_k(c, g) > 0)
+            sum += second_moment_bytes(epoch_group_d(c, g));
+    return sum + (d_max * d_max + kd_max + k_max) * sizeof(double);
 }
 
 static void s_destroy(epoch_state **pst)
 {
     if (!pst || !*pst)
         return;
-    second_moment_free(&(*pst)->sm);
+    for (size_t g = 0; g < DPS_MAX_GROUPS; g++)
+        second_moment_free(&(*pst)->sm[g]);
     free((*pst)->A);
     free((*pst)->Z);
     free((*pst)->w);
@@ -89,10 +123,15 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
     if (!st)
         return DPS_ENOMEM;
     st->cfg = c;
-    int rc = second_moment_init(&st->sm, c->d);
-    st->A = malloc(c->d * c->d * sizeof *st->A);
-    st->Z = malloc(c->d * c->k * sizeof *st->Z);
-    st->w = malloc(c->k * sizeof *st->w);
+    int rc = DPS_OK;
+    for (size_t g = 0; g < epoch_groups(c) && !rc; g++)
+        if (epoch_group_k(c, g) > 0)
+            rc = second_moment_init(&st->sm[g], epoch_group_d(c, g));
+    size_t d_max, kd_max, k_max;
+    s_largest(c, &d_max, &kd_max, &k_max);
+    st->A = malloc(d_max * d_max * sizeof *st->A);
+    st->Z = malloc(kd_max * sizeof *st->Z);
+    st->w = malloc(k_max * sizeof *st->w);
     if (rc || !st->A || !st->Z || !st->w)
         s_destroy(&st);
     *out = st;
@@ -103,33 +142,51 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 static int s_begin(epoch_state *st, uint64_t epoch)
 {
     (void)epoch;
-    second_moment_reset(&st->sm);
+    for (size_t g = 0; g < epoch_groups(st->cfg); g++)
+        if (st->sm[g].C)
+            second_moment_reset(&st->sm[g]);
     return DPS_OK;
 }
 
-static void s_take_row(epoch_state *st, const float *row) { second_moment_add(&st->sm, row); }
+/* Each group's slice of the row into its own sum. */
+static void s_take_row(epoch_state *st, const float *row)
+{
+    const dps_config *c = st->cfg;
+    for (size_t g = 0, col = 0; g < epoch_groups(c); col += epoch_group_d(c, g), g++)
+        if (st->sm[g].C)
+            second_moment_add(&st->sm[g], row + col);
+}
 
 /* After the charge: the only error left is LAPACK's non-convergence
-   (DPS_ENUMERIC), which the stream publishes as FAILED. */
+   (DPS_ENUMERIC), which the stream publishes as FAILED.  The basis is
+   group-wise: zero outside each group's block. */
 static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
 {
     (void)out; /* no FAIL of its own, no radius */
     const dps_config *c = st->cfg;
-    size_t d = c->d, k = c->k;
-    second_moment_finish(&st->sm);
-    memcpy(st->A, st->sm.C, d * d * sizeof *st->A);
-    gauss_cov_add_noise(st->A, d, c->rho_epoch, in->noise);
-    int rc = la_syevr_top(st->A, d, k, st->w, st->Z);
-    if (rc)
-        return rc;
-    for (size_t j = 0; j < k; j++)
-        for (size_t i = 0; i < d; i++)
-            basis[j * d + i] = (float)st->Z[j * d + i];
+    memset(basis, 0, c->k * c->d * sizeof *basis);
+    for (size_t g = 0, col = 0, row = 0; g < epoch_groups(c); g++) {
+        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
+        if (kg > 0) {
+            second_moment *sm = &st->sm[g];
+            second_moment_finish(sm);
+            memcpy(st->A, sm->C, dg * dg * sizeof *st->A);
+            gauss_cov_add_noise(st->A, dg, c->rho_epoch, in->noise);
+            int rc = la_syevr_top(st->A, dg, kg, st->w, st->Z);
+            if (rc)
+                return rc;
+            for (size_t j = 0; j < kg; j++)
+                for (size_t i = 0; i < dg; i++)
+                    basis[(row + j) * c->d + col + i] = (float)st->Z[j * dg + i];
+        }
+        col += dg;
+        row += kg;
+    }
     return DPS_OK;
 }
 
 const epoch_mechanism epoch_gaussian = {
-    .id = DPS_AGG_GAUSSIAN, .name = "gaussian", .intake = EPOCH_ROWS, .uses = 0,
+    .id = DPS_AGG_GAUSSIAN, .name = "gaussian", .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS,
     .check = s_check, .min_buckets = epoch_rows_min_buckets, .memory = s_memory, .cost = epoch_rows_cost,
     .radius_unrelated = epoch_rows_radius_unrelated,
     .create = s_create, .destroy = s_destroy,

@@ -171,6 +171,14 @@ int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
     m.radius_unrelated = in.radius_unrelated;
     m.budget_left = in.budget_left;
     m.budget_unit = (char *)(in.budget_unit ? in.budget_unit : "");
+    uint32_t group_d[DPS_MAX_GROUPS], group_k[DPS_MAX_GROUPS];
+    for (size_t g = 0; g < in.groups && g < DPS_MAX_GROUPS; g++) {
+        group_d[g] = (uint32_t)in.group_d[g];
+        group_k[g] = (uint32_t)in.group_k[g];
+    }
+    m.n_group_d = m.n_group_k = in.groups;
+    m.group_d = group_d;
+    m.group_k = group_k;
     unsigned char *basis = NULL;
     const float *b = dps_snapshot_basis(s);
     if (b) {
@@ -220,7 +228,8 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||
         !s_nonneg(m->delta_total) || isnan(m->eps_total) || m->eps_total < 0 || !s_nonneg(m->delta_target) ||
         !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat) ||
-        isnan(m->budget_left) || m->budget_left < 0 || !s_budget_unit_ok(m->budget_unit))
+        isnan(m->budget_left) || m->budget_left < 0 || !s_budget_unit_ok(m->budget_unit) ||
+        m->n_group_d != m->n_group_k || m->n_group_d > DPS_MAX_GROUPS)
         rc = DPS_EPROTO;
     float *basis = NULL;
     if (!rc && released) {
@@ -260,7 +269,17 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         in.radius_unrelated = m->radius_unrelated;
         in.budget_left = m->budget_left;
         in.budget_unit = m->budget_unit ? m->budget_unit : "";
+        size_t group_d[DPS_MAX_GROUPS], group_k[DPS_MAX_GROUPS];
+        for (size_t g = 0; g < m->n_group_d; g++) {
+            group_d[g] = m->group_d[g];
+            group_k[g] = m->group_k[g];
+        }
+        in.groups = m->n_group_d;
+        in.group_d = group_d;
+        in.group_k = group_k;
         rc = dps_snapshot_new(out, &in, basis);
+        if (rc == DPS_EINVAL)
+            rc = DPS_EPROTO; /* groups that do not tile d and k */
     }
     free(basis);
     dps__wire__snapshot__free_unpacked(m, NULL);

@@ -59,6 +59,31 @@ int dps_config_uses_buckets(const dps_config *c) { return s_mechanism(c)->intake
         return DPS_EINVAL; \
     } while (0)
 
+/* The parameter groups (DESIGN 7.2): NULL if they are right, else why not. */
+static const char *s_check_groups(const dps_config *c, const epoch_mechanism *mech)
+{
+    if (c->groups > DPS_MAX_GROUPS)
+        return "too many parameter groups (at most DPS_MAX_GROUPS = 256)";
+    if (c->groups > 1 && !(mech->uses & EPOCH_USES_GROUPS))
+        return "parameter groups are for the gaussian aggregator only";
+    if (c->groups == 0)
+        return NULL;
+    size_t d = 0, k = 0;
+    for (size_t g = 0; g < c->groups; g++) {
+        if (c->group_d[g] < 1 || c->group_d[g] > c->d)
+            return "every parameter group must have between 1 and d columns";
+        if (c->group_k[g] > c->group_d[g])
+            return "a group's rank group_k must be at most its width group_d";
+        d += c->group_d[g];
+        k += c->group_k[g];
+    }
+    if (d != c->d)
+        return "the parameter groups' widths must add up to d";
+    if (k != c->k)
+        return "the parameter groups' ranks must add up to k";
+    return NULL;
+}
+
 int dps_config_check(const dps_config *c, const char **why)
 {
     if (why)
@@ -84,6 +109,9 @@ int dps_config_check(const dps_config *c, const char **why)
         WHY("hist_width must be >= 0 (0: the default cell width)");
     if (c->hist_width > 0 && !(mech->uses & EPOCH_USES_HIST_WIDTH))
         WHY("hist_width is for the histogram aggregator only");
+    const char *group_why = s_check_groups(c, mech);
+    if (group_why)
+        WHY(group_why);
     if (!(c->rho_epoch > 0) || !isfinite(c->rho_epoch))
         WHY("rho_epoch must be positive");
     if (!(c->delta_epoch > 0 && c->delta_epoch < 1))

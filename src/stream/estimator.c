@@ -241,6 +241,11 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     info.epoch = e->epoch;
     info.d = c->d;
     info.k = c->k;
+    if (c->groups > 1) {
+        info.groups = c->groups;
+        info.group_d = c->group_d;
+        info.group_k = c->group_k;
+    }
     info.aggregator = c->aggregator;
     info.buckets_used = t_eff;
     info.rows_used = rows_intake ? e->stats.rows_in_epoch : (uint64_t)t_eff * c->m;

@@ -116,9 +116,120 @@ static void s_test_accuracy(void)
     dps_rng_destroy(&rng);
 }
 
+/* 3. Parameter groups (DESIGN 7.2).  Rows of R^130 = three groups of 80, 40
+   and 10 columns: x = (sqrt(0.7) u, sqrt(0.3) v, 0), u a row of the paper's
+   generator near a 2-dim subspace B1 of R^80, v one near a 1-dim B2 of R^40
+   (tau = 1e4 d_g), so ||x|| = 1 up to 1e-4.  With ranks (2, 1, 0):
+   C_1 is about 0.7 (n/2) Pi_1 (lambda_2 = 350 at n = 1 000), C_2 about
+   0.3 n Pi_2 (lambda_1 = 300), the next eigenvalues about 0.  At rho = 1
+   ||E_g||_2 <= 2.2 sqrt(d_g) <= 20, so Davis-Kahan bounds each group's sine
+   by 2 * 20 / 300 = 0.13; accept < 0.2.  The basis is 3 x 130, exactly zero
+   outside each group's block, and the epoch is charged (rho, 0) like the
+   same configuration without groups (the argument of one charge is in
+   epoch_gaussian.c); the snapshot carries the layout. */
+static void s_test_groups(void)
+{
+    size_t d1 = 80, d2 = 40, d3 = 10, d = d1 + d2 + d3, t = 125, m = 8, n = t * m;
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 21);
+    float *X1 = malloc(n * d1 * sizeof *X1), *B1 = malloc(2 * d1 * sizeof *B1);
+    float *X2 = malloc(n * d2 * sizeof *X2), *B2 = malloc(d2 * sizeof *B2);
+    float *X = calloc(n * d, sizeof *X);
+    dps_synth_paper(rng, n, d1, 2, 1e4 * d1, X1, B1);
+    dps_synth_paper(rng, n, d2, 1, 1e4 * d2, X2, B2);
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < d1; j++)
+            X[i * d + j] = (float)(sqrt(0.7) * X1[i * d1 + j]);
+        for (size_t j = 0; j < d2; j++)
+            X[i * d + d1 + j] = (float)(sqrt(0.3) * X2[i * d2 + j]);
+    }
+    dps_config c;
+    dps_config_init(&c, d, 3);
+    c.t = t;
+    c.m = m;
+    c.window = t;
+    c.aggregator = DPS_AGG_GAUSSIAN;
+    c.seeded = 1;
+    c.seed = 4;
+    c.workers = 1;
+    dps_zcdp one = dps_config_epoch_cost(&c);
+    c.groups = 3;
+    size_t gd[3] = {d1, d2, d3}, gk[3] = {2, 1, 0};
+    memcpy(c.group_d, gd, sizeof gd);
+    memcpy(c.group_k, gk, sizeof gk);
+    const char *why = NULL;
+    CHECK(dps_config_check(&c, &why) == DPS_OK, "grouped config: %s", why);
+    dps_zcdp cost = dps_config_epoch_cost(&c);
+    CHECK(cost.rho == one.rho && cost.delta == 0.0, "groups charged once: (%g, %g)", cost.rho, cost.delta);
+    dps_estimator *e = NULL;
+    CHECK(dps_estimator_new(&e, &c) == DPS_OK, "grouped estimator");
+    size_t taken = 0;
+    dps_snapshot *snap = NULL;
+    if (e) {
+        dps_estimator_push(e, X, n, d, &taken);
+        dps_estimator_close_epoch(e, &snap);
+    }
+    dps_snapshot_info in;
+    memset(&in, 0, sizeof in);
+    if (snap)
+        dps_snapshot_get_info(snap, &in);
+    const float *V = snap ? dps_snapshot_basis(snap) : NULL;
+    CHECK(V && in.k == 3 && in.groups == 3 && in.group_d[1] == d2 && in.group_k[2] == 0 &&
+              in.epoch_cost.rho == one.rho,
+          "released with its groups: k %zu groups %zu", in.k, in.groups);
+    size_t col0 = 0, dg = 0, row0 = 0, kg = 0;
+    CHECK(dps_snapshot_group(&in, 1, &col0, &dg, &row0, &kg) == DPS_OK && col0 == d1 && dg == d2 && row0 == 2 &&
+              kg == 1,
+          "group 1 at column %zu, row %zu", col0, row0);
+    CHECK(dps_snapshot_group(&in, 3, NULL, NULL, NULL, NULL) == DPS_EINVAL, "group 3 does not exist");
+    if (V) {
+        int zero_outside = 1;
+        for (size_t j = 0; j < d; j++) {
+            zero_outside &= j < d1 || (V[0 * d + j] == 0 && V[1 * d + j] == 0);
+            zero_outside &= (j >= d1 && j < d1 + d2) || V[2 * d + j] == 0;
+        }
+        CHECK(zero_outside, "each group's rows are zero outside its columns");
+        float *V1 = malloc(2 * d1 * sizeof *V1), *V2 = malloc(d2 * sizeof *V2);
+        for (size_t j = 0; j < d1; j++) {
+            V1[j] = V[j];
+            V1[d1 + j] = V[d + j];
+        }
+        memcpy(V2, V + 2 * d + d1, d2 * sizeof *V2);
+        double s1 = dps_subspace_sin(V1, B1, 2, d1, NULL), s2 = dps_subspace_sin(V2, B2, 1, d2, NULL);
+        NOTE("groups (80, 40, 10) ranks (2, 1, 0) at rho 1, n %zu: sin %.3f and %.3f (bound 0.2)", n, s1, s2);
+        CHECK(s1 < 0.2 && s2 < 0.2, "each group's basis: sin %g, %g", s1, s2);
+        free(V1);
+        free(V2);
+    }
+    dps_snapshot_destroy(&snap);
+    dps_estimator_destroy(&e);
+    /* what the configuration check refuses */
+    c.group_k[2] = 11;
+    CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "a rank above its width");
+    c.group_k[2] = 0;
+    c.group_d[2] = 9;
+    CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "widths that do not add up to d");
+    c.group_d[2] = 10;
+    c.group_k[1] = 2;
+    CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "ranks that do not add up to k");
+    c.group_k[1] = 1;
+    c.aggregator = DPS_AGG_REFERENCE;
+    CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "groups with a bucket aggregator: %s", why);
+    c.aggregator = DPS_AGG_GAUSSIAN;
+    c.groups = DPS_MAX_GROUPS + 1;
+    CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "too many groups");
+    free(X1);
+    free(X2);
+    free(B1);
+    free(B2);
+    free(X);
+    dps_rng_destroy(&rng);
+}
+
 int main(void)
 {
     s_test_noise();
     s_test_accuracy();
+    s_test_groups();
     return check_summary();
 }

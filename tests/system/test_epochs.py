@@ -205,6 +205,45 @@ def test_other_mechanisms():
     c.stop()
 
 
+def test_param_groups():
+    """The collector releases one basis per parameter group (DESIGN 7.2) for the cost of one release: the snapshot
+    carries the layout, the basis is zero outside each group's block, and a subscriber projects group-wise."""
+    rng = np.random.default_rng(17)
+    c = Collector("groups", d=30, k=2, t=60, extra=("--aggregator", "gaussian", "--param-groups", "20,10",
+                                                   "--group-k", "2,1")).start()
+    sub = c.subscriber()
+    r1, b1 = synth(240, 20, 2, 4e5, rng)
+    r2, b2 = synth(240, 10, 1, 2e5, rng)
+    rows = np.hstack([np.sqrt(0.7) * r1, np.sqrt(0.3) * r2]).astype(np.float32)
+    send_rows(c, rows)
+    s = sub.recv(10000)
+    ok = s is not None and s.status == "released" and s.groups == [(20, 2), (10, 1)] and s.k == 3
+    check(ok, f"grouped snapshot released with its layout ({s and s.describe()}, groups {s and s.groups})")
+    if ok:
+        check(s.rho_epoch == 1.0 and s.delta_epoch == 0.0, "groups: charged (rho 1, delta 0), once")
+        check(np.all(s.basis[:2, 20:] == 0) and np.all(s.basis[2:, :20] == 0), "zero outside each group's block")
+        # C_1 is about 0.7 (240/2) Pi_1 (lambda_2 = 84), C_2 about 0.3 x 240 Pi_2 (72); ||E_g|| <= 2.2 sqrt(d_g)
+        # <= 10 at rho 1, so Davis-Kahan bounds the sines by 2 x 10 / 72 = 0.28: accept < 0.5.
+        s1, s2 = sin_angle(s.group_basis(0), b1), sin_angle(s.group_basis(1), b2)
+        check(s1 < 0.5 and s2 < 0.5, f"groups: sin {s1:.3f} and {s2:.3f} to each group's truth")
+        x = rng.standard_normal(30)
+        V1, V2 = s.group_basis(0).astype(np.float64), s.group_basis(1).astype(np.float64)
+        want = np.concatenate([V1.T @ (V1 @ x[:20]), V2.T @ (V2 @ x[20:])])
+        check(np.allclose(sub.project(x), want, atol=1e-5), "the subscriber projects each group on its own basis")
+    total, epochs = ledger_invariants(c, "groups")
+    check(epochs == [0] and abs(total - 1.0) < 1e-12, "groups: the ledger has epoch 0 at rho 1")
+    sub.close()
+    c.stop()
+    bad = subprocess.run([COLLECTOR, "--d", "30", "--k", "2", "--aggregator", "gaussian", "--param-groups", "20,9",
+                          "--insecure-plaintext", "--no-cap", "--state-dir", os.path.join(TMP, "groupsbad")],
+                         capture_output=True, text=True)
+    check(bad.returncode == 2 and "add up to 29" in bad.stderr, f"widths that miss d refused: {bad.stderr.strip()}")
+    bad = subprocess.run([COLLECTOR, "--d", "30", "--k", "2", "--param-groups", "20,10", "--insecure-plaintext",
+                          "--no-cap", "--state-dir", os.path.join(TMP, "groupsref")], capture_output=True, text=True)
+    check(bad.returncode == 2 and "gaussian" in bad.stderr, f"groups with a bucket aggregator refused: "
+                                                           f"{bad.stderr.strip()}")
+
+
 def test_train_loop_example():
     """python/examples/train_loop.py reports the collector's total and its own share, and a second job does
     not start from the first job's basis."""
@@ -259,5 +298,6 @@ if __name__ == "__main__":
         test_period_and_config_file,
         test_weak_snapshot,
         test_other_mechanisms,
+        test_param_groups,
         test_train_loop_example,
     ]))
