@@ -307,6 +307,28 @@ DPS_EXPORT dps_zcdp dps_config_epoch_cost(const dps_config *cfg);
    histogram), 0 if every row of the epoch goes to it (covariance, Gaussian). */
 DPS_EXPORT int dps_config_uses_buckets(const dps_config *cfg);
 
+/* What an epoch of a configuration will do, from public facts only (the
+   configuration: rows per epoch, d, the groups, k, rho): dps-estimate
+   --plan and the collector's start-up line print it. */
+typedef struct {
+    uint64_t rows;       /* rows per epoch, t * m                              */
+    size_t memory;       /* bytes an epoch holds (dps_estimator_memory_bound)  */
+    dps_zcdp cost;       /* one release (dps_config_epoch_cost)                */
+    size_t groups;       /* parameter groups: 1 without                        */
+    const char *method[DPS_MAX_GROUPS]; /* per group: what releases its basis
+                                           (static strings)                    */
+    double floor[DPS_MAX_GROUPS]; /* per group: the noise floor as a share of
+                            the epoch's energy: a direction whose energy
+                            (its eigenvalue of sum x_g x_g^T) is below
+                            floor * rows is lost in the release's noise;
+                            from the noise's spectral norm.  0: the
+                            mechanism has no such rule (the bucket
+                            aggregators: DESIGN 7 and the README)           */
+} dps_plan;
+/* Fill *out for a configuration that passes dps_config_check; DPS_EINVAL
+   (with nothing filled) otherwise. */
+DPS_EXPORT int dps_config_plan(const dps_config *cfg, dps_plan *out);
+
 /* Fill cfg with the defaults above for dimension d and rank k. */
 DPS_EXPORT void dps_config_init(dps_config *cfg, size_t d, size_t k);
 /* DPS_OK or DPS_EINVAL / DPS_ELIMIT with a sentence in why (may be NULL). */

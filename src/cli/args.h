@@ -71,6 +71,13 @@ int cli_parse_double(const char *s, double *out);
    sentence in err (c's groups then unspecified). */
 int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, char *err, size_t errlen);
 
+/* dps_config_plan in words (src/cli/plan_text.c): at most max lines into
+   lines, the count returned (0 for a configuration dps_config_check
+   refuses); *near_random = 1 if some group's noise floor leaves its basis
+   near random. */
+#define CLI_PLAN_LINE 400
+size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t max, int *near_random);
+
 /* v as %g writes it, the exponent without its padding ("1e-8", "0.5", "125"):
    a library default shown in --help.  Returns buf (32 bytes at least). */
 const char *cli_fmt_double(char *buf, double v);

@@ -14,7 +14,7 @@ typedef struct {
     size_t dim, k, t, m, window, q, batch, workers, k_max, candidates;
     double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k, hist_width;
     uint64_t seed, public_seed;
-    int close_partial, quiet, help;
+    int close_partial, quiet, help, plan;
     const char *truth, *out, *out_prefix, *json, *mean_out;
     est_rgrad_flags rg;
     double eps;                             /* covariance methods (est_cov.c) */
@@ -27,6 +27,10 @@ typedef struct {
 int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s);
 /* The estimator's configuration for rows of dimension d, into s->cfg, and
    the checks that need d.  Returns 0 or an exit code (message printed). */
+/* dps-estimate --plan (est_plan.c): print what the flags' configuration
+   would do, read no row; the exit code. */
+int est_plan_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos);
+
 int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s);
 /* Load --truth (k x d, orthonormalised) into *out (the caller frees it).
    Returns 0 or an exit code (message printed). */

@@ -306,6 +306,8 @@ static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_resu
    are the parsed command line. */
 static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos)
 {
+    if (a->plan)
+        return est_plan_main(a, opts, n_opts, pos);
     est_settings s;
     memset(&s, 0, sizeof s);
     int code = est_args_check(a, opts, n_opts, pos, &s);
@@ -418,6 +420,10 @@ int main(int argc, char **argv)
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},
         {"--k", CLI_OPT_SIZE, &a.k, "K", "required", "subspace dimension, 1 <= k < d (k <= d: covariance methods)", 0},
+        {"--plan", CLI_OPT_FLAG, &a.plan, NULL, NULL,
+         "read no row: print what an epoch of this configuration would do (each group's mechanism, the memory, "
+         "the noise floor: the least share of an epoch's energy a direction needs to stand above the noise) and "
+         "warn when the basis would be near random; d from --dim or the input's header", 0},
         {"--k-max", CLI_OPT_SIZE, &a.k_max, "K", "none: --k is given",
          "choose k privately among 1..K (instead of --k), then run the method with it", 0},
         {"--eps-k", CLI_OPT_DOUBLE, &a.eps_k, "E", "0.1", "pure eps spent on choosing k (with --k-max)", 0},

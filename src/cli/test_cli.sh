@@ -396,5 +396,21 @@ check "hostile rows: the Inf row counted" [ "$(jget h_inf.json rows_inf)" = 1 ]
 check "hostile rows: the 1e-41 and 3e38 rows are ordinary rows" \
     [ "$(jget h_tiny.json rows_zero)" = 0 -a "$(jget h_huge.json rows_inf)" = 0 ]
 
+# ------------------------------------------------------------------ --plan
+# The Gaussian mechanism's noise floor is ||E||_2 / rows = 2 sqrt(d) / (sqrt(rho) rows): d = 10000, rho = 1,
+# t x m = 125 x 480 = 60000 rows gives 200 / 60000 = 0.00333; at rho 1e-4 and 125 x 20 = 2500 rows it is
+# 2 x 100 x 100 / 2500 = 8, above 1/k: near random, warned.
+run "$EST" --plan --dim 10000 --k 10 --aggregator gaussian --t 125 --m 480
+check "--plan: the noise floor 2 sqrt(d) / (sqrt(rho) rows) = 0.00333, no warning" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'noise floor 0.00333 ' out.txt && ! grep -q WARNING out.txt"
+run "$EST" --plan --dim 10000 --k 10 --aggregator gaussian --t 125 --m 20 --rho 1e-4
+check "--plan: a floor above 1/k is warned as near random" sh -c "[ $rc -eq 0 ] && grep -q 'noise floor 8 ' out.txt && grep -q WARNING out.txt"
+run "$EST" --plan --dim 30 --k 2 --aggregator gaussian --param-groups 20,10 --group-k 2,1
+check "--plan: one line per parameter group" sh -c "[ $rc -eq 0 ] && grep -q 'group 2 (columns 20..29), d 10, k 1' out.txt"
+run "$EST" --plan --dim 30 --k 2 --aggregator gaussian --param-groups 20,9
+check "--plan: groups that miss d are a usage error (exit 2)" sh -c "[ $rc -eq 2 ] && grep -q 'add up to 29' err.txt"
+run "$EST" --plan --k 2
+check "--plan without --dim or an input: exit 2" [ "$rc" -eq 2 ]
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -252,6 +252,13 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
              " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
              c->o.ingest, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
              c->o.d, c->o.k_total, c->o.t, c->o.m, c->o.rho_epoch, c->o.aggregator, c->o.state_dir);
+    static char plan[DPS_MAX_GROUPS + 1][CLI_PLAN_LINE]; /* what each epoch will do (as dps-estimate --plan) */
+    int near_random = 0;
+    size_t n_plan = cli_plan_lines(cfg, plan, DPS_MAX_GROUPS + 1, &near_random);
+    for (size_t i = 0; i < n_plan; i++)
+        log_info("%s", plan[i]);
+    if (near_random)
+        log_warn("with these settings at least one group's basis will be near random (see the plan above)");
     dps_accountant *acc = NULL; /* the budget as the ledger left it */
     if (dps_accountant_new(&acc, &cfg->cap, &c->led.total) == DPS_OK) {
         double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);

@@ -185,10 +185,23 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
     return DPS_OK;
 }
 
+static const char *s_group_method(const dps_config *c, size_t g)
+{
+    return epoch_group_k(c, g) ? "dense covariance (Gaussian noise, top-k eigenvectors)" : "none (rank 0)";
+}
+
+/* ||E_g||_2 is about 2 s sqrt(d_g) (the Wigner semicircle's edge): a
+   direction of C_g below it is not told apart from the noise's. */
+static double s_noise_floor(const dps_config *c, size_t g)
+{
+    return 2.0 / sqrt(c->rho_epoch) * sqrt((double)epoch_group_d(c, g));
+}
+
 const epoch_mechanism epoch_gaussian = {
     .id = DPS_AGG_GAUSSIAN, .name = "gaussian", .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS,
     .check = s_check, .min_buckets = epoch_rows_min_buckets, .memory = s_memory, .cost = epoch_rows_cost,
     .radius_unrelated = epoch_rows_radius_unrelated,
+    .group_method = s_group_method, .noise_floor = s_noise_floor,
     .create = s_create, .destroy = s_destroy,
     .begin = s_begin, .take_row = s_take_row, .release = s_release,
 };

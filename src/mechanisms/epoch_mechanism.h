@@ -129,6 +129,12 @@ typedef struct {
     size_t (*memory)(const dps_config *c);
     dps_zcdp (*cost)(const dps_config *c);
     double (*radius_unrelated)(const dps_config *c);
+    /* Optional (NULL: the mechanism's name, no floor), for dps_config_plan:
+       what releases group g's basis, and the eigenvalue of sum x_g x_g^T
+       below which a direction is lost in the release's noise (the noise's
+       spectral norm), both functions of the configuration. */
+    const char *(*group_method)(const dps_config *c, size_t g);
+    double (*noise_floor)(const dps_config *c, size_t g);
 
     /* State: DPS_ENOMEM from create leaves *out NULL. */
     int (*create)(epoch_state **out, const dps_config *c, dps_pool *pool);

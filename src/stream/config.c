@@ -159,3 +159,20 @@ size_t dps_estimator_memory_bound(const dps_config *c)
     const epoch_mechanism *mech = s_mechanism(c);
     return buckets_memory(c, mech->intake) + mech->memory(c);
 }
+
+int dps_config_plan(const dps_config *c, dps_plan *out)
+{
+    if (!c || !out || dps_config_check(c, NULL) != DPS_OK)
+        return DPS_EINVAL;
+    const epoch_mechanism *mech = s_mechanism(c);
+    memset(out, 0, sizeof *out);
+    out->rows = (uint64_t)c->t * c->m;
+    out->memory = dps_estimator_memory_bound(c);
+    out->cost = mech->cost(c);
+    out->groups = epoch_groups(c);
+    for (size_t g = 0; g < out->groups; g++) {
+        out->method[g] = mech->group_method ? mech->group_method(c, g) : mech->name;
+        out->floor[g] = mech->noise_floor ? mech->noise_floor(c, g) / (double)out->rows : 0.0;
+    }
+    return DPS_OK;
+}

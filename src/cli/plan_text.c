@@ -1,0 +1,48 @@
+/* plan_text.c - dps_config_plan in words, one line at a time: what
+   dps-estimate --plan prints and the collector logs at start-up (part of
+   dps_args, so that both say it the same way). */
+#include "args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t max, int *near_random)
+{
+    dps_plan p;
+    size_t n = 0;
+    *near_random = 0;
+    if (dps_config_plan(c, &p) != DPS_OK || max < 2)
+        return 0;
+    snprintf(lines[n++], CLI_PLAN_LINE,
+             "plan: an epoch of %llu rows (t %zu x m %zu), d %zu, k %zu, aggregator %s, rho %g per release "
+             "(charged rho %g, delta %g); memory %.1f MB",
+             (unsigned long long)p.rows, c->t, c->m, c->d, c->k, dps_aggregator_name(c->aggregator),
+             c->rho_epoch, p.cost.rho, p.cost.delta, (double)p.memory / 1e6);
+    for (size_t g = 0, col = 0; g < p.groups && n < max; g++) {
+        size_t dg = c->groups > 1 ? c->group_d[g] : c->d, kg = c->groups > 1 ? c->group_k[g] : c->k;
+        char where[64] = "";
+        if (p.groups > 1)
+            snprintf(where, sizeof where, "group %zu (columns %zu..%zu), ", g + 1, col, col + dg - 1);
+        col += dg;
+        if (p.floor[g] > 0 && kg > 0) {
+            /* k_g directions that shared the energy evenly would each hold 1/k_g of it: a floor above that
+               leaves nothing a k_g-dim basis could find above the noise */
+            int weak = p.floor[g] * (double)kg >= 1.0;
+            *near_random |= weak;
+            snprintf(lines[n++], CLI_PLAN_LINE,
+                     "  %sd %zu, k %zu: %s; noise floor %.3g of the epoch's energy per direction%s", where, dg, kg,
+                     p.method[g], p.floor[g],
+                     weak ? " - WARNING: above 1/k, the basis will be near random (more rows per epoch, a "
+                            "larger rho, or smaller groups)"
+                          : "");
+        } else {
+            snprintf(lines[n++], CLI_PLAN_LINE, "  %sd %zu, k %zu: %s%s", where, dg, kg, p.method[g],
+                     kg == 0 || dps_config_uses_buckets(c) == 0
+                         ? ""
+                         : "; no noise floor rule: the sample-and-aggregate estimators need rows that agree at "
+                           "the scale of a bucket of m rows (on per-example gradients every release up to m = "
+                           "3000 was at random level: use the gaussian aggregator)");
+        }
+    }
+    return n;
+}
