@@ -59,9 +59,9 @@ struct bucket_pipe {
 
 size_t buckets_memory(const dps_config *c, epoch_intake intake)
 {
-    size_t bases = c->t * c->k * c->d * sizeof(float);
     if (intake == EPOCH_ROWS)
-        return bases;
+        return c->d * sizeof(float); /* no pipe: one admitted row, straight to the mechanism */
+    size_t bases = c->t * c->k * c->d * sizeof(float);
     size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
     size_t bufs = c->window + workers + 1;
     return bufs * c->m * c->d * sizeof(float) + bases;
@@ -246,6 +246,8 @@ int buckets_add(bucket_pipe *p, const float *row, row_kind *kind)
 
 size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded)
 {
+    if (!p)
+        return 0;
     pool_wait(p->pool);
     /* Drop the rows of buckets still open (each row belongs to one epoch only). */
     pthread_mutex_lock(&p->mu);
@@ -282,6 +284,11 @@ float *buckets_pack(bucket_pipe *p, const unsigned char **done)
 
 void buckets_counts(bucket_pipe *p, uint64_t *total, size_t *this_epoch)
 {
+    if (!p) {
+        *total = 0;
+        *this_epoch = 0;
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     *total = p->buckets_total;
     *this_epoch = p->buckets_done;
@@ -290,6 +297,8 @@ void buckets_counts(bucket_pipe *p, uint64_t *total, size_t *this_epoch)
 
 void buckets_set_hook(bucket_pipe *p, dps_bucket_hook fn, void *arg)
 {
+    if (!p)
+        return;
     p->hook = fn;
     p->hook_arg = arg;
 }

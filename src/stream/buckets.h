@@ -35,6 +35,10 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch);
    whatever the return; a full bucket goes to a worker and the next bucket
    opens: DPS_ENOMEM if either could not be done. */
 int buckets_add(bucket_pipe *p, const float *row, row_kind *kind);
+/* A row-intake (EPOCH_ROWS) estimator has no pipe: buckets_close,
+   buckets_counts and buckets_set_hook take p = NULL as a pipe without
+   buckets (0 completed, nothing discarded). */
+
 /* The end of the epoch's input: wait for the workers, drop the rows of the
    buckets still open (added to *rows_discarded).  Returns the number of
    completed buckets (public: it depends only on how many rows arrived). */

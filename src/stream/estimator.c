@@ -67,7 +67,7 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
         rc = (e->pool = pool_new(c->workers)) ? DPS_OK : DPS_ENOMEM;
     if (!rc)
         rc = e->mech->create(&e->mech_state, c, e->pool);
-    if (!rc)
+    if (!rc && e->mech->intake == EPOCH_BUCKETS) /* EPOCH_ROWS: no pipe (e->buckets stays NULL) */
         rc = buckets_new(&e->buckets, c, e->part, e->pool, e->mech, e->mech_state);
     if (!rc && e->mech->intake == EPOCH_ROWS)
         rc = (e->row = malloc(c->d * sizeof *e->row)) ? DPS_OK : DPS_ENOMEM;
