@@ -39,6 +39,15 @@ static int s_parse_split(const char *v, double out[3])
 
 /* Checks that need no input: names, required flags, flags that only make
    sense together.  Fills the parts of s that do not depend on d. */
+/* 1 if name is an aggregator that takes every row (no buckets): a method of
+   its own, one epoch of all rows. */
+static int s_row_intake(const char *name)
+{
+    dps_config c;
+    dps_config_init(&c, 2, 1);
+    return dps_aggregator_from_name(name, &c.aggregator) == DPS_OK && !dps_config_uses_buckets(&c);
+}
+
 int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
 {
     if (a->in && pos)
@@ -46,9 +55,17 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
     s->input = a->in ? a->in : pos;
     if (!s->input)
         CLI_USAGE("no input: give a .npy, .csv or raw float32 file (or - for standard input); see --help");
-    if (est_method_from_name(a->method, &s->method) != 0)
-        CLI_USAGE("--method: '%s' is not a method; give estimator, topk, analyze-gauss, iterative, cov-laplace, "
-              "cov-gaussian, exact, rgrad or choose-k", a->method);
+    if (est_method_from_name(a->method, &s->method) != 0) {
+        if (!s_row_intake(a->method))
+            CLI_USAGE("--method: '%s' is not a method; give estimator, gaussian, topk, analyze-gauss, iterative, "
+                      "cov-laplace, cov-gaussian, exact, rgrad or choose-k", a->method);
+        s->method = EST_ESTIMATOR; /* one epoch of every row through that aggregator */
+        s->one_epoch = a->method;
+        if (cli_opt_given(opts, n_opts, "--aggregator") || cli_opt_given(opts, n_opts, "--t") ||
+            cli_opt_given(opts, n_opts, "--m") || cli_opt_given(opts, n_opts, "--window"))
+            CLI_USAGE("--method %s runs one epoch of every row: drop --aggregator, --t, --m and --window (or use "
+                      "--method estimator --aggregator %s for epochs of t*m rows)", a->method, a->method);
+    }
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;
     else if (strcmp(a->task, "mean") == 0)
@@ -227,6 +244,13 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
                          dps_aggregator_name((dps_aggregator)i));
             CLI_USAGE("--aggregator: '%s' is not an aggregator; give one of %s", a->aggregator, names);
         }
+    }
+    if (s->one_epoch) { /* every row in one epoch: t * m above any input, the last (partial) epoch closed */
+        dps_aggregator_from_name(s->one_epoch, &c->aggregator);
+        c->m = c->k;
+        size_t t = ((size_t)1 << 38) / c->m, t_max = SIZE_MAX / sizeof(float) / c->d / c->k;
+        c->t = c->window = t < t_max ? t : t_max;
+        s->close_partial = 1;
     }
     char group_err[200];
     if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))

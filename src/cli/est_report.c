@@ -195,7 +195,7 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
     cli_json_object_begin(&j, NULL);
     cli_json_str(&j, "program", "dps-estimate");
     cli_json_str(&j, "library_version", dps_version());
-    cli_json_str(&j, "method", est_method_name(s->method));
+    cli_json_str(&j, "method", s->one_epoch ? s->one_epoch : est_method_name(s->method));
     cli_json_str(&j, "task", est_task_name(s->task));
     cli_json_bool(&j, "private", s->method != EST_TOPK);
     if (s->method == EST_TOPK)

@@ -35,6 +35,14 @@ static const char s_synopsis[] =
     "                 batches; each full epoch (t buckets of m rows) is closed and\n"
     "                 released as a private snapshot; later rows go to the next\n"
     "                 epoch.  --rho and --delta are per epoch.\n"
+    "  gaussian       the Gaussian covariance mechanism on all rows at once (one\n"
+    "                 epoch of the estimator with --aggregator gaussian holding\n"
+    "                 every row: no --t, --m): sum x x^T plus symmetric Gaussian\n"
+    "                 noise of sd 1/sqrt(rho), its top-k eigenvectors; rho-zCDP,\n"
+    "                 delta 0; with --param-groups one basis per group for the\n"
+    "                 same cost.  The recommended method for per-example\n"
+    "                 gradients (DESIGN 7.1).  Any other aggregator that takes\n"
+    "                 every row (no buckets) is a method the same way.\n"
     "  topk           NOT PRIVATE: the exact top-k subspace (a baseline).\n"
     "  analyze-gauss  the central Analyze Gauss baseline on all rows.  The library\n"
     "                 function spends (2 rho, delta) for the rho it is given, so it\n"
@@ -415,7 +423,7 @@ int main(int argc, char **argv)
          "row length; required for raw, checked against the file otherwise", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Method:", 0},
         {"--method", CLI_OPT_STRING, &a.method, "NAME", "estimator",
-         "estimator, topk (NOT PRIVATE), analyze-gauss, iterative, cov-laplace, cov-gaussian, exact, rgrad or "
+         "estimator, gaussian (one epoch of all rows), topk (NOT PRIVATE), analyze-gauss, iterative, cov-laplace, cov-gaussian, exact, rgrad or "
          "choose-k", 0},
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},

@@ -28,6 +28,8 @@ typedef struct {
     size_t dim;              /* --dim (0: from the file)                        */
     size_t batch;            /* rows per push                                   */
     int close_partial;
+    const char *one_epoch; /* --method NAME of a row-intake aggregator: the estimator with that aggregator and
+                              one epoch of every row (NULL: not so) */
     double rho;              /* --rho as given (meaning depends on method/task) */
     double delta;            /* --delta as given                                */
     int seeded;

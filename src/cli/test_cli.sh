@@ -412,5 +412,19 @@ check "--plan: groups that miss d are a usage error (exit 2)" sh -c "[ $rc -eq 2
 run "$EST" --plan --k 2
 check "--plan without --dim or an input: exit 2" [ "$rc" -eq 2 ]
 
+# ------------------------------------------------------------------ --method gaussian
+# One epoch of every row of gm.npy (300 nearly exact rows near a 2-dim span of R^60): released once, every
+# row used, charged (rho, 0).
+run "$GEN" --d 60 --k 2 --n 300 --tau 60000 --seed 4 --out gm.npy --basis gmb.npy
+run "$EST" --method gaussian --k 2 --seed 2 --truth gmb.npy --json gm.json gm.npy
+gm_ok=no
+[ "$rc" -eq 0 ] && [ "$(jall gm.json status)" = released ] && [ "$(jget gm.json rows_used)" = 300 ] &&
+    [ "$(jget gm.json delta_total)" = 0 ] && [ "$(jget gm.json method)" = gaussian ] && gm_ok=yes
+check "--method gaussian: one epoch of all 300 rows, released, charged (1, 0)" [ "$gm_ok" = yes ]
+# C is about (300/2) Pi (lambda_2 = 150), ||E|| <= 2.2 sqrt(60) = 17 at rho 1: Davis-Kahan sin <= 2 x 17 / 150 = 0.23
+check "--method gaussian: sin to the truth below 0.4" awk -v s="$(jget gm.json sin_to_truth)" 'BEGIN { exit !(s < 0.4) }'
+run "$EST" --method gaussian --k 2 --t 5 gm.npy
+check "--method gaussian with --t: a usage error" [ "$rc" -eq 2 ]
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
