@@ -143,6 +143,8 @@ void collector_config(const collector_options *o, const ledger *led, dps_config 
     cfg->q = o->q;
     dps_aggregator_from_name(o->aggregator, &cfg->aggregator); /* checked by options_finish */
     cfg->hist_width = o->hist_width;
+    cfg->power_blocks = (size_t)o->power_blocks;
+    cfg->power_oversample = (size_t)o->power_oversample;
     cfg->rho_epoch = o->rho_epoch;
     cfg->delta_epoch = o->delta_epoch;
     cfg->alpha = o->alpha;

@@ -36,10 +36,15 @@ static const opt_def s_opts[] = {
                                                     " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"
                                                     ", covariance (no buckets: the epoch's sum x x^T and"
                                                     " iterative eigenvector sampling, pure eps-DP with"
-                                                    " eps = sqrt(2 rho-epoch), d <= 4096) or gaussian (no"
+                                                    " eps = sqrt(2 rho-epoch), d <= 4096), gaussian (no"
                                                     " buckets: the epoch's sum x x^T plus symmetric Gaussian"
                                                     " noise of sd 1/sqrt(rho-epoch), its top-k eigenvectors,"
-                                                    " rho-zCDP, d <= 16384)"},
+                                                    " rho-zCDP, d <= 16384) or power (no buckets: noisy power"
+                                                    " iteration on disjoint blocks of the epoch's rows,"
+                                                    " rho-zCDP, memory O((k + p) d), any d)"},
+    {"power-blocks", OPT_U64, F(power_blocks), "T", "power aggregator: disjoint blocks of an epoch's rows, one"
+                                                    " noisy power step each (1..1024)"},
+    {"power-oversample", OPT_U64, F(power_oversample), "P", "power aggregator: columns iterated beyond k"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch"},
     {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch; deltas add up across epochs"},
@@ -118,6 +123,8 @@ void options_defaults(collector_options *o)
     dps_config lib; /* the estimator's defaults are the library's */
     dps_config_init(&lib, 0, 0);
     o->t = lib.t;
+    o->power_blocks = lib.power_blocks;
+    o->power_oversample = lib.power_oversample;
     snprintf(o->aggregator, sizeof o->aggregator, "%s", dps_aggregator_name(lib.aggregator));
     o->rho_epoch = lib.rho_epoch;
     o->delta_epoch = lib.delta_epoch;
@@ -306,12 +313,18 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         o->window = o->t;
     dps_aggregator agg;
     if (dps_aggregator_from_name(o->aggregator, &agg) != DPS_OK) {
-        snprintf(err, errlen, "--aggregator: '%s' is none of reference, projection, histogram, covariance",
+        snprintf(err, errlen, "--aggregator: '%s' is none of reference, projection, histogram, covariance, gaussian,"
+                              " power",
                  o->aggregator);
         return -1;
     }
     if (o->hist_width != 0 && strcmp(o->aggregator, "histogram")) {
         snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
+        return -1;
+    }
+    if ((o->power_blocks != lib.power_blocks || o->power_oversample != lib.power_oversample) &&
+        strcmp(o->aggregator, "power")) {
+        snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power only");
         return -1;
     }
     if (!o->insecure_plaintext && (!o->server_key[0] || !o->authorized_keys[0])) {

@@ -17,6 +17,7 @@ typedef struct {
     double cap_rho, cap_eps, delta_target;
     int no_cap; /* the operator chose to spend without limit (--no-cap) */
     double hist_width; /* histogram aggregator's cell side (0: default) */
+    uint64_t power_blocks, power_oversample; /* power aggregator (defaults: the library's) */
     uint64_t public_seed, seed, workers;
     int seeded;
     /* epochs */
