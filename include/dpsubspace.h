@@ -159,10 +159,15 @@ typedef enum {
                                eigenvector sampling (Amin et al. Alg. 1), pure
                                eps-DP with eps = sqrt(2 rho_epoch), delta 0;
                                d <= DPS_COV_MAX_D (dpsubspace_cov.h)            */
-    DPS_AGG_GAUSSIAN = 4    /* no buckets: the epoch's C = sum x x^T plus a
+    DPS_AGG_GAUSSIAN = 4,   /* no buckets: the epoch's C = sum x x^T plus a
                                symmetric Gaussian noise of sd 1/sqrt(rho_epoch),
                                its top-k eigenvectors; rho_epoch-zCDP, delta 0;
                                d <= 16384 (DESIGN 7.1)                          */
+    DPS_AGG_POWER = 5       /* no buckets: noisy power iteration, one step per
+                               disjoint block of the epoch's rows (power_blocks),
+                               b = k + power_oversample columns, warm-started
+                               from the last released basis; rho_epoch-zCDP,
+                               delta 0; memory O(b d), no d x d (DESIGN 7.3)    */
 } dps_aggregator;
 
 DPS_EXPORT const char *dps_status_name(dps_status s);
@@ -281,6 +286,11 @@ typedef struct {
                             one (the argument: src/mechanisms/epoch_gaussian.c) */
     size_t group_d[DPS_MAX_GROUPS];
     size_t group_k[DPS_MAX_GROUPS];
+    size_t power_blocks; /* power aggregator: T, disjoint blocks of the epoch's
+                            t*m rows by index, one noisy power step each
+                            (default 1; 1..1024; min(T, t*m) blocks run)   */
+    size_t power_oversample; /* power aggregator: p, the columns iterated
+                            beyond k, b = min(k + p, d) (default 10)        */
     dps_budget cap;      /* cap over all epochs (default: none; eps shown at
                             cap.delta_target, default 1e-5)                  */
     uint64_t public_seed;/* seed of public randomness (default 0)           */
@@ -301,10 +311,11 @@ typedef struct {
    is spent: the bucket count is public); dps_config_check refuses t below it. */
 DPS_EXPORT size_t dps_config_min_buckets(const dps_config *cfg);
 /* What one released epoch is charged: (rho_epoch, delta_epoch), or
-   (rho_epoch, 0) for the covariance and Gaussian mechanisms. */
+   (rho_epoch, 0) for the covariance, Gaussian and power mechanisms. */
 DPS_EXPORT dps_zcdp dps_config_epoch_cost(const dps_config *cfg);
 /* 1 if the aggregator works on buckets of m rows (reference, projection,
-   histogram), 0 if every row of the epoch goes to it (covariance, Gaussian). */
+   histogram), 0 if every row of the epoch goes to it (covariance, Gaussian,
+   power). */
 DPS_EXPORT int dps_config_uses_buckets(const dps_config *cfg);
 
 /* What an epoch of a configuration will do, from public facts only (the

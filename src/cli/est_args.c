@@ -109,7 +109,8 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
         CLI_USAGE("--cap-rho and --cap-eps must be >= 0 (0 means no cap)");
     static const char *const estimator_only[] = {"--t", "--m", "--window", "--q", "--aggregator", "--alpha",
                                                  "--tau", "--split", "--public-seed", "--batch",
-                                                 "--close-partial", "--out-prefix", "--param-groups", "--group-k"};
+                                                 "--close-partial", "--out-prefix", "--param-groups", "--group-k",
+                                                 "--power-blocks", "--power-oversample"};
     for (size_t i = 0; i < est_rgrad_n_only_flags; i++)
         if (cli_opt_given(opts, n_opts, est_rgrad_only_flags[i]))
             CLI_USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
@@ -131,6 +132,9 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
     }
     if (cli_opt_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
         CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
+    if ((cli_opt_given(opts, n_opts, "--power-blocks") || cli_opt_given(opts, n_opts, "--power-oversample")) &&
+        !(a->aggregator && strcmp(a->aggregator, "power") == 0))
+        CLI_USAGE("--power-blocks and --power-oversample apply only to --aggregator power; drop them");
     if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
         CLI_USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
     if (a->mean_out && s->task != EST_MEAN)
@@ -256,6 +260,10 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
     if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))
         CLI_USAGE("%s", group_err);
     c->hist_width = a->hist_width;
+    if (cli_opt_given(opts, n_opts, "--power-blocks"))
+        c->power_blocks = a->power_blocks;
+    if (cli_opt_given(opts, n_opts, "--power-oversample"))
+        c->power_oversample = a->power_oversample;
     if (a->split) {
         double sp[3];
         if (s_parse_split(a->split, sp))

@@ -471,8 +471,14 @@ int main(int argc, char **argv)
         {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
          "reference (projected reference points), projection (d x d, d <= 10000), histogram (Singhal-Steinke "
          "grid histogram, (sqrt(2 rho), delta)-DP), covariance (no buckets: each epoch's sum x x^T and iterative "
-         "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096) or gaussian (no buckets: each epoch's sum x x^T "
-         "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384)", 0},
+         "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096), gaussian (no buckets: each epoch's sum x x^T "
+         "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384) or power "
+         "(no buckets: noisy power iteration, one step per disjoint block of the epoch's rows, rho-zCDP, memory "
+         "O((k + p) d), any d)", 0},
+        {"--power-blocks", CLI_OPT_SIZE, &a.power_blocks, "T", "1",
+         "power aggregator: disjoint blocks of the epoch's rows, one noisy power step each (1..1024)", 0},
+        {"--power-oversample", CLI_OPT_SIZE, &a.power_oversample, "P", "10",
+         "power aggregator: columns iterated beyond k (b = k + P)", 0},
         {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
          "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
         {"--param-groups", CLI_OPT_STRING, &a.groups, "D1,D2,...", "one group",

@@ -146,6 +146,8 @@ void collector_config(const collector_options *o, const ledger *led, dps_config 
     char err[200]; /* the groups were checked by options_finish */
     cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, cfg, err,
                      sizeof err);
+    cfg->power_blocks = (size_t)o->power_blocks;
+    cfg->power_oversample = (size_t)o->power_oversample;
     cfg->rho_epoch = o->rho_epoch;
     cfg->delta_epoch = o->delta_epoch;
     cfg->alpha = o->alpha;

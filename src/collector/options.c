@@ -36,10 +36,15 @@ static const opt_def s_opts[] = {
                                                     " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"
                                                     ", covariance (no buckets: the epoch's sum x x^T and"
                                                     " iterative eigenvector sampling, pure eps-DP with"
-                                                    " eps = sqrt(2 rho-epoch), d <= 4096) or gaussian (no"
+                                                    " eps = sqrt(2 rho-epoch), d <= 4096), gaussian (no"
                                                     " buckets: the epoch's sum x x^T plus symmetric Gaussian"
                                                     " noise of sd 1/sqrt(rho-epoch), its top-k eigenvectors,"
-                                                    " rho-zCDP, d <= 16384)"},
+                                                    " rho-zCDP, d <= 16384) or power (no buckets: noisy power"
+                                                    " iteration on disjoint blocks of the epoch's rows,"
+                                                    " rho-zCDP, memory O((k + p) d), any d)"},
+    {"power-blocks", OPT_U64, F(power_blocks), "T", "power aggregator: disjoint blocks of an epoch's rows, one"
+                                                    " noisy power step each (1..1024)"},
+    {"power-oversample", OPT_U64, F(power_oversample), "P", "power aggregator: columns iterated beyond k"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"param-groups", OPT_STR, F(param_groups), "D1,D2,...", "gaussian aggregator: the rows' public parameter groups"
                                                             " (widths in row order, adding up to d); each gets its"
@@ -123,6 +128,8 @@ void options_defaults(collector_options *o)
     dps_config lib; /* the estimator's defaults are the library's */
     dps_config_init(&lib, 0, 0);
     o->t = lib.t;
+    o->power_blocks = lib.power_blocks;
+    o->power_oversample = lib.power_oversample;
     snprintf(o->aggregator, sizeof o->aggregator, "%s", dps_aggregator_name(lib.aggregator));
     o->rho_epoch = lib.rho_epoch;
     o->delta_epoch = lib.delta_epoch;
@@ -322,6 +329,11 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     o->k_total = lib.k;
     if (o->hist_width != 0 && strcmp(o->aggregator, "histogram")) {
         snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
+        return -1;
+    }
+    if ((o->power_blocks != lib.power_blocks || o->power_oversample != lib.power_oversample) &&
+        strcmp(o->aggregator, "power")) {
+        snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power only");
         return -1;
     }
     if (!o->insecure_plaintext && (!o->server_key[0] || !o->authorized_keys[0])) {

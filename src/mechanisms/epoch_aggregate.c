@@ -33,8 +33,9 @@ int epoch_agg_create(epoch_state **out, const dps_config *c, dps_pool *pool, uns
     return ok ? DPS_OK : DPS_ENOMEM;
 }
 
-int epoch_agg_begin(epoch_state *st, uint64_t epoch)
+int epoch_agg_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
 {
+    (void)noise;
     if (st->refs.P)
         agg_refs_begin(&st->refs, epoch);
     return DPS_OK;

@@ -25,7 +25,7 @@ enum { EPOCH_AGG_REFS = 1, EPOCH_AGG_WS_REFERENCE = 2 };
    reference items (else they do nothing). */
 int epoch_agg_create(epoch_state **out, const dps_config *c, dps_pool *pool, unsigned parts);
 void epoch_agg_destroy(epoch_state **st);
-int epoch_agg_begin(epoch_state *st, uint64_t epoch);
+int epoch_agg_begin(epoch_state *st, uint64_t epoch, dps_rng *noise);
 void epoch_agg_take_bucket(epoch_state *st, size_t bucket, const float *V);
 
 /* The release's items: the packed bases and, with reference items, the

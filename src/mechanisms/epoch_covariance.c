@@ -68,8 +68,9 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 }
 
 /* Each epoch's rows are used once: C starts empty. */
-static int s_begin(epoch_state *st, uint64_t epoch)
+static int s_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
 {
+    (void)noise;
     (void)epoch;
     second_moment_reset(&st->sm);
     return DPS_OK;

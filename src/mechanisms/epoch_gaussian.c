@@ -139,8 +139,9 @@ static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 }
 
 /* Each epoch's rows are used once: C starts empty. */
-static int s_begin(epoch_state *st, uint64_t epoch)
+static int s_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
 {
+    (void)noise;
     (void)epoch;
     for (size_t g = 0; g < epoch_groups(st->cfg); g++)
         if (st->sm[g].C)

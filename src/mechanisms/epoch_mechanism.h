@@ -28,7 +28,8 @@
      valid ones only.
    - create once, at dps_estimator_new, for a configuration that passed
      dps_config_check; destroy once, after the workers have stopped.
-   - per epoch: begin at the epoch's first row, before any take_*; then
+   - per epoch: begin at the epoch's first row, before any take_* (it gets
+     the stream's noise generator: see begin below); then
      take_bucket (BUCKETS) or take_row (ROWS) for its input; then, at the
      close, release, only if enough came in (BUCKETS: at least
      min_buckets(c) completed buckets; ROWS: at least one row), the cost fits
@@ -43,7 +44,8 @@
 
    WHO OWNS WHAT.  The mechanism owns its state: create allocates all it needs
    from epoch to epoch, sized by the (public) configuration; begin and take_*
-   do not allocate.  The stream owns the configuration and the pool (both
+   do not allocate (but for a labelled generator of public randomness that
+   begin frees before it returns).  The stream owns the configuration and the pool (both
    outlive the state), the rows, the stacked bases V, the generators, the
    snapshot and the basis the release writes to.
 
@@ -98,7 +100,7 @@ typedef struct {
                                   pack per-bucket state like V (epoch_pack)  */
     size_t buckets;            /* BUCKETS: completed buckets (public)         */
     uint64_t rows;             /* ROWS: rows taken by the epoch (public)      */
-    dps_rng *noise;            /* the mechanism's noise                       */
+    dps_rng *noise;            /* the mechanism's noise (the one begin got)   */
     dps_rng *pub;              /* public randomness, labelled ("aggregate", epoch) */
 } epoch_input;
 
@@ -144,8 +146,16 @@ typedef struct {
        first row is taken.  take_bucket: V is bucket `bucket`'s basis (k x d,
        valid during the call; it stays in the stream's V for the release).
        take_row: one admitted row (d floats, valid during the call).  Only the
-       hook of the mechanism's intake is called; the other may be NULL. */
-    int (*begin)(epoch_state *st, uint64_t epoch);
+       hook of the mechanism's intake is called; the other may be NULL.
+       noise: the stream's noise generator (the one the release gets as
+       in->noise), valid from begin until the epoch's release or end.  A
+       mechanism whose state evolves within the epoch (power: one noisy step
+       per block of rows) may draw from it in take_row, before the charge:
+       that is private as long as nothing drawn or computed leaves the
+       mechanism before the release (an epoch not released publishes
+       nothing) and the release's argument covers every draw.  Others
+       ignore it. */
+    int (*begin)(epoch_state *st, uint64_t epoch, dps_rng *noise);
     void (*take_bucket)(epoch_state *st, size_t bucket, const float *V);
     void (*take_row)(epoch_state *st, const float *row);
     int (*release)(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out);

@@ -13,6 +13,7 @@ extern const epoch_mechanism epoch_projection; /* epoch_projection.c */
 extern const epoch_mechanism epoch_histogram;  /* epoch_histogram.c  */
 extern const epoch_mechanism epoch_covariance; /* epoch_covariance.c */
 extern const epoch_mechanism epoch_gaussian;   /* epoch_gaussian.c   */
+extern const epoch_mechanism epoch_power;      /* epoch_power.c      */
 
 const epoch_mechanism *const epoch_mechanisms[] = {
     &epoch_reference,
@@ -20,6 +21,7 @@ const epoch_mechanism *const epoch_mechanisms[] = {
     &epoch_histogram,
     &epoch_covariance,
     &epoch_gaussian,
+    &epoch_power,
     NULL,
 };
 

@@ -222,7 +222,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
          m->status != DPS__WIRE__SNAPSHOT_STATUS__REFUSED) ||
         (m->aggregator != DPS__WIRE__AGGREGATOR__REFERENCE && m->aggregator != DPS__WIRE__AGGREGATOR__PROJECTION &&
          m->aggregator != DPS__WIRE__AGGREGATOR__HISTOGRAM && m->aggregator != DPS__WIRE__AGGREGATOR__COVARIANCE &&
-         m->aggregator != DPS__WIRE__AGGREGATOR__GAUSSIAN) ||
+         m->aggregator != DPS__WIRE__AGGREGATOR__GAUSSIAN && m->aggregator != DPS__WIRE__AGGREGATOR__POWER) ||
         (uint64_t)m->k * m->d > SIZE_MAX / 4 ||
         (released ? m->basis.len != (size_t)m->k * m->d * 4 : m->basis.len != 0) ||
         !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||

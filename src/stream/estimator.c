@@ -104,7 +104,7 @@ void dps_estimator_destroy(dps_estimator **pe)
    the public reference points), then the first window of buckets. */
 static int s_epoch_begin(dps_estimator *e)
 {
-    int rc = e->mech->begin(e->mech_state, e->epoch);
+    int rc = e->mech->begin(e->mech_state, e->epoch, e->noise);
     if (!rc && e->mech->intake == EPOCH_BUCKETS)
         rc = buckets_begin(e->buckets, e->epoch);
     if (!rc)

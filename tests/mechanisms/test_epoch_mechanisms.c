@@ -11,7 +11,7 @@
 
 /* The last dps_aggregator value (include/dpsubspace.h): update it with a new
    mechanism. */
-#define LAST_AGGREGATOR DPS_AGG_GAUSSIAN
+#define LAST_AGGREGATOR DPS_AGG_POWER
 
 static void s_hooks(const epoch_mechanism *m)
 {
@@ -46,7 +46,7 @@ static void s_configured(const epoch_mechanism *m)
     dps_pool *pool = pool_new(1);
     epoch_state *st = NULL;
     CHECK(pool && m->create(&st, &c, pool) == DPS_OK && st, "%s: create", m->name);
-    CHECK(st && m->begin(st, 0) == DPS_OK, "%s: begin", m->name);
+    CHECK(st && m->begin(st, 0, NULL) == DPS_OK, "%s: begin", m->name);
     m->destroy(&st);
     CHECK(st == NULL, "%s: destroy clears", m->name);
     m->destroy(&st); /* twice is harmless */

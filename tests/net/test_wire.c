@@ -198,8 +198,8 @@ int main(void)
     }
     free(buf);
     dps_snapshot_destroy(&s);
-    /* the histogram, covariance and gaussian values round-trip; an unknown value is refused */
-    for (int a = DPS_AGG_HISTOGRAM; a <= DPS_AGG_GAUSSIAN; a++) {
+    /* the histogram, covariance, gaussian and power values round-trip; an unknown value is refused */
+    for (int a = DPS_AGG_HISTOGRAM; a <= DPS_AGG_POWER; a++) {
         in.aggregator = (dps_aggregator)a;
         dps_snapshot_new(&s, &in, basis);
         dps_snapshot_encode(s, &buf, &len);
@@ -217,7 +217,7 @@ int main(void)
         dps_snapshot_encode(s, &buf, &len);
         mm = dps__wire__snapshot__unpack(NULL, len, buf);
         free(buf);
-        mm->aggregator = (Dps__Wire__Aggregator)5; /* one past DPS_AGG_GAUSSIAN */
+        mm->aggregator = (Dps__Wire__Aggregator)6; /* one past DPS_AGG_POWER */
         len = dps__wire__snapshot__get_packed_size(mm);
         buf = malloc(len);
         dps__wire__snapshot__pack(mm, buf);

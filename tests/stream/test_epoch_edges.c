@@ -53,7 +53,7 @@ static void s_test_hostile_rows(void)
                                     "NaN", "+Inf and -Inf", "zero"};
     size_t d = 20, k = 2;
     dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM, DPS_AGG_COVARIANCE,
-                             DPS_AGG_GAUSSIAN};
+                             DPS_AGG_GAUSSIAN, DPS_AGG_POWER};
     for (size_t a = 0; a < sizeof aggs / sizeof *aggs; a++) {
         dps_config c = s_cfg(d, k, 125, 4, 5);
         c.aggregator = aggs[a];
@@ -131,7 +131,7 @@ static void s_test_close_twice(void)
 {
     size_t d = 20, k = 2;
     dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM, DPS_AGG_COVARIANCE,
-                             DPS_AGG_GAUSSIAN};
+                             DPS_AGG_GAUSSIAN, DPS_AGG_POWER};
     for (size_t a = 0; a < sizeof aggs / sizeof *aggs; a++) {
         dps_config c = s_cfg(d, k, 125, 4, 5);
         c.aggregator = aggs[a];

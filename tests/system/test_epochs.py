@@ -155,10 +155,10 @@ def test_weak_snapshot():
     c.stop()
 
 
-def row_mechanism_epoch(aggregator, rho, sin_bound, rng):
+def row_mechanism_epoch(aggregator, rho, sin_bound, rng, extra=()):
     """One epoch of 240 rows near a 2-dim span of R^20 through a collector running a row-intake mechanism
     (no buckets): released, every row used, charged (rho, 0) in the snapshot and the ledger, within sin_bound."""
-    c = Collector(aggregator[:5], d=20, k=2, t=60, extra=("--aggregator", aggregator, "--rho-epoch", str(rho))).start()
+    c = Collector(aggregator[:5], d=20, k=2, t=60, extra=("--aggregator", aggregator, "--rho-epoch", str(rho)) + tuple(extra)).start()
     sub = c.subscriber()
     rows, basis = synth(240, 20, 2, 2e4, rng)
     send_rows(c, rows)
@@ -177,7 +177,7 @@ def row_mechanism_epoch(aggregator, rho, sin_bound, rng):
 
 
 def test_other_mechanisms():
-    """The collector runs the histogram aggregator and the covariance and Gaussian mechanisms end to end."""
+    """The collector runs the histogram aggregator and the covariance, Gaussian and power mechanisms end to end."""
     rng = np.random.default_rng(12)
     # covariance: pure eps-DP charged (rho, 0).  With eps = 2, n = 240 rows near a 2-dim span in d = 20, each
     # exponential-mechanism draw has sin^2 about chi^2_18 / (eps n / 2) = 18/240 (see
@@ -190,6 +190,16 @@ def test_other_mechanisms():
     # eigenvalue is about 120, ||E|| <= 2 sqrt(20) (1.1) = 10, so Davis-Kahan gives sin <= 2 x 10 / 110 = 0.18
     # (tests/mechanisms/test_epoch_gaussian.c): accept sin < 0.4.
     row_mechanism_epoch("gaussian", 1.0, 0.4, rng)
+    # power (DESIGN 7.3): rho-zCDP charged (rho, 0), one noisy power step per block from a public random start.
+    # Two blocks of 120 rows at rho 4 (s = sqrt(2/4) = 0.71), b = 2 + 10 of d = 20: block 1's C has lambda_2
+    # about 60 and a random 12-dim start has sigma_min(U'X0) about 0.5, so Wedin (tests/mechanisms/
+    # test_epoch_power.c) gives sin <= 9.1 / (30 - 9.1) = 0.44 after it, with ||G|| <= s (sqrt 20 + sqrt 12 + 5)
+    # = 9.1; block 2 then starts within that and ends at about 9.1 / (60 x 0.9 - 9.1) = 0.2: accept sin < 0.4.
+    row_mechanism_epoch("power", 4.0, 0.4, rng, ("--power-blocks", "2", "--power-oversample", "10"))
+    bad = subprocess.run([COLLECTOR, "--d", "20", "--k", "2", "--power-blocks", "3", "--insecure-plaintext",
+                          "--no-cap", "--state-dir", os.path.join(TMP, "powbad")], capture_output=True, text=True)
+    check(bad.returncode == 2 and "--aggregator power only" in bad.stderr,
+          f"--power-blocks without the power aggregator is refused: {bad.stderr.strip()}")
     # histogram: nearly exact rows (tau = 1e6 d), so every bucket lands in one cell.
     c = Collector("hist", d=40, k=2, t=60, extra=("--aggregator", "histogram")).start()
     sub = c.subscriber()

@@ -1,0 +1,66 @@
+/* power_iteration.h - one noisy power iteration on a stream of rows in
+   O(b d) memory (DESIGN 7.3): Y = sum x (x^T X) over the rows added since the
+   last step, plus N(0, s^2) per entry, then X = orth(Y), with X d x b
+   (b = k + oversampling) and never a d x d matrix.
+
+   No privacy argument here: whoever calls power_step chooses s and owns the
+   argument (epoch_power.c for the epoch mechanism).  What this module
+   guarantees for that argument: every X that power_add multiplies by has
+   ||X||_2 <= 1 (orthonormal columns, scaled down by the rounding excess, see
+   power_iteration.c), so one row x with ||x|| <= 1 moves Y by
+   ||x x^T X||_F = ||x|| ||X^T x|| <= 1 in Frobenius norm.
+
+   One state per (d, k, b), no global state: the parameter groups reuse it,
+   one state per group, adding the slice row + offset of d_g floats.
+   Who owns what: the state owns every buffer; power_init allocates them all,
+   the other calls allocate nothing.  The iterates X and the noisy Y are
+   private intermediate values: only power_basis's output may leave, and only
+   when the caller's argument says it may. */
+#ifndef DPS_POWER_ITERATION_H
+#define DPS_POWER_ITERATION_H
+
+#include "dpsubspace.h"
+
+#include <stddef.h>
+
+typedef struct {
+    size_t d, k, b;   /* dimension, rank released, columns iterated (k <= b <= d) */
+    size_t nb;        /* rows per sgemm block                                   */
+    size_t pending;   /* rows waiting in B                                      */
+    size_t steps;     /* power_step calls since power_start                     */
+    float *X;         /* b x d: the columns of X, each contiguous (X^T)         */
+    float *Y;         /* b x d: Y^T, the sum since the last step; Q in a step   */
+    float *B;         /* nb x d: pending rows                                   */
+    float *P;         /* b x nb: (B X)^T                                        */
+    float *tau, *work, *Uf; /* QR reflectors, LAPACK workspace, U_r in float   */
+    size_t lwork;
+    double *R, *U, *sv, *dwork, *G, *gbuf; /* b x b R, its SVD, X^T X, scratch   */
+    size_t ldwork;
+} power_iteration;
+
+/* Allocate everything for dimension d, rank k, b columns (1 <= k <= b <= d):
+   DPS_OK, DPS_EINVAL for other sizes, DPS_ENOMEM (then nothing is held). */
+int power_init(power_iteration *p, size_t d, size_t k, size_t b);
+/* Free the buffers (twice is harmless). */
+void power_free(power_iteration *p);
+/* X_0: the k rows of warm (k x d, orthonormal, public) or, when warm is NULL,
+   nothing, completed with b (or b - k) public Gaussian directions drawn from
+   pub, then orthonormalised (so X_0's first k columns span warm).  Y and the
+   pending rows are emptied.  DPS_ENUMERIC only if LAPACK refuses. */
+int power_start(power_iteration *p, const float *warm, dps_rng *pub);
+/* Y += x (x^T X) for one row of d floats (copied; added in blocks of nb rows
+   through sgemm: B X, then B^T (B X)). */
+void power_add(power_iteration *p, const float *row);
+/* Y += G, G iid N(0, s^2) d x b drawn from noise (all d b entries, whatever
+   the rows); then X = the left singular vectors of the noisy Y, largest
+   first (Householder QR of Y, SVD of its b x b R); the singular values are
+   kept for power_basis; Y = 0.  DPS_ENUMERIC if the SVD does not converge. */
+int power_step(power_iteration *p, double s, dps_rng *noise);
+/* The top-k left singular vectors of the last step's noisy Y as k x d
+   orthonormal rows, and (sv, may be NULL) their k singular values.
+   DPS_EINVAL before the first step. */
+int power_basis(const power_iteration *p, float *basis, double *sv);
+/* The bytes power_init allocates for (d, k, b). */
+size_t power_bytes(size_t d, size_t k, size_t b);
+
+#endif
