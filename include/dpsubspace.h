@@ -178,6 +178,10 @@ DPS_EXPORT int dps_aggregator_from_name(const char *name, dps_aggregator *out);
 
 typedef struct dps_snapshot dps_snapshot;
 
+/* The widest group the gaussian aggregator releases densely by default
+   (dps_config.dense_max_d): two 8192 x 8192 double matrices, 1 GB. */
+#define DPS_DENSE_MAX_D 8192
+
 /* The most parameter groups a configuration or a snapshot has (DESIGN 7.2). */
 #define DPS_MAX_GROUPS 256
 
@@ -275,8 +279,8 @@ typedef struct {
                             radius_unrelated sqrt(2k/d) (the per-coordinate
                             distance of items of orthogonal subspaces), w_hat
                             the released cell's noisy count; q*d <= 2^23.  */
-    size_t groups;       /* parameter groups (DESIGN 7.2; the gaussian
-                            aggregator only): 0 (default) or 1 = one group,
+    size_t groups;       /* parameter groups (DESIGN 7.2; the gaussian and
+                            power aggregators only): 0 (default) or 1 = one group,
                             the whole row; G >= 2: the row is G public
                             groups (a model's parameter tensors), group g of
                             group_d[g] columns in row order, with its own
@@ -291,6 +295,13 @@ typedef struct {
                             (default 1; 1..1024; min(T, t*m) blocks run)   */
     size_t power_oversample; /* power aggregator: p, the columns iterated
                             beyond k, b = min(k + p, d) (default 10)        */
+    size_t dense_max_d;  /* gaussian aggregator: the widest group (or d) that
+                            gets the dense d_g x d_g covariance; wider ones
+                            get the noisy power iteration (power_blocks,
+                            power_oversample) in O(k_g d_g) memory, and then
+                            every group's noise is that of the power
+                            aggregator (DESIGN 7.3).  0: DPS_DENSE_MAX_D;
+                            at most 16384                                   */
     dps_budget cap;      /* cap over all epochs (default: none; eps shown at
                             cap.delta_target, default 1e-5)                  */
     uint64_t public_seed;/* seed of public randomness (default 0)           */

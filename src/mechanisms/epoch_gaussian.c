@@ -36,42 +36,26 @@
    formed).  The basis is group-wise (dps_snapshot_group): group g's k_g
    rows are zero outside its columns.
 
-   MEMORY.  Each group's C_g (second_moment.h), one noisy copy of the widest
-   group's for the eigensolver (dsyevr destroys it), and its eigenvectors:
-   sum_g (d_g^2 + a block of rows) + max_g d_g^2 + max_g k_g d_g doubles. */
+   GROUPS TOO WIDE FOR d_g^2 (DESIGN 7.3).  A group wider than dense_max_d
+   (default DPS_DENSE_MAX_D) is released by the noisy power iteration of
+   epoch_power.c instead, in O(k_g d_g) memory; then every group's noise is
+   s = sqrt(2/rho) (sensitivity 2), and the release is still rho-zCDP: the
+   argument for such a mixed release is in moment_groups.c, which holds the
+   code of both this table entry and the power aggregator's.
+
+   MEMORY.  Each dense group's C_g (second_moment.h), one noisy copy of the
+   widest dense group's for the eigensolver (dsyevr destroys it), and its
+   eigenvectors: sum_g (d_g^2 + a block of rows) + max_g d_g^2 + max_g k_g d_g
+   doubles; a power group's as epoch_power.c says. */
 #include "epoch_mechanism.h"
 #include "gaussian_cov.h"
-#include "internal.h"
-#include "linalg.h"
+#include "moment_groups.h"
 #include "second_moment.h"
 
 #include <math.h>
-#include <string.h>
 
-struct epoch_state {
-    const dps_config *cfg;
-    second_moment sm[DPS_MAX_GROUPS]; /* each group's sum x_g x_g^T (k_g > 0) */
-    double *A;        /* C_g + E_g, destroyed by the eigensolver */
-    double *Z, *w;    /* top-k_g eigenvectors (d_g x k_g) and values */
-};
-
-/* The widest group with a basis, and the most eigenvector entries. */
-static void s_largest(const dps_config *c, size_t *d_max, size_t *kd_max, size_t *k_max)
+void gauss_cov_add_noise(double *A, size_t d, double s, dps_rng *rng)
 {
-    *d_max = *kd_max = *k_max = 0;
-    for (size_t g = 0; g < epoch_groups(c); g++) {
-        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
-        if (kg == 0)
-            continue;
-        *d_max = dg > *d_max ? dg : *d_max;
-        *kd_max = kg * dg > *kd_max ? kg * dg : *kd_max;
-        *k_max = kg > *k_max ? kg : *k_max;
-    }
-}
-
-void gauss_cov_add_noise(double *A, size_t d, double rho, dps_rng *rng)
-{
-    double s = 1.0 / sqrt(rho);
     for (size_t i = 0; i < d; i++)
         for (size_t j = i; j < d; j++) {
             A[i * d + j] += dps_rng_gaussian(rng, s);
@@ -79,130 +63,11 @@ void gauss_cov_add_noise(double *A, size_t d, double rho, dps_rng *rng)
         }
 }
 
-static int s_check(const dps_config *c, const char **why)
-{
-    for (size_t g = 0; g < epoch_groups(c); g++)
-        if (epoch_group_k(c, g) > 0 && epoch_group_d(c, g) > GAUSS_COV_MAX_D) {
-            *why = "the Gaussian covariance mechanism keeps two d x d matrices per group: a group (or d) above "
-                   "16384 columns is refused";
-            return DPS_ELIMIT;
-        }
-    return DPS_OK;
-}
-
-static size_t s_memory(const dps_config *c)
-{
-    /* each group's C_g and row block; A, the eigensolver's vectors and values */
-    size_t d_max, kd_max, k_max, sum = 0;
-    s_largest(c, &d_max, &kd_max, &k_max);
-    for (size_t g = 0; g < epoch_groups(c); g++)
-        if (epoch_group_k(c, g) > 0)
-            sum += second_moment_bytes(epoch_group_d(c, g));
-    return sum + (d_max * d_max + kd_max + k_max) * sizeof(double);
-}
-
-static void s_destroy(epoch_state **pst)
-{
-    if (!pst || !*pst)
-        return;
-    for (size_t g = 0; g < DPS_MAX_GROUPS; g++)
-        second_moment_free(&(*pst)->sm[g]);
-    free((*pst)->A);
-    free((*pst)->Z);
-    free((*pst)->w);
-    free(*pst);
-    *pst = NULL;
-}
-
-/* Everything the release needs is allocated here, once: the release
-   allocates nothing after the charge. */
-static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
-{
-    (void)pool;
-    epoch_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return DPS_ENOMEM;
-    st->cfg = c;
-    int rc = DPS_OK;
-    for (size_t g = 0; g < epoch_groups(c) && !rc; g++)
-        if (epoch_group_k(c, g) > 0)
-            rc = second_moment_init(&st->sm[g], epoch_group_d(c, g));
-    size_t d_max, kd_max, k_max;
-    s_largest(c, &d_max, &kd_max, &k_max);
-    st->A = malloc(d_max * d_max * sizeof *st->A);
-    st->Z = malloc(kd_max * sizeof *st->Z);
-    st->w = malloc(k_max * sizeof *st->w);
-    if (rc || !st->A || !st->Z || !st->w)
-        s_destroy(&st);
-    *out = st;
-    return st ? DPS_OK : DPS_ENOMEM;
-}
-
-/* Each epoch's rows are used once: C starts empty. */
-static int s_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
-{
-    (void)noise;
-    (void)epoch;
-    for (size_t g = 0; g < epoch_groups(st->cfg); g++)
-        if (st->sm[g].C)
-            second_moment_reset(&st->sm[g]);
-    return DPS_OK;
-}
-
-/* Each group's slice of the row into its own sum. */
-static void s_take_row(epoch_state *st, const float *row)
-{
-    const dps_config *c = st->cfg;
-    for (size_t g = 0, col = 0; g < epoch_groups(c); col += epoch_group_d(c, g), g++)
-        if (st->sm[g].C)
-            second_moment_add(&st->sm[g], row + col);
-}
-
-/* After the charge: the only error left is LAPACK's non-convergence
-   (DPS_ENUMERIC), which the stream publishes as FAILED.  The basis is
-   group-wise: zero outside each group's block. */
-static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
-{
-    (void)out; /* no FAIL of its own, no radius */
-    const dps_config *c = st->cfg;
-    memset(basis, 0, c->k * c->d * sizeof *basis);
-    for (size_t g = 0, col = 0, row = 0; g < epoch_groups(c); g++) {
-        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
-        if (kg > 0) {
-            second_moment *sm = &st->sm[g];
-            second_moment_finish(sm);
-            memcpy(st->A, sm->C, dg * dg * sizeof *st->A);
-            gauss_cov_add_noise(st->A, dg, c->rho_epoch, in->noise);
-            int rc = la_syevr_top(st->A, dg, kg, st->w, st->Z);
-            if (rc)
-                return rc;
-            for (size_t j = 0; j < kg; j++)
-                for (size_t i = 0; i < dg; i++)
-                    basis[(row + j) * c->d + col + i] = (float)st->Z[j * dg + i];
-        }
-        col += dg;
-        row += kg;
-    }
-    return DPS_OK;
-}
-
-static const char *s_group_method(const dps_config *c, size_t g)
-{
-    return epoch_group_k(c, g) ? "dense covariance (Gaussian noise, top-k eigenvectors)" : "none (rank 0)";
-}
-
-/* ||E_g||_2 is about 2 s sqrt(d_g) (the Wigner semicircle's edge): a
-   direction of C_g below it is not told apart from the noise's. */
-static double s_noise_floor(const dps_config *c, size_t g)
-{
-    return 2.0 / sqrt(c->rho_epoch) * sqrt((double)epoch_group_d(c, g));
-}
-
 const epoch_mechanism epoch_gaussian = {
     .id = DPS_AGG_GAUSSIAN, .name = "gaussian", .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS,
-    .check = s_check, .min_buckets = epoch_rows_min_buckets, .memory = s_memory, .cost = epoch_rows_cost,
-    .radius_unrelated = epoch_rows_radius_unrelated,
-    .group_method = s_group_method, .noise_floor = s_noise_floor,
-    .create = s_create, .destroy = s_destroy,
-    .begin = s_begin, .take_row = s_take_row, .release = s_release,
+    .check = moment_check, .min_buckets = epoch_rows_min_buckets, .memory = moment_memory,
+    .cost = epoch_rows_cost, .radius_unrelated = epoch_rows_radius_unrelated,
+    .group_method = moment_group_method, .noise_floor = moment_noise_floor,
+    .create = moment_create, .destroy = moment_destroy,
+    .begin = moment_begin, .take_row = moment_take_row, .release = moment_release,
 };

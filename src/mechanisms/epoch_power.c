@@ -56,30 +56,22 @@
    not) but fewer steps; with the warm start one or two blocks are best
    (measured: tools/experiments/README.md).
 
+   PARAMETER GROUPS (DESIGN 7.2).  With groups, every group runs its own
+   iteration on its slice of the rows (b_g = min(k_g + p, d_g) columns, its
+   own warm start), all with the same s and blocks: still rho_epoch-zCDP,
+   charged once (||x_g x_g^T X_g||_F <= ||x_g||^2, and these add up to at
+   most ||x||^2 <= 1 over the groups; the argument, shared with the Gaussian
+   aggregator's mixed releases, and the code are in moment_groups.c).
+
    MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), a block of 32 rows
    (32 d floats) and O(b^2 + b 2048) of scratch; plus the previous basis,
    k d floats: 4 (2 b + 32 + k) d bytes and change. */
 #include "epoch_mechanism.h"
 #include "epoch_power.h"
-#include "internal.h"
-#include "power_iteration.h"
+#include "moment_groups.h"
 #include "second_moment.h"
 
 #include <math.h>
-#include <string.h>
-
-struct epoch_state {
-    const dps_config *cfg;
-    power_iteration pi;
-    float *prev;       /* k x d: the last released basis (public)           */
-    int has_prev;
-    dps_rng *noise;    /* the stream's, from begin until the release        */
-    uint64_t n, blocks;/* N = t m and T = min(power_blocks, N) (public)     */
-    uint64_t rows;     /* rows taken by the open epoch                      */
-    uint64_t block;    /* the block the next row goes to                    */
-    uint64_t block_end;/* its first row index past it                       */
-    int err;           /* a LAPACK error of a step, returned by the release */
-};
 
 double power_noise_sd(double rho) { return sqrt(2.0 / rho); }
 
@@ -95,117 +87,11 @@ size_t power_columns(const dps_config *c)
     return b < c->d ? b : c->d;
 }
 
-static int s_check(const dps_config *c, const char **why)
-{
-    if (c->power_blocks < 1 || c->power_blocks > POWER_MAX_BLOCKS) {
-        *why = "power_blocks must be in 1..1024";
-        return DPS_EINVAL;
-    }
-    if (c->power_oversample > c->d) {
-        *why = "power_oversample must be at most d (k + power_oversample is capped at d)";
-        return DPS_EINVAL;
-    }
-    size_t b = power_columns(c);
-    if (c->d > (size_t)INT32_MAX || b > SIZE_MAX / sizeof(float) / 4 / c->d) {
-        *why = "d (or b d) is too large for the power iteration's BLAS calls";
-        return DPS_ELIMIT;
-    }
-    return DPS_OK;
-}
-
-static size_t s_memory(const dps_config *c)
-{
-    return power_bytes(c->d, c->k, power_columns(c)) + c->k * c->d * sizeof(float);
-}
-
-static void s_destroy(epoch_state **pst)
-{
-    if (!pst || !*pst)
-        return;
-    power_free(&(*pst)->pi);
-    free((*pst)->prev);
-    free(*pst);
-    *pst = NULL;
-}
-
-static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
-{
-    (void)pool;
-    epoch_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return DPS_ENOMEM;
-    st->cfg = c;
-    st->n = (uint64_t)c->t * c->m;
-    st->blocks = DPS_MIN((uint64_t)c->power_blocks, st->n);
-    int rc = power_init(&st->pi, c->d, c->k, power_columns(c));
-    st->prev = malloc(c->k * c->d * sizeof *st->prev);
-    if (rc || !st->prev)
-        s_destroy(&st);
-    *out = st;
-    return st ? DPS_OK : (rc ? rc : DPS_ENOMEM);
-}
-
-/* X_0 from public facts only: the last released basis and the public
-   generator of this epoch. */
-static int s_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
-{
-    st->noise = noise;
-    st->rows = 0;
-    st->block = 0;
-    st->block_end = power_block_start(st->n, st->blocks, 1);
-    st->err = DPS_OK;
-    dps_rng *pub = NULL;
-    int rc = dps_rng_new_labelled(&pub, st->cfg->public_seed, "power", epoch);
-    if (!rc)
-        rc = power_start(&st->pi, st->has_prev ? st->prev : NULL, pub);
-    dps_rng_destroy(&pub);
-    return rc;
-}
-
-/* One step at the end of each block (a block's noise is drawn as soon as its
-   last row is in: nothing of it leaves before the release). */
-static void s_end_block(epoch_state *st)
-{
-    int rc = power_step(&st->pi, power_noise_sd(st->cfg->rho_epoch), st->noise);
-    if (rc && !st->err)
-        st->err = rc;
-    st->block++;
-    st->block_end = power_block_start(st->n, st->blocks, st->block + 1);
-}
-
-static void s_take_row(epoch_state *st, const float *row)
-{
-    power_add(&st->pi, row);
-    if (++st->rows == st->block_end && st->block < st->blocks)
-        s_end_block(st);
-}
-
-/* After the charge: the only errors are LAPACK's (DPS_ENUMERIC), which the
-   stream publishes as FAILED (and then the warm start is not updated). */
-static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
-{
-    (void)out; /* no FAIL of its own, no radius */
-    (void)in;  /* the noise is the stream's generator given to begin */
-    if (st->block < st->blocks && st->rows > power_block_start(st->n, st->blocks, st->block))
-        s_end_block(st); /* the last, partial block */
-    if (st->err)
-        return st->err;
-    int rc = power_basis(&st->pi, basis, NULL);
-    /* TODO(noise_level, issue 11.6): the noisy singular values of the last Y
-       (power_basis's sv) against the noise's spectral norm
-       s (sqrt d + sqrt b), s = power_noise_sd(rho_epoch), are the quality
-       signal of this release (released quantities only). */
-    if (rc)
-        return rc;
-    memcpy(st->prev, basis, st->cfg->k * st->cfg->d * sizeof *st->prev);
-    st->has_prev = 1;
-    return DPS_OK;
-}
-
 const epoch_mechanism epoch_power = {
-    .id = DPS_AGG_POWER, .name = "power", .intake = EPOCH_ROWS, .uses = 0,
-    .check = s_check, .min_buckets = epoch_rows_min_buckets, .memory = s_memory, .cost = epoch_rows_cost,
-    .radius_unrelated = epoch_rows_radius_unrelated,
-    .create = s_create, .destroy = s_destroy,
-    .begin = s_begin, .take_row = s_take_row, .release = s_release,
+    .id = DPS_AGG_POWER, .name = "power", .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS,
+    .check = moment_check, .min_buckets = epoch_rows_min_buckets, .memory = moment_memory,
+    .cost = epoch_rows_cost, .radius_unrelated = epoch_rows_radius_unrelated,
+    .group_method = moment_group_method, .noise_floor = moment_noise_floor,
+    .create = moment_create, .destroy = moment_destroy,
+    .begin = moment_begin, .take_row = moment_take_row, .release = moment_release,
 };

@@ -8,8 +8,9 @@
 #define GAUSS_COV_MAX_D 16384 /* two d x d double matrices: 4.3 GB at this d */
 
 /* A (d x d, full storage) += E, E symmetric with its upper triangle
-   (diagonal included) iid N(0, 1/rho): rho-zCDP for the second moment of
-   rows of norm <= 1 (the argument is in epoch_gaussian.c). */
-void gauss_cov_add_noise(double *A, size_t d, double rho, dps_rng *rng);
+   (diagonal included) iid N(0, s^2): with s = 1/sqrt(rho), rho-zCDP for the
+   second moment of rows of norm <= 1 (the argument is in epoch_gaussian.c;
+   moment_groups.c says which s a release with power groups needs). */
+void gauss_cov_add_noise(double *A, size_t d, double s, dps_rng *rng);
 
 #endif

@@ -1,0 +1,364 @@
+/* moment_groups.c - the second-moment mechanisms group by group (see
+   moment_groups.h): each parameter group releases its top-k_g basis either
+   densely (epoch_gaussian.c: C_g + E_g) or by the noisy power iteration
+   (epoch_power.c: one step per disjoint block of the epoch's rows).
+
+   THE RELEASE.  The row is x = (x_1, ..., x_G), group g of d_g public
+   columns (one group, the whole row, without groups).  Dense groups add
+   every row of the epoch to C_g = sum x_g x_g^T and release the upper
+   triangle of C_g plus iid N(0, s^2).  Power groups split the epoch's
+   N = t m rows into T = min(power_blocks, N) blocks by index (public) and
+   release, per block i, Y_{g,i} = C_{g,i} X_{g,i-1} + G_{g,i}, G iid
+   N(0, s^2) (d_g x b_g), X_{g,i} = orth(Y_{g,i}), X_{g,0} public (the last
+   released basis of the group completed with public directions).  The basis
+   is post-processing of these: group g's top-k_g eigenvectors of its noisy
+   C_g, or the top-k_g left singular vectors of its last Y, written into its
+   own block of the group-wise k x d basis (zero elsewhere).
+
+   GUARANTEE.  rho_epoch-zCDP per epoch under replacing one row, charged
+   (rho_epoch, 0), with s = 1/sqrt(rho) when every group is dense and
+   s = sqrt(2/rho) when one is not.
+
+   ARGUMENT.  Fix neighbours that differ in row x -> y (norms <= 1), in
+   block j.  Write u = sum over dense groups of ||x_g||^2 and v = the sum
+   over power groups, so u + v <= ||x||^2 <= 1; u', v' for y.
+   - Dense part: the released vector is the upper triangles of the diagonal
+     blocks C_g, a sub-vector of u(C).  It moves by D restricted to them;
+     ||x_g x_g^T||_F = ||x_g||^2, so the move is at most u + u' (<= 2) and,
+     when every group is dense, at most ||u(yy^T - xx^T)||_2 <= sqrt 2
+     (||yy^T - xx^T||_F^2 = ||x||^4 + ||y||^4 - 2 (x.y)^2 <= 2).
+   - Power part: the blocks i != j have the same law on both inputs given
+     the earlier outputs.  Block j: every X_{g,j-1} has ||X||_2 <= 1
+     (power_iteration.h), so ||x_g x_g^T X_g||_F <= ||x_g||^2 and the move of
+     (Y_{g,j})_g is at most v + v'.
+   Given the earlier outputs each part is a Gaussian mechanism with noise s;
+   adaptive composition of zCDP (Bun-Steinke 2016, Lemma 2.3) adds, for this
+   pair, ((u + u')^2 + (v + v')^2) / (2 s^2) <= 4 / (2 s^2) = 2 / s^2 (the sum
+   of squares is convex: largest at a vertex, u = u' = 1), which is rho for
+   s = sqrt(2/rho); with no power group it is (sqrt 2)^2 / (2 s^2) = 1/s^2 =
+   rho for s = 1/sqrt(rho).  The bases are post-processing.  Every entry's
+   noise is drawn whatever the data; a power group's noise is drawn at the
+   end of each block, before the charge, and nothing of it leaves before the
+   release (an epoch not released publishes nothing, and the warm start
+   takes only released bases).
+
+   MEMORY.  Dense groups: C_g and a block of rows (second_moment.h), and one
+   noisy copy of the widest dense group with its eigenvectors.  Power
+   groups: power_bytes(d_g, k_g, b_g).  The last released basis (k d
+   floats) when a group is power (its warm start), and a k_g x d_g slice. */
+#include "moment_groups.h"
+
+#include "epoch_power.h"
+#include "gaussian_cov.h"
+#include "internal.h"
+#include "linalg.h"
+#include "power_iteration.h"
+#include "second_moment.h"
+
+#include <math.h>
+#include <string.h>
+
+struct epoch_state {
+    const dps_config *cfg;
+    size_t groups;
+    group_kind kind[DPS_MAX_GROUPS];
+    second_moment sm[DPS_MAX_GROUPS];   /* dense groups: sum x_g x_g^T        */
+    power_iteration pi[DPS_MAX_GROUPS]; /* power groups                       */
+    double *A, *Z, *w;  /* dense release: C_g + E_g, its eigenvectors, values */
+    float *slice;       /* k_g x d_g: a warm start, or a power group's basis  */
+    float *prev;        /* k x d: the last released basis (power groups only) */
+    int has_prev;
+    dps_rng *noise;     /* the stream's, from begin until the release         */
+    uint64_t n, blocks; /* N = t m and T = min(power_blocks, N) (public)      */
+    uint64_t rows, block, block_end; /* the open epoch's rows, its block, that
+                                        block's first row index past it       */
+    int err;            /* a LAPACK error of a step, returned by the release  */
+};
+
+group_kind moment_group_kind(const dps_config *c, size_t g)
+{
+    if (epoch_group_k(c, g) == 0)
+        return GROUP_NONE;
+    size_t dense_max = c->dense_max_d ? c->dense_max_d : DPS_DENSE_MAX_D;
+    return c->aggregator == DPS_AGG_GAUSSIAN && epoch_group_d(c, g) <= dense_max ? GROUP_DENSE : GROUP_POWER;
+}
+
+static int s_any_power(const dps_config *c)
+{
+    for (size_t g = 0; g < epoch_groups(c); g++)
+        if (moment_group_kind(c, g) == GROUP_POWER)
+            return 1;
+    return 0;
+}
+
+double moment_noise_sd(const dps_config *c)
+{
+    return s_any_power(c) ? power_noise_sd(c->rho_epoch) : 1.0 / sqrt(c->rho_epoch);
+}
+
+/* b_g = min(k_g + p, d_g): the columns a power group iterates. */
+static size_t s_columns(const dps_config *c, size_t g)
+{
+    size_t b = epoch_group_k(c, g) + c->power_oversample, d = epoch_group_d(c, g);
+    return b < d ? b : d;
+}
+
+/* The widest dense group, the most dense eigenvector entries and values,
+   the largest k_g d_g of any group. */
+static void s_largest(const dps_config *c, size_t *d_max, size_t *kd_dense, size_t *k_max, size_t *kd_any)
+{
+    *d_max = *kd_dense = *k_max = *kd_any = 0;
+    for (size_t g = 0; g < epoch_groups(c); g++) {
+        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
+        *kd_any = DPS_MAX(*kd_any, kg * dg);
+        if (moment_group_kind(c, g) != GROUP_DENSE)
+            continue;
+        *d_max = DPS_MAX(*d_max, dg);
+        *kd_dense = DPS_MAX(*kd_dense, kg * dg);
+        *k_max = DPS_MAX(*k_max, kg);
+    }
+}
+
+int moment_check(const dps_config *c, const char **why)
+{
+    if (c->power_blocks < 1 || c->power_blocks > POWER_MAX_BLOCKS) {
+        *why = "power_blocks must be in 1..1024";
+        return DPS_EINVAL;
+    }
+    if (c->power_oversample > c->d) {
+        *why = "power_oversample must be at most d (k + power_oversample is capped at d)";
+        return DPS_EINVAL;
+    }
+    if (c->dense_max_d > GAUSS_COV_MAX_D) {
+        *why = "dense_max_d is above 16384: two d x d matrices of that size do not fit the machines this runs on";
+        return DPS_ELIMIT;
+    }
+    for (size_t g = 0; g < epoch_groups(c); g++) {
+        size_t dg = epoch_group_d(c, g);
+        if (moment_group_kind(c, g) == GROUP_POWER &&
+            (dg > (size_t)INT32_MAX || s_columns(c, g) > SIZE_MAX / sizeof(float) / 4 / dg)) {
+            *why = "a group (or d) is too large for the power iteration's BLAS calls";
+            return DPS_ELIMIT;
+        }
+    }
+    return DPS_OK;
+}
+
+size_t moment_memory(const dps_config *c)
+{
+    size_t d_max, kd_dense, k_max, kd_any, sum = 0;
+    s_largest(c, &d_max, &kd_dense, &k_max, &kd_any);
+    for (size_t g = 0; g < epoch_groups(c); g++) {
+        size_t dg = epoch_group_d(c, g);
+        if (moment_group_kind(c, g) == GROUP_DENSE)
+            sum += second_moment_bytes(dg);
+        else if (moment_group_kind(c, g) == GROUP_POWER)
+            sum += power_bytes(dg, epoch_group_k(c, g), s_columns(c, g));
+    }
+    sum += (d_max * d_max + kd_dense + k_max) * sizeof(double) + kd_any * sizeof(float);
+    return sum + (s_any_power(c) ? c->k * c->d * sizeof(float) : 0);
+}
+
+void moment_destroy(epoch_state **pst)
+{
+    if (!pst || !*pst)
+        return;
+    epoch_state *st = *pst;
+    for (size_t g = 0; g < st->groups; g++) {
+        second_moment_free(&st->sm[g]);
+        power_free(&st->pi[g]);
+    }
+    free(st->A);
+    free(st->Z);
+    free(st->w);
+    free(st->slice);
+    free(st->prev);
+    free(st);
+    *pst = NULL;
+}
+
+/* Everything the epochs and the release need is allocated here, once. */
+int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool)
+{
+    (void)pool;
+    epoch_state *st = calloc(1, sizeof *st);
+    *out = NULL;
+    if (!st)
+        return DPS_ENOMEM;
+    st->cfg = c;
+    st->groups = epoch_groups(c);
+    st->n = (uint64_t)c->t * c->m;
+    st->blocks = DPS_MIN((uint64_t)c->power_blocks, st->n);
+    int rc = DPS_OK;
+    for (size_t g = 0; g < st->groups && !rc; g++) {
+        st->kind[g] = moment_group_kind(c, g);
+        if (st->kind[g] == GROUP_DENSE)
+            rc = second_moment_init(&st->sm[g], epoch_group_d(c, g));
+        else if (st->kind[g] == GROUP_POWER)
+            rc = power_init(&st->pi[g], epoch_group_d(c, g), epoch_group_k(c, g), s_columns(c, g));
+    }
+    size_t d_max, kd_dense, k_max, kd_any;
+    s_largest(c, &d_max, &kd_dense, &k_max, &kd_any);
+    int ok = !rc;
+    if (ok && d_max) {
+        st->A = malloc(d_max * d_max * sizeof *st->A);
+        st->Z = malloc(kd_dense * sizeof *st->Z);
+        st->w = malloc(k_max * sizeof *st->w);
+        ok = st->A && st->Z && st->w;
+    }
+    if (ok)
+        ok = (st->slice = malloc(kd_any * sizeof *st->slice)) != NULL;
+    if (ok && s_any_power(c))
+        ok = (st->prev = malloc(c->k * c->d * sizeof *st->prev)) != NULL;
+    if (!ok) {
+        moment_destroy(&st);
+        return rc ? rc : DPS_ENOMEM;
+    }
+    *out = st;
+    return DPS_OK;
+}
+
+/* Group g's block of a group-wise k x d basis <-> a k_g x d_g matrix. */
+static void s_block_get(const dps_config *c, size_t g, const float *basis, float *slice)
+{
+    size_t col0, dg, row0, kg;
+    dps_snapshot_info in = {.d = c->d, .k = c->k, .groups = c->groups > 1 ? c->groups : 0,
+                            .group_d = c->group_d, .group_k = c->group_k};
+    dps_snapshot_group(&in, g, &col0, &dg, &row0, &kg);
+    for (size_t j = 0; j < kg; j++)
+        memcpy(slice + j * dg, basis + (row0 + j) * c->d + col0, dg * sizeof *slice);
+}
+
+static void s_block_put(const dps_config *c, size_t g, const float *slice, float *basis)
+{
+    size_t col0, dg, row0, kg;
+    dps_snapshot_info in = {.d = c->d, .k = c->k, .groups = c->groups > 1 ? c->groups : 0,
+                            .group_d = c->group_d, .group_k = c->group_k};
+    dps_snapshot_group(&in, g, &col0, &dg, &row0, &kg);
+    for (size_t j = 0; j < kg; j++)
+        memcpy(basis + (row0 + j) * c->d + col0, slice + j * dg, dg * sizeof *slice);
+}
+
+/* Each epoch's rows are used once: dense sums start empty; power groups
+   start from public facts only (their last released basis and the public
+   generator of this epoch). */
+int moment_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
+{
+    const dps_config *c = st->cfg;
+    st->noise = noise;
+    st->rows = 0;
+    st->block = 0;
+    st->block_end = power_block_start(st->n, st->blocks, 1);
+    st->err = DPS_OK;
+    dps_rng *pub = NULL;
+    int rc = s_any_power(c) ? dps_rng_new_labelled(&pub, c->public_seed, "power", epoch) : DPS_OK;
+    for (size_t g = 0; g < st->groups && !rc; g++) {
+        if (st->kind[g] == GROUP_DENSE)
+            second_moment_reset(&st->sm[g]);
+        if (st->kind[g] != GROUP_POWER)
+            continue;
+        if (st->has_prev)
+            s_block_get(c, g, st->prev, st->slice);
+        rc = power_start(&st->pi[g], st->has_prev ? st->slice : NULL, pub);
+    }
+    dps_rng_destroy(&pub);
+    return rc;
+}
+
+/* One noisy step of every power group at the end of each block. */
+static void s_end_block(epoch_state *st)
+{
+    double s = moment_noise_sd(st->cfg);
+    for (size_t g = 0; g < st->groups; g++) {
+        if (st->kind[g] != GROUP_POWER)
+            continue;
+        int rc = power_step(&st->pi[g], s, st->noise);
+        if (rc && !st->err)
+            st->err = rc;
+    }
+    st->block++;
+    st->block_end = power_block_start(st->n, st->blocks, st->block + 1);
+}
+
+/* Each group's slice of the row into its own sum or iteration. */
+void moment_take_row(epoch_state *st, const float *row)
+{
+    const dps_config *c = st->cfg;
+    for (size_t g = 0, col = 0; g < st->groups; col += epoch_group_d(c, g), g++) {
+        if (st->kind[g] == GROUP_DENSE)
+            second_moment_add(&st->sm[g], row + col);
+        else if (st->kind[g] == GROUP_POWER)
+            power_add(&st->pi[g], row + col);
+    }
+    if (++st->rows == st->block_end && st->block < st->blocks)
+        s_end_block(st);
+}
+
+/* One dense group: top-k_g eigenvectors of C_g + E_g into st->slice. */
+static int s_dense_basis(epoch_state *st, size_t g, double s)
+{
+    size_t dg = epoch_group_d(st->cfg, g), kg = epoch_group_k(st->cfg, g);
+    second_moment *sm = &st->sm[g];
+    second_moment_finish(sm);
+    memcpy(st->A, sm->C, dg * dg * sizeof *st->A);
+    gauss_cov_add_noise(st->A, dg, s, st->noise);
+    int rc = la_syevr_top(st->A, dg, kg, st->w, st->Z);
+    for (size_t j = 0; !rc && j < kg; j++)
+        for (size_t i = 0; i < dg; i++)
+            st->slice[j * dg + i] = (float)st->Z[j * dg + i];
+    return rc;
+}
+
+/* After the charge: the only errors are LAPACK's (DPS_ENUMERIC), which the
+   stream publishes as FAILED (and then the warm start is not updated). */
+int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
+{
+    (void)in;  /* the noise is the stream's generator given to begin */
+    (void)out; /* no FAIL of its own, no radius */
+    const dps_config *c = st->cfg;
+    if (s_any_power(c) && st->block < st->blocks && st->rows > power_block_start(st->n, st->blocks, st->block))
+        s_end_block(st); /* the last, partial block */
+    if (st->err)
+        return st->err;
+    double s = moment_noise_sd(c);
+    memset(basis, 0, c->k * c->d * sizeof *basis);
+    for (size_t g = 0; g < st->groups; g++) {
+        int rc = DPS_OK;
+        if (st->kind[g] == GROUP_DENSE)
+            rc = s_dense_basis(st, g, s);
+        else if (st->kind[g] == GROUP_POWER)
+            rc = power_basis(&st->pi[g], st->slice, NULL);
+        else
+            continue;
+        if (rc)
+            return rc;
+        s_block_put(c, g, st->slice, basis);
+    }
+    if (st->prev) {
+        memcpy(st->prev, basis, c->k * c->d * sizeof *st->prev);
+        st->has_prev = 1;
+    }
+    return DPS_OK;
+}
+
+const char *moment_group_method(const dps_config *c, size_t g)
+{
+    switch (moment_group_kind(c, g)) {
+    case GROUP_DENSE: return "dense covariance (Gaussian noise, top-k eigenvectors)";
+    case GROUP_POWER: return "noisy power iteration (O(k d) memory)";
+    default: return "none (rank 0)";
+    }
+}
+
+/* The noise's spectral norm, the eigenvalue below which a direction is not
+   told apart from it: 2 s sqrt(d_g) for a dense group (the Wigner
+   semicircle's edge); s (sqrt d_g + sqrt b_g) per block of N/T rows for a
+   power group, i.e. T times that in the epoch's units. */
+double moment_noise_floor(const dps_config *c, size_t g)
+{
+    double s = moment_noise_sd(c), dg = (double)epoch_group_d(c, g);
+    if (moment_group_kind(c, g) == GROUP_DENSE)
+        return 2.0 * s * sqrt(dg);
+    double blocks = (double)DPS_MIN((uint64_t)c->power_blocks, (uint64_t)c->t * c->m);
+    return blocks * s * (sqrt(dg) + sqrt((double)s_columns(c, g)));
+}

@@ -1,0 +1,36 @@
+/* moment_groups.h - the row-intake mechanisms on the second moment, group
+   by group (DESIGN 7.1-7.3): the machinery the Gaussian covariance
+   (epoch_gaussian.c) and the noisy power iteration (epoch_power.c) table
+   entries share.  Each parameter group (one, the whole row, without groups)
+   releases its basis either densely (C_g + E_g, top-k_g eigenvectors) or by
+   the noisy power iteration (O(b_g d_g)), chosen from its width; the
+   privacy argument of a release that mixes them is in moment_groups.c.
+   Who owns what: the state (struct epoch_state, defined in moment_groups.c)
+   owns every buffer; the configuration is the stream's. */
+#ifndef DPS_MOMENT_GROUPS_H
+#define DPS_MOMENT_GROUPS_H
+
+#include "epoch_mechanism.h"
+
+/* How group g releases: nothing (k_g = 0), dense, or power iteration.  The
+   gaussian aggregator runs a group densely up to dense_max_d columns
+   (DPS_DENSE_MAX_D when 0), the power aggregator never. */
+typedef enum { GROUP_NONE, GROUP_DENSE, GROUP_POWER } group_kind;
+group_kind moment_group_kind(const dps_config *c, size_t g);
+/* The noise sd of every entry of the release: 1/sqrt(rho) when every group
+   is dense (sensitivity sqrt 2), sqrt(2/rho) as soon as one is not
+   (sensitivity 2); the argument is in moment_groups.c. */
+double moment_noise_sd(const dps_config *c);
+
+/* The hooks of both table entries (epoch_mechanism.h). */
+int moment_check(const dps_config *c, const char **why);
+size_t moment_memory(const dps_config *c);
+int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool);
+void moment_destroy(epoch_state **st);
+int moment_begin(epoch_state *st, uint64_t epoch, dps_rng *noise);
+void moment_take_row(epoch_state *st, const float *row);
+int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out);
+const char *moment_group_method(const dps_config *c, size_t g);
+double moment_noise_floor(const dps_config *c, size_t g);
+
+#endif
