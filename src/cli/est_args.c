@@ -249,16 +249,17 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
             CLI_USAGE("--aggregator: '%s' is not an aggregator; give one of %s", a->aggregator, names);
         }
     }
-    if (s->one_epoch) { /* every row in one epoch: t * m above any input, the last (partial) epoch closed */
+    if (s->one_epoch)
         dps_aggregator_from_name(s->one_epoch, &c->aggregator);
+    char group_err[200];
+    if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))
+        CLI_USAGE("%s", group_err);
+    if (s->one_epoch) { /* every row in one epoch: t * m above any input, the last (partial) epoch closed */
         c->m = c->k;
         size_t t = ((size_t)1 << 38) / c->m, t_max = SIZE_MAX / sizeof(float) / c->d / c->k;
         c->t = c->window = t < t_max ? t : t_max;
         s->close_partial = 1;
     }
-    char group_err[200];
-    if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))
-        CLI_USAGE("%s", group_err);
     c->hist_width = a->hist_width;
     if (cli_opt_given(opts, n_opts, "--power-blocks"))
         c->power_blocks = a->power_blocks;

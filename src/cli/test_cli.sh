@@ -428,6 +428,10 @@ gm_ok=no
 check "--method gaussian: one epoch of all 300 rows, released, charged (1, 0)" [ "$gm_ok" = yes ]
 # C is about (300/2) Pi (lambda_2 = 150), ||E|| <= 2.2 sqrt(60) = 17 at rho 1: Davis-Kahan sin <= 2 x 17 / 150 = 0.23
 check "--method gaussian: sin to the truth below 0.4" awk -v s="$(jget gm.json sin_to_truth)" 'BEGIN { exit !(s < 0.4) }'
+run "$EST" --method gaussian --k 2 --param-groups 40,20 --group-k 2,1 --seed 2 --out gmg.npy --json gmg.json gm.npy
+gmg_ok=no
+[ "$rc" -eq 0 ] && [ "$(jall gmg.json status)" = released ] && npy_dict gmg.npy | grep -q "'shape': (3, 60)" && gmg_ok=yes
+check "--method gaussian with --param-groups: released, k = 2 + 1 = 3 rows" [ "$gmg_ok" = yes ]
 run "$EST" --method gaussian --k 2 --t 5 gm.npy
 check "--method gaussian with --t: a usage error" [ "$rc" -eq 2 ]
 
