@@ -110,7 +110,7 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
     static const char *const estimator_only[] = {"--t", "--m", "--window", "--q", "--aggregator", "--alpha",
                                                  "--tau", "--split", "--public-seed", "--batch",
                                                  "--close-partial", "--out-prefix", "--param-groups", "--group-k",
-                                                 "--power-blocks", "--power-oversample"};
+                                                 "--power-blocks", "--power-oversample", "--dense-max-d"};
     for (size_t i = 0; i < est_rgrad_n_only_flags; i++)
         if (cli_opt_given(opts, n_opts, est_rgrad_only_flags[i]))
             CLI_USAGE("%s applies only to --method rgrad (not %s); drop it", est_rgrad_only_flags[i], a->method);
@@ -132,9 +132,13 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
     }
     if (cli_opt_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
         CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
+    const char *agg = s->one_epoch ? s->one_epoch : a->aggregator;
     if ((cli_opt_given(opts, n_opts, "--power-blocks") || cli_opt_given(opts, n_opts, "--power-oversample")) &&
-        !(a->aggregator && strcmp(a->aggregator, "power") == 0))
-        CLI_USAGE("--power-blocks and --power-oversample apply only to --aggregator power; drop them");
+        !(agg && (strcmp(agg, "power") == 0 || strcmp(agg, "gaussian") == 0)))
+        CLI_USAGE("--power-blocks and --power-oversample apply only to --aggregator power (and gaussian, for its "
+                  "groups wider than --dense-max-d); drop them");
+    if (cli_opt_given(opts, n_opts, "--dense-max-d") && !(agg && strcmp(agg, "gaussian") == 0))
+        CLI_USAGE("--dense-max-d applies only to --aggregator gaussian; drop it");
     if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
         CLI_USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
     if (a->mean_out && s->task != EST_MEAN)
@@ -265,6 +269,7 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
         c->power_blocks = a->power_blocks;
     if (cli_opt_given(opts, n_opts, "--power-oversample"))
         c->power_oversample = a->power_oversample;
+    c->dense_max_d = a->dense_max_d;
     if (a->split) {
         double sp[3];
         if (s_parse_split(a->split, sp))

@@ -13,7 +13,7 @@ typedef struct {
     const char *in, *format, *method, *task, *aggregator, *split, *groups, *group_k;
     size_t dim, k, t, m, window, q, batch, workers, k_max, candidates;
     double rho, delta, alpha, tau, cap_rho, cap_eps, delta_target, eps_k, beta_k, hist_width;
-    size_t power_blocks, power_oversample; /* --aggregator power */
+    size_t power_blocks, power_oversample, dense_max_d; /* --aggregator power (and gaussian's wide groups) */
     uint64_t seed, public_seed;
     int close_partial, quiet, help, plan;
     const char *truth, *out, *out_prefix, *json, *mean_out;

@@ -479,6 +479,9 @@ int main(int argc, char **argv)
          "power aggregator: disjoint blocks of the epoch's rows, one noisy power step each (1..1024)", 0},
         {"--power-oversample", CLI_OPT_SIZE, &a.power_oversample, "P", "10",
          "power aggregator: columns iterated beyond k (b = k + P)", 0},
+        {"--dense-max-d", CLI_OPT_SIZE, &a.dense_max_d, "D", "8192",
+         "gaussian aggregator: the widest group (or d) released densely (a d x d covariance); wider ones get the "
+         "noisy power iteration (--power-blocks, --power-oversample) in O(k d) memory (at most 16384)", 0},
         {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
          "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
         {"--param-groups", CLI_OPT_STRING, &a.groups, "D1,D2,...", "one group",

@@ -148,6 +148,7 @@ void collector_config(const collector_options *o, const ledger *led, dps_config 
                      sizeof err);
     cfg->power_blocks = (size_t)o->power_blocks;
     cfg->power_oversample = (size_t)o->power_oversample;
+    cfg->dense_max_d = (size_t)o->dense_max_d;
     cfg->rho_epoch = o->rho_epoch;
     cfg->delta_epoch = o->delta_epoch;
     cfg->alpha = o->alpha;

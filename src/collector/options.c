@@ -45,6 +45,9 @@ static const opt_def s_opts[] = {
     {"power-blocks", OPT_U64, F(power_blocks), "T", "power aggregator: disjoint blocks of an epoch's rows, one"
                                                     " noisy power step each (1..1024)"},
     {"power-oversample", OPT_U64, F(power_oversample), "P", "power aggregator: columns iterated beyond k"},
+    {"dense-max-d", OPT_U64, F(dense_max_d), "D", "gaussian aggregator: the widest group (or d) released densely"
+                                                  " (default 8192, at most 16384); wider ones get the noisy power"
+                                                  " iteration in O(k d) memory"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
     {"param-groups", OPT_STR, F(param_groups), "D1,D2,...", "gaussian aggregator: the rows' public parameter groups"
                                                             " (widths in row order, adding up to d); each gets its"
@@ -332,8 +335,13 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         return -1;
     }
     if ((o->power_blocks != lib.power_blocks || o->power_oversample != lib.power_oversample) &&
-        strcmp(o->aggregator, "power")) {
-        snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power only");
+        strcmp(o->aggregator, "power") && strcmp(o->aggregator, "gaussian")) {
+        snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power (and gaussian's"
+                              " groups wider than --dense-max-d) only");
+        return -1;
+    }
+    if (o->dense_max_d && strcmp(o->aggregator, "gaussian")) {
+        snprintf(err, errlen, "--dense-max-d is for --aggregator gaussian only");
         return -1;
     }
     if (!o->insecure_plaintext && (!o->server_key[0] || !o->authorized_keys[0])) {

@@ -20,6 +20,7 @@ typedef struct {
     char param_groups[2048], group_k[1024]; /* parameter groups, as --param-groups/--group-k ("": none) */
     uint64_t k_total; /* the basis' rows: k, or with groups the sum of their ranks (options_finish) */
     uint64_t power_blocks, power_oversample; /* power aggregator (defaults: the library's) */
+    uint64_t dense_max_d; /* gaussian: the widest group released densely (0: the library's default) */
     uint64_t public_seed, seed, workers;
     int seeded;
     /* epochs */
