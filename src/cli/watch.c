@@ -147,7 +147,13 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
         printf("  reason: %s\n", in->reason && *in->reason ? in->reason : "(none given)");
     printf("  rows %" PRIu64 " in %zu buckets  radius %.4g  aggregator %s  d %zu  k %zu\n", in->rows_used,
            in->buckets_used, in->radius, dps_aggregator_name(in->aggregator), in->d, in->k);
-    if (dps_snapshot_weak(in))
+    if (in->status == DPS_SNAP_RELEASED && in->noise_level > 0)
+        printf("  noise level %.3g (from released quantities: <= 0.1 mostly signal, >= 1 random level)\n",
+               in->noise_level);
+    if (dps_snapshot_weak(in) && in->noise_level > 0)
+        printf("  WEAK: noise level %.3g >= %.2g: the basis is near the random level and carries little\n"
+               "        information about the data\n", in->noise_level, DPS_NOISE_LEVEL_WEAK);
+    else if (dps_snapshot_weak(in))
         printf("  WEAK: the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated buckets\n"
                "        (%.3g): this basis carries little information about the data\n",
                in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
@@ -212,6 +218,7 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     cli_json_u64(&j, "buckets_used", in->buckets_used);
     cli_json_num(&j, "radius", in->radius);
     cli_json_num(&j, "radius_unrelated", in->radius_unrelated);
+    cli_json_num(&j, "noise_level", in->noise_level);
     cli_json_bool(&j, "weak", dps_snapshot_weak(in));
     cli_json_num(&j, "epoch_rho", in->epoch_cost.rho);
     cli_json_num(&j, "epoch_delta", in->epoch_cost.delta);

@@ -31,6 +31,7 @@
 #include "gaussian_cov.h"
 #include "internal.h"
 #include "linalg.h"
+#include "noise_level.h"
 #include "second_moment.h"
 
 #include <math.h>
@@ -113,7 +114,6 @@ static void s_take_row(epoch_state *st, const float *row) { second_moment_add(&s
    (DPS_ENUMERIC), which the stream publishes as FAILED. */
 static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
 {
-    (void)out; /* no FAIL of its own, no radius */
     const dps_config *c = st->cfg;
     size_t d = c->d, k = c->k;
     second_moment_finish(&st->sm);
@@ -125,6 +125,10 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
     for (size_t j = 0; j < k; j++)
         for (size_t i = 0; i < d; i++)
             basis[j * d + i] = (float)st->Z[j * d + i];
+    /* No FAIL of its own, no radius.  The level compares the top-k
+       eigenvalues of C + E (post-processing of the release) with the noise's
+       spectral norm 2 s sqrt(d), s = 1/sqrt(rho) (gauss_noise_level). */
+    out->noise_level = gauss_noise_level(st->w, k, d, 1.0 / sqrt(c->rho_epoch));
     return DPS_OK;
 }
 

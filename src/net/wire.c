@@ -171,6 +171,7 @@ int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
     m.radius_unrelated = in.radius_unrelated;
     m.budget_left = in.budget_left;
     m.budget_unit = (char *)(in.budget_unit ? in.budget_unit : "");
+    m.noise_level = in.noise_level;
     unsigned char *basis = NULL;
     const float *b = dps_snapshot_basis(s);
     if (b) {
@@ -219,7 +220,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         (released ? m->basis.len != (size_t)m->k * m->d * 4 : m->basis.len != 0) ||
         !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||
         !s_nonneg(m->delta_total) || isnan(m->eps_total) || m->eps_total < 0 || !s_nonneg(m->delta_target) ||
-        !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat) ||
+        !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat) || !s_nonneg(m->noise_level) ||
         isnan(m->budget_left) || m->budget_left < 0 || !s_budget_unit_ok(m->budget_unit))
         rc = DPS_EPROTO;
     float *basis = NULL;
@@ -260,6 +261,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         in.radius_unrelated = m->radius_unrelated;
         in.budget_left = m->budget_left;
         in.budget_unit = m->budget_unit ? m->budget_unit : "";
+        in.noise_level = m->noise_level;
         rc = dps_snapshot_new(out, &in, basis);
     }
     free(basis);
