@@ -38,7 +38,7 @@ def run_one(a, spec, tmp):
     cmd = [a.estimate, "--method", "estimator", "--aggregator", agg, "--k", str(a.k), "--rho", p["rho"],
            "--seed", str(a.seed), "--out", out, "--json", js, "--quiet"]
     if agg in ("gaussian", "covariance"):
-        cmd += ["--t", "1", "--m", str(n)]
+        cmd += ["--t", "2", "--m", str(n // 2)]  # t m rows, one epoch (no buckets are formed)
     else:
         m = int(p["m"])
         t = int(p.get("t", n // m))
@@ -47,6 +47,8 @@ def run_one(a, spec, tmp):
             cmd += ["--q", p["q"]]
     cmd.append(src)
     r = subprocess.run(cmd, capture_output=True, text=True)
+    if not os.path.exists(js):
+        return f"{spec}\tnot run\t{r.stderr.strip()[-300:]}"
     with open(js) as f:
         e = json.load(f)
     rel = [x for x in e.get("epochs", []) if x["status"] == "released"]
