@@ -26,7 +26,7 @@ from .keys import apply_client_security
 STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
 AGGREGATOR_NAMES = {0: "reference", 1: "projection", 2: "histogram", 3: "covariance", 4: "gaussian"}
 # The noise level at and above which a released snapshot is weak (DPS_NOISE_LEVEL_WEAK in dpsubspace.h).
-NOISE_LEVEL_WEAK = 0.5
+NOISE_LEVEL_WEAK = 0.75
 
 
 @dataclass

@@ -176,8 +176,9 @@ static void s_test_gauss_spectra(void)
 
 /* 4. The pure-DP covariance mechanism releases no eigenvalue: its level is
    the public floor sqrt(k (d - 1) / (eps n)), the same on zero rows and on
-   the signal.  d = 300, k = 2, eps = sqrt 2: n = 1 200 gives 0.59 (weak
-   whatever the data); n = 60 000 would give 0.084. */
+   the signal.  d = 300, k = 2, eps = sqrt 2: n = 1 200 gives 0.59 (below
+   DPS_NOISE_LEVEL_WEAK: not weak, a floor promises nothing more); n = 100
+   would give 2.06 (random level whatever the data), n = 60 000 0.084. */
 static void s_test_covariance(void)
 {
     double want = sqrt(2.0 * 299.0 / (sqrt(2.0) * N));
@@ -192,6 +193,7 @@ static void s_test_covariance(void)
         CHECK(dps_snapshot_weak(&in) == (want >= DPS_NOISE_LEVEL_WEAK), "covariance weak from the floor");
     }
     CHECK(fabs(cov_noise_level_floor(60000, D, K, sqrt(2.0)) - 0.0840) < 1e-3, "floor at n = 60 000");
+    CHECK(fabs(cov_noise_level_floor(100, D, K, sqrt(2.0)) - 2.056) < 1e-3, "floor at n = 100");
     CHECK(cov_noise_level_floor(0, D, K, 1.0) == 0, "no rows: not computed");
 }
 
