@@ -225,12 +225,40 @@ typedef struct {
     const size_t *group_d;   /* groups widths, summing to d (NULL if groups 0) */
     const size_t *group_k;   /* groups ranks, summing to k (NULL if groups 0);
                                 dps_snapshot_new copies both                   */
+    double noise_level;      /* how far the basis is from noise, computed by the
+                                mechanism from its released output and public
+                                quantities only (post-processing, no privacy
+                                spent): about the sine of the angle between the
+                                basis and the noise-free one of the mechanism's
+                                input.  About <= 0.1: mostly signal; >= 1: the
+                                noise is past the level at which the signal can
+                                be told from it (random level).  Reference and
+                                histogram aggregators: the spiked-matrix margin
+                                s_mu (d/q)^(1/4) of the noisy q x d mean (s_mu
+                                from the released radius and w_hat), made an
+                                angle below 1; projection: s_mu sqrt(d/2);
+                                gaussian: the top-k noisy eigenvalues against
+                                the noise's spectral norm 2 sqrt(d / rho);
+                                covariance (no eigenvalue released): the floor
+                                sqrt(k (d-1) / (eps n)) that the best data would
+                                reach.  0: not computed (failed, refused, or
+                                a snapshot from before it was carried)        */
 } dps_snapshot_info;
 
 DPS_EXPORT void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *out);
-/* For a released snapshot: 1 if radius >= radius_unrelated / 2, i.e. the
-   buckets agreed only at distances comparable to unrelated subspaces and the
-   basis carries little information about the data. */
+/* The noise_level at and above which a released snapshot is WEAK.  Measured
+   (tools/experiments/README.md, "Noise level"), the share of the
+   non-private top-k's held-out energy that a basis keeps is about
+   1 - noise_level^2: 0.75 is about 0.44, midway between a good basis (>= 0.6
+   kept: level <= 0.63) and a random-level one (<= 0.2: level >= 0.89).  On
+   logistic-regression gradients and the paper's generator every good
+   release measured had a level <= 0.58, every random-level one >= 0.94. */
+#define DPS_NOISE_LEVEL_WEAK 0.75
+/* For a released snapshot: 1 if noise_level >= DPS_NOISE_LEVEL_WEAK (the
+   basis is at or near the random level: little information about the data);
+   for one without a noise_level (0: from an older collector), 1 if
+   radius >= radius_unrelated / 2, i.e. the buckets agreed only at distances
+   comparable to unrelated subspaces. */
 DPS_EXPORT int dps_snapshot_weak(const dps_snapshot_info *info);
 /* Where group g (< info->groups; with groups 0, g = 0 is the whole row)
    lives in a group-wise basis: its k_g rows start at row *row0, its d_g

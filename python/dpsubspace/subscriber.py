@@ -25,6 +25,8 @@ from .keys import apply_client_security
 
 STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
 AGGREGATOR_NAMES = {0: "reference", 1: "projection", 2: "histogram", 3: "covariance", 4: "gaussian", 5: "power"}
+# The noise level at and above which a released snapshot is weak (DPS_NOISE_LEVEL_WEAK in dpsubspace.h).
+NOISE_LEVEL_WEAK = 0.75
 
 
 @dataclass
@@ -54,11 +56,20 @@ class Snapshot:
     budget_unit: str = ""  # "rho", "eps", "none" (no cap), "" (the collector did not say)
     # parameter groups (DESIGN 7.2): [(d_g, k_g), ...] in row order; [] = one group, the whole row
     groups: list = field(default_factory=list)
+    # How far the basis is from noise, from released quantities only (about the sine of its angle to the
+    # noise-free basis; <= 0.1 mostly signal, >= 1 random level; 0: not computed).
+    noise_level: float = 0.0
 
     @property
     def weak(self):
-        """True if the buckets agreed only at distances comparable to unrelated subspaces."""
-        return self.status == "released" and self.radius_unrelated > 0 and self.radius >= 0.5 * self.radius_unrelated
+        """True if the basis is near the random level: noise_level >= NOISE_LEVEL_WEAK (as dps_snapshot_weak);
+        for a snapshot without a noise level (an older collector), if the buckets agreed only at distances
+        comparable to unrelated subspaces."""
+        if self.status != "released":
+            return False
+        if self.noise_level > 0:
+            return self.noise_level >= NOISE_LEVEL_WEAK
+        return self.radius_unrelated > 0 and self.radius >= 0.5 * self.radius_unrelated
 
     @staticmethod
     def from_bytes(data):
@@ -82,7 +93,8 @@ class Snapshot:
         return Snapshot(m.seq, m.epoch, m.d, m.k, STATUS_NAMES[m.status], AGGREGATOR_NAMES.get(m.aggregator, "?"),
                         m.rows_used, m.buckets_used, m.radius, m.rho_epoch, m.delta_epoch, m.rho_total,
                         m.delta_total, m.eps_total, m.delta_target, m.seeded, m.public_seed, m.reason,
-                        m.time_unix_ms, m.radius_unrelated, basis, m.budget_left, m.budget_unit, groups)
+                        m.time_unix_ms, m.radius_unrelated, basis, m.budget_left, m.budget_unit, groups,
+                        m.noise_level)
 
     def group_slices(self):
         """For each parameter group (one for a snapshot without groups): (columns, basis rows) as slices."""
@@ -122,7 +134,9 @@ class Snapshot:
         return (f"epoch {self.epoch} {self.status}: rho this epoch {self.rho_epoch:g}, total rho "
                 f"{self.rho_total:g} (eps {eps} at delta {self.delta_target:g}), {self.budget_text()}"
                 + (" [SEEDED: not secure]" if self.seeded else "")
-                + (" [WEAK: the buckets barely agreed; little information]" if self.weak else "")
+                + (f", noise level {self.noise_level:.3g}" if self.status == "released" and self.noise_level > 0
+                   else "")
+                + (" [WEAK: near the random level; little information]" if self.weak else "")
                 + (f"; {self.reason}" if self.reason else ""))
 
 

@@ -28,7 +28,7 @@ est_release *est_release_new(est_result *r)
     memset(e, 0, sizeof *e);
     e->status = DPS_SNAP_FAILED; /* until the method says otherwise */
     snprintf(e->reason, sizeof e->reason, "did not run");
-    e->buckets_used = e->radius = e->w_hat = NAN;
+    e->buckets_used = e->radius = e->w_hat = e->noise_level = NAN;
     e->rho_epoch = e->delta_epoch = e->rho_total = e->delta_total = e->eps_total = e->delta_target = NAN;
     e->sin_to_truth = e->fro_to_truth = NAN;
     return e;

@@ -80,6 +80,8 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
                 (unsigned long long)rel->rows_used);
         if (dps_config_uses_buckets(&s->cfg)) /* no buckets, no radius */
             fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
+        if (rel->status == DPS_SNAP_RELEASED && rel->noise_level > 0)
+            fprintf(f, "  noise level %.3g%s", rel->noise_level, rel->weak ? " WEAK" : "");
         s_truth_part(f, rel);
         fprintf(f, "  rho this epoch %.3f", rel->rho_epoch);
         est_report_budget(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
@@ -176,6 +178,8 @@ static void s_json_release(cli_json *j, const est_release *e)
     cli_json_num(j, "buckets_used", e->buckets_used);
     cli_json_num(j, "radius", e->radius);
     cli_json_num(j, "w_hat", e->w_hat);
+    cli_json_num(j, "noise_level", e->noise_level);
+    cli_json_bool(j, "weak", e->weak);
     cli_json_num(j, "rho_epoch", e->rho_epoch);
     cli_json_num(j, "delta_epoch", e->delta_epoch);
     cli_json_num(j, "rho_total", e->rho_total);

@@ -66,6 +66,8 @@ static int s_close_epoch(const est_settings *s, est_result *r, dps_estimator *e)
     rel->buckets_used = (double)in.buckets_used;
     rel->radius = in.radius;
     rel->w_hat = in.w_hat;
+    rel->noise_level = in.noise_level;
+    rel->weak = dps_snapshot_weak(&in);
     rel->rho_epoch = in.epoch_cost.rho;
     rel->delta_epoch = in.epoch_cost.delta;
     rel->rho_total = in.total.rho;

@@ -57,6 +57,9 @@ typedef struct {
     uint64_t rows_used;
     double buckets_used;     /* NaN when it does not apply (central methods)    */
     double radius, w_hat;    /* NaN when they do not apply                      */
+    double noise_level;      /* the snapshot's (dps_snapshot_info); NaN when it
+                                does not apply, 0 when not computed           */
+    int weak;                /* dps_snapshot_weak of the snapshot               */
     double rho_epoch, delta_epoch;
     double rho_total, delta_total, eps_total, delta_target; /* NaN: not private */
     double sin_to_truth, fro_to_truth; /* NaN without --truth or a basis        */

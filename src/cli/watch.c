@@ -40,6 +40,7 @@ static const char s_epilogue[] =
     "Output, one block per snapshot, e.g.\n"
     "  snapshot seq 2  epoch 1  released  SEEDED (not secure)  at 2025-01-01 12:00:00\n"
     "    rows 1000 in 125 buckets  radius 0.0412  aggregator reference  d 200  k 4\n"
+    "    noise level 0.0123 (from released quantities: <= 0.1 mostly signal, >= 1 random level)\n"
     "    privacy this epoch  rho 1  delta 1e-06  eps 4.94 at delta 1e-05\n"
     "    privacy total       rho 2  delta 2e-06  eps 7.49 at delta 1e-05\n"
     "    budget left         8 rho under the collector's cap\n"
@@ -51,6 +52,9 @@ static const char s_epilogue[] =
     "  SEEDED           the collector runs with --seed: reproducible noise, NOT\n"
     "                   secure (tests and experiments only)\n"
     "  rows, buckets    rows in the completed buckets that were aggregated\n"
+    "  noise level      how far the basis is from noise, computed by the mechanism\n"
+    "                   from its released output (post-processing); a line WEAK\n"
+    "                   follows when it is >= 0.75: the basis is near random level\n"
     "  privacy          zCDP (rho, delta) of this epoch and in total, and as\n"
     "                   (eps, delta)-DP at the collector's --delta-target\n"
     "  budget left      what the collector's cap (--cap-rho or --cap-eps) leaves\n"
@@ -64,7 +68,7 @@ static const char s_epilogue[] =
     "                   residual, accurate also for tiny angles\n"
     "--json prints one object per line instead: seq, epoch, status, reason,\n"
     "seeded, time_unix_ms, d, k, aggregator, rows_used, buckets_used, radius,\n"
-    "epoch_rho, epoch_delta, epoch_eps, total_rho, total_delta, total_eps,\n"
+    "radius_unrelated, noise_level (0: not computed), weak, epoch_rho, epoch_delta, epoch_eps, total_rho, total_delta, total_eps,\n"
     "delta_target, budget_left, budget_unit (rho, eps or none; budget_left null\n"
     "without a cap), prev_epoch, angles_prev_deg, sin_prev, angles_truth_deg,\n"
     "sin_truth, saved (null where they do not apply; an infinite eps is null).\n"
@@ -147,7 +151,13 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
         printf("  reason: %s\n", in->reason && *in->reason ? in->reason : "(none given)");
     printf("  rows %" PRIu64 " in %zu buckets  radius %.4g  aggregator %s  d %zu  k %zu\n", in->rows_used,
            in->buckets_used, in->radius, dps_aggregator_name(in->aggregator), in->d, in->k);
-    if (dps_snapshot_weak(in))
+    if (in->status == DPS_SNAP_RELEASED && in->noise_level > 0)
+        printf("  noise level %.3g (from released quantities: <= 0.1 mostly signal, >= 1 random level)\n",
+               in->noise_level);
+    if (dps_snapshot_weak(in) && in->noise_level > 0)
+        printf("  WEAK: noise level %.3g >= %.2g: the basis is near the random level and carries little\n"
+               "        information about the data\n", in->noise_level, DPS_NOISE_LEVEL_WEAK);
+    else if (dps_snapshot_weak(in))
         printf("  WEAK: the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated buckets\n"
                "        (%.3g): this basis carries little information about the data\n",
                in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
@@ -212,6 +222,7 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     cli_json_u64(&j, "buckets_used", in->buckets_used);
     cli_json_num(&j, "radius", in->radius);
     cli_json_num(&j, "radius_unrelated", in->radius_unrelated);
+    cli_json_num(&j, "noise_level", in->noise_level);
     cli_json_bool(&j, "weak", dps_snapshot_weak(in));
     cli_json_num(&j, "epoch_rho", in->epoch_cost.rho);
     cli_json_num(&j, "epoch_delta", in->epoch_cost.delta);

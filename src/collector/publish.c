@@ -50,10 +50,11 @@ static void s_log_snapshot(const dps_snapshot_info *in)
     else
         snprintf(left, sizeof left, "budget left %.4g %s", in->budget_left, in->budget_unit);
     if (in->status == DPS_SNAP_RELEASED)
-        log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %zu buckets, %" PRIu64 " rows, radius %.3g; "
-                 "rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
-                 in->epoch, in->seq, in->buckets_used, in->rows_used, in->radius, in->epoch_cost.rho,
-                 in->total.rho, in->total.delta, eps, in->delta_target, left);
+        log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %zu buckets, %" PRIu64 " rows, radius %.3g, "
+                 "noise level %.3g%s; rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
+                 in->epoch, in->seq, in->buckets_used, in->rows_used, in->radius, in->noise_level,
+                 dps_snapshot_weak(in) ? " WEAK" : "", in->epoch_cost.rho, in->total.rho, in->total.delta, eps,
+                 in->delta_target, left);
     else
         log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e; %s", in->epoch,
                  dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target, left);
@@ -61,7 +62,12 @@ static void s_log_snapshot(const dps_snapshot_info *in)
         log_warn("no privacy budget cap (--no-cap): spent so far eps %s at delta %.0e (total rho %.4g), and nothing "
                  "stops it from growing; set --cap-rho or --cap-eps (SIGHUP reads the config file again)",
                  eps, in->delta_target, in->total.rho);
-    if (dps_snapshot_weak(in))
+    if (dps_snapshot_weak(in) && in->noise_level > 0)
+        log_warn("epoch %" PRIu64 ": WEAK: noise level %.3g >= %.2g: this basis is near the random level and carries "
+                 "little information.  The noise of the release is too large for this data: raise rho, or the rows "
+                 "per epoch; on gradient-like data use --aggregator gaussian",
+                 in->epoch, in->noise_level, DPS_NOISE_LEVEL_WEAK);
+    else if (dps_snapshot_weak(in))
         log_warn("epoch %" PRIu64 ": the buckets agreed only at radius %.3g, %.0f%% of the distance between unrelated "
                  "buckets (%.3g): this basis carries little information.  Buckets of m rows are too small for this "
                  "data to concentrate near a k-dimensional subspace: raise --m (and t, or rho)",

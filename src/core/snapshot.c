@@ -16,7 +16,11 @@ const char *dps_status_name(dps_status s)
 
 int dps_snapshot_weak(const dps_snapshot_info *in)
 {
-    return in->status == DPS_SNAP_RELEASED && in->radius_unrelated > 0 && in->radius >= 0.5 * in->radius_unrelated;
+    if (in->status != DPS_SNAP_RELEASED)
+        return 0;
+    if (in->noise_level > 0)
+        return in->noise_level >= DPS_NOISE_LEVEL_WEAK;
+    return in->radius_unrelated > 0 && in->radius >= 0.5 * in->radius_unrelated; /* no level: older snapshot */
 }
 
 /* A group layout that tiles the row and the basis: 0 groups, or 1..MAX

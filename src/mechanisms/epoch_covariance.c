@@ -19,6 +19,7 @@
 #include "epoch_mechanism.h"
 #include "internal.h"
 #include "linalg.h"
+#include "noise_level.h"
 #include "second_moment.h"
 
 #include <math.h>
@@ -80,12 +81,16 @@ static void s_take_row(epoch_state *st, const float *row) { second_moment_add(&s
 
 static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
 {
-    (void)out; /* no FAIL, no radius */
-    const dps_config *c = st->cfg;
+    const dps_config *c = st->cfg; /* no FAIL, no radius */
     size_t d = c->d;
     second_moment_finish(&st->sm);
     dps_iterative_params p = {.k = c->k, .eps = sqrt(2.0 * c->rho_epoch), .eps_values = 0,
                               .split = DPS_SPLIT_UNIFORM};
+    /* No eigenvalue is released (eps_values = 0), so the level is the floor
+       that the public n, d, k and eps allow whatever the data
+       (cov_noise_level_floor): >= 1 says this release is at random level
+       for any rows; below 1 it promises nothing (the data may be noisier). */
+    out->noise_level = cov_noise_level_floor(in->rows, d, c->k, p.eps);
     return dps_cov_iterative(st->sm.C, (size_t)in->rows, d, &p, in->noise, basis, NULL, NULL, NULL);
 }
 

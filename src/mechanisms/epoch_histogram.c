@@ -14,6 +14,7 @@
    dps_config_check refuses other parameters).  The snapshot, the top-k right
    singular subspace of the released cell's centre, is post-processing. */
 #include "epoch_aggregate.h"
+#include "noise_level.h"
 
 #include <math.h>
 
@@ -70,6 +71,16 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
                       "width; budget spent";
     out->radius = res.width;
     out->w_hat = res.count_hat;
+    /* The released point is the centre of the released cell: for an item y
+       in it, centre - y is uniform on the cell (random offset, histogram.c),
+       sd l / sqrt 12 per coordinate of the q x d item, l = the released cell
+       side.  The released cell holds many items (its noisy count passed T),
+       which agree to within l per coordinate, so the noise-free part is such
+       an item, of squared singular values of mean q: the spiked-matrix level
+       of the reference aggregator with sigma = l / sqrt 12 (noise_level_rect),
+       a function of l and the public q, d: post-processing. */
+    if (!rc && !res.failed)
+        out->noise_level = noise_level_rect(res.width / sqrt(12.0), items.q, items.d);
     return rc;
 }
 

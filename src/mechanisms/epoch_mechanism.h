@@ -51,7 +51,7 @@
 
    WHAT THE RELEASE MUST GUARANTEE.  In the rows of the epoch, under replacing
    one row, the basis together with out->failed, out->radius and out->w_hat
-   is delta-approximate rho-zCDP for (rho, delta) = cost(c) (what the stream
+   (out->noise_level is a function of these and the configuration) is delta-approximate rho-zCDP for (rho, delta) = cost(c) (what the stream
    charged).  It runs after the charge, so it returns DPS_OK with *out filled
    (out->failed = 1 with a reason for the mechanism's own FAIL, a DP output;
    the basis is then withheld), or an error that no row can cause: every size
@@ -110,6 +110,9 @@ typedef struct {
     const char *reason; /* when failed: why, for the snapshot (static)        */
     double radius;      /* released: the radius or cell side used (0: none)   */
     double w_hat;       /* released: the noisy count (0: none)                */
+    double noise_level; /* how far the basis is from noise, a function of the
+                           released output and the public configuration only
+                           (post-processing: noise_level.h); 0: not computed */
 } epoch_outcome;
 
 typedef struct {

@@ -17,6 +17,7 @@
    symmetrised noisy mean, is post-processing.  d x d matrices: refused above
    DPS_PROJECTION_MAX_D. */
 #include "epoch_aggregate.h"
+#include "noise_level.h"
 
 #include <math.h>
 
@@ -54,6 +55,13 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
     wfc_result res = {0};
     int rc = agg_projection(&items, &p, in->noise, st->pool, st->ws, basis, &res);
     epoch_agg_wfc_outcome(&res, out);
+    /* The released d x d mean (a projection's eigenvalues: 1 where the buckets
+       agree) gets N(0, s_mu^2) per entry, symmetrised: off-diagonal sd
+       s_mu / sqrt 2.  s_mu is a function of the released radius and noisy
+       weight and public parameters (wfc.c): post-processing.  The level is
+       the spiked-Wigner margin (s_mu / sqrt 2) sqrt(d) (noise_level_sym). */
+    if (!res.failed)
+        out->noise_level = noise_level_sym(res.s_mu / sqrt(2.0), items.d);
     return rc;
 }
 

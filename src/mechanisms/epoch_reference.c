@@ -17,6 +17,7 @@
    singular subspace of the noisy mean, is post-processing. */
 #include "epoch_aggregate.h"
 #include "linalg.h"
+#include "noise_level.h"
 
 #include <math.h>
 
@@ -52,6 +53,15 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
     wfc_result res = {0};
     int rc = agg_reference(&items, &p, in->noise, in->pub, st->pool, st->ws, basis, &res);
     epoch_agg_wfc_outcome(&res, out);
+    /* The released q x d mean carries N(0, s_mu^2) per entry, and
+       s_mu = ((2/alpha + 4) r / L) / sqrt(2 rho_mean) with L = W^ -
+       s_W sqrt(2 ln(1/delta1)) is a function of the released radius r and
+       noisy weight W^ and of public parameters (wfc.c): post-processing.
+       Its noise-free part has squared singular values of mean q when the
+       buckets agree, so the level is the spiked-matrix margin
+       s_mu (d/q)^(1/4) (noise_level_rect). */
+    if (!res.failed)
+        out->noise_level = noise_level_rect(res.s_mu, items.q, items.d);
     return rc;
 }
 

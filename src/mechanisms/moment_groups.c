@@ -52,6 +52,7 @@
 #include "gaussian_cov.h"
 #include "internal.h"
 #include "linalg.h"
+#include "noise_level.h"
 #include "power_iteration.h"
 #include "second_moment.h"
 
@@ -65,6 +66,7 @@ struct epoch_state {
     second_moment sm[DPS_MAX_GROUPS];   /* dense groups: sum x_g x_g^T        */
     power_iteration pi[DPS_MAX_GROUPS]; /* power groups                       */
     double *A, *Z, *w;  /* dense release: C_g + E_g, its eigenvectors, values */
+    double *sv;         /* a power group's top-k_g noisy singular values     */
     float *slice;       /* k_g x d_g: a warm start, or a power group's basis  */
     float *prev;        /* k x d: the last released basis (power groups only) */
     int has_prev;
@@ -172,6 +174,7 @@ void moment_destroy(epoch_state **pst)
     free(st->Z);
     free(st->w);
     free(st->slice);
+    free(st->sv);
     free(st->prev);
     free(st);
     *pst = NULL;
@@ -207,7 +210,8 @@ int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool)
         ok = st->A && st->Z && st->w;
     }
     if (ok)
-        ok = (st->slice = malloc(kd_any * sizeof *st->slice)) != NULL;
+        ok = (st->slice = malloc(kd_any * sizeof *st->slice)) != NULL &&
+             (st->sv = malloc(DPS_MAX(c->k, 1) * sizeof *st->sv)) != NULL;
     if (ok && s_any_power(c))
         ok = (st->prev = malloc(c->k * c->d * sizeof *st->prev)) != NULL;
     if (!ok) {
@@ -314,26 +318,38 @@ static int s_dense_basis(epoch_state *st, size_t g, double s)
 int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
 {
     (void)in;  /* the noise is the stream's generator given to begin */
-    (void)out; /* no FAIL of its own, no radius */
-    const dps_config *c = st->cfg;
+    const dps_config *c = st->cfg; /* no FAIL of its own, no radius */
     if (s_any_power(c) && st->block < st->blocks && st->rows > power_block_start(st->n, st->blocks, st->block))
         s_end_block(st); /* the last, partial block */
     if (st->err)
         return st->err;
-    double s = moment_noise_sd(c);
+    double s = moment_noise_sd(c), lost = 0, total = 0, edge_over_w = 1;
+    int any = 0;
     memset(basis, 0, c->k * c->d * sizeof *basis);
     for (size_t g = 0; g < st->groups; g++) {
+        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
         int rc = DPS_OK;
-        if (st->kind[g] == GROUP_DENSE)
+        if (st->kind[g] == GROUP_DENSE) {
             rc = s_dense_basis(st, g, s);
-        else if (st->kind[g] == GROUP_POWER)
-            rc = power_basis(&st->pi[g], st->slice, NULL);
-        else
+            any |= !rc && gauss_noise_parts(st->w, kg, dg, s, &lost, &total);
+            if (!rc && st->w[0] > 0)
+                edge_over_w = DPS_MAX(edge_over_w, 2 * s * sqrt((double)dg) / st->w[0]);
+        } else if (st->kind[g] == GROUP_POWER) {
+            rc = power_basis(&st->pi[g], st->slice, st->sv);
+            any |= !rc && power_noise_parts(st->sv, kg, dg, st->pi[g].b, s, &lost, &total);
+        } else {
             continue;
+        }
         if (rc)
             return rc;
         s_block_put(c, g, st->slice, basis);
     }
+    /* The level (noise_level.c): the energy-weighted sine over every group's
+       directions, from the released noisy eigenvalues or singular values and
+       the public noise scale (post-processing); when no direction of any
+       group clears its detection level, the margin by which the noise's edge
+       passes the top eigenvalue, at least 1. */
+    out->noise_level = any ? sqrt(lost / total) : edge_over_w;
     if (st->prev) {
         memcpy(st->prev, basis, c->k * c->d * sizeof *st->prev);
         st->has_prev = 1;

@@ -179,6 +179,7 @@ int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
     m.n_group_d = m.n_group_k = in.groups;
     m.group_d = group_d;
     m.group_k = group_k;
+    m.noise_level = in.noise_level;
     unsigned char *basis = NULL;
     const float *b = dps_snapshot_basis(s);
     if (b) {
@@ -227,7 +228,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         (released ? m->basis.len != (size_t)m->k * m->d * 4 : m->basis.len != 0) ||
         !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||
         !s_nonneg(m->delta_total) || isnan(m->eps_total) || m->eps_total < 0 || !s_nonneg(m->delta_target) ||
-        !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat) ||
+        !s_nonneg(m->radius) || !s_nonneg(m->radius_unrelated) || !isfinite(m->w_hat) || !s_nonneg(m->noise_level) ||
         isnan(m->budget_left) || m->budget_left < 0 || !s_budget_unit_ok(m->budget_unit) ||
         m->n_group_d != m->n_group_k || m->n_group_d > DPS_MAX_GROUPS)
         rc = DPS_EPROTO;
@@ -277,6 +278,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         in.groups = m->n_group_d;
         in.group_d = group_d;
         in.group_k = group_k;
+        in.noise_level = m->noise_level;
         rc = dps_snapshot_new(out, &in, basis);
         if (rc == DPS_EINVAL)
             rc = DPS_EPROTO; /* groups that do not tile d and k */

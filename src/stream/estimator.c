@@ -309,6 +309,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
     info.radius = res.radius;
     info.w_hat = res.w_hat;
+    info.noise_level = rc || res.failed ? 0 : res.noise_level; /* only with a basis */
     char internal[200];
     if (rc) {
         /* AFTER THE CHARGE NOTHING MAY DEPEND ON AN ERROR THE DATA CAN CAUSE.

@@ -176,6 +176,7 @@ int main(void)
     in.reason = "";
     in.budget_left = 0.5;
     in.budget_unit = "rho";
+    in.noise_level = 0.375;
     dps_snapshot *s = NULL, *back = NULL;
     dps_snapshot_new(&s, &in, basis);
     CHECK(dps_snapshot_encode(s, &buf, &len) == DPS_OK, "snapshot encode");
@@ -186,6 +187,7 @@ int main(void)
           "snapshot fields");
     CHECK(out.budget_left == 0.5 && strcmp(out.budget_unit, "rho") == 0, "budget left round-trips (%g %s)",
           out.budget_left, out.budget_unit);
+    CHECK(out.noise_level == 0.375, "noise level round-trips (%g)", out.noise_level);
     CHECK(memcmp(dps_snapshot_basis(back), basis, sizeof basis) == 0, "basis bit-exact");
     dps_snapshot_destroy(&back);
     for (size_t cut = 0; cut < len; cut += 3) {
@@ -262,6 +264,34 @@ int main(void)
             }
         } else {
             CHECK(rc == DPS_EPROTO, "budget case %d refused", v);
+        }
+        dps_snapshot_destroy(&back);
+        free(buf);
+        dps_snapshot_destroy(&s);
+    }
+    /* The noise level: NaN (v = 0), negative (1) or infinite (2) is refused;
+       0 (3: not computed, or an older collector) decodes as 0. */
+    for (int v = 0; v < 4; v++) {
+        in.budget_left = 0.5;
+        in.budget_unit = "rho";
+        dps_snapshot_new(&s, &in, basis);
+        dps_snapshot_encode(s, &buf, &len);
+        Dps__Wire__Snapshot *mm = dps__wire__snapshot__unpack(NULL, len, buf);
+        free(buf);
+        mm->noise_level = v == 0 ? NAN : v == 1 ? -0.5 : v == 2 ? INFINITY : 0;
+        len = dps__wire__snapshot__get_packed_size(mm);
+        buf = malloc(len);
+        dps__wire__snapshot__pack(mm, buf);
+        dps__wire__snapshot__free_unpacked(mm, NULL);
+        int rc = dps_snapshot_decode(buf, len, &back);
+        if (v == 3) {
+            CHECK(rc == DPS_OK, "noise level 0 decodes");
+            if (rc == DPS_OK) {
+                dps_snapshot_get_info(back, &out);
+                CHECK(out.noise_level == 0, "noise level 0 (not computed): %g", out.noise_level);
+            }
+        } else {
+            CHECK(rc == DPS_EPROTO, "noise level case %d refused", v);
         }
         dps_snapshot_destroy(&back);
         free(buf);

@@ -149,8 +149,11 @@ def test_weak_snapshot():
     s = sub.recv(10000)
     check(s is not None and s.status == "released" and s.weak, f"isotropic data: released but weak ({s and s.describe()})")
     if s:
-        note(f"weak: radius {s.radius:.3g} of {s.radius_unrelated:.3g} between unrelated buckets")
+        note(f"weak: noise level {s.noise_level:.3g}, radius {s.radius:.3g} of {s.radius_unrelated:.3g}")
+        check(s.noise_level >= 1, f"isotropic data: noise level {s.noise_level:.3g} >= 1 (random level)")
     check(wait_for(lambda: "carries little information" in c.tail(), 5), "the collector warns")
+    check(any("released" in line and "noise level" in line and "WEAK" in line for line in c.tail().splitlines()),
+          "the collector's release line says WEAK")
     sub.close()
     c.stop()
 
@@ -169,7 +172,9 @@ def row_mechanism_epoch(aggregator, rho, sin_bound, rng, extra=()):
         check(s.rows_used == 240 and s.buckets_used == 0, f"{aggregator}: all 240 rows used, no buckets")
         check(s.rho_epoch == rho and s.delta_epoch == 0.0, f"{aggregator}: charged (rho {rho:g}, delta 0)")
         sn = sin_angle(s.basis, basis)
-        check(sn < sin_bound and not s.weak, f"{aggregator}: sin {sn:.3f} to the truth, not flagged weak")
+        check(sn < sin_bound and not s.weak, f"{aggregator}: sin {sn:.3f} to the truth, not flagged weak "
+              f"(noise level {s.noise_level:.3g})")
+        check(s.noise_level > 0, f"{aggregator}: the snapshot carries its noise level")
     total, epochs = ledger_invariants(c, aggregator)
     check(epochs == [0] and abs(total - rho) < 1e-12, f"{aggregator}: the ledger has epoch 0 at rho {rho:g}")
     sub.close()

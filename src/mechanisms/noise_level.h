@@ -1,0 +1,49 @@
+/* noise_level.h - how far a released basis is from noise, from released or
+   public quantities only (the snapshot's noise_level, dps_snapshot_info).
+   Each function is post-processing of what its mechanism releases (or of the
+   public configuration): it costs no privacy.  The derivations are in
+   noise_level.c.  Scale, for all: about the sine of the angle between the
+   released basis and the noise-free one of the mechanism's input (about
+   <= 0.1: mostly signal); >= 1: the noise is past the level at which any
+   signal of that size can be told from it (random level).  Not installed. */
+#ifndef DPS_NOISE_LEVEL_H
+#define DPS_NOISE_LEVEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reference and histogram aggregators: the released q x d noisy mean whose
+   noise-free part has rank k and squared singular values of mean q (the
+   items Pi_j P^T with P ~ N(0, I)), plus iid noise of sd sigma per entry.
+   mu = sigma (d/q)^(1/4) (the spiked-matrix detection threshold): mu if
+   mu >= 1, else the predicted sine (never above 1). */
+double noise_level_rect(double sigma, size_t q, size_t d);
+
+/* Projection aggregator: a d x d symmetric noisy mean, noise-free
+   eigenvalues 1 (a projection), symmetric noise of sd sigma_off off the
+   diagonal: sigma_off sqrt(d) (the spike threshold over the spike). */
+double noise_level_sym(double sigma_off, size_t d);
+
+/* Gaussian covariance (and any C + E with E symmetric, iid N(0, s^2) entries
+   on and above the diagonal): w, the top-k eigenvalues of C + E (descending)
+   against the Wigner edge 2 s sqrt(d).  Shared by the Gaussian epoch
+   mechanism, its parameter groups and the noisy power iteration (w there:
+   its noisy singular values, if they carry the same noise law). */
+double gauss_noise_level(const double *w, size_t k, size_t d, double s);
+
+/* The two sums gauss_noise_level's energy-weighted sine is made of, added
+   to *lost and *total, so that parameter groups (and power groups, below)
+   add up to one level sqrt(lost / total); returns 1 if some eigenvalue
+   cleared the detection level. */
+int gauss_noise_parts(const double *w, size_t k, size_t d, double s, double *lost, double *total);
+/* The same sums for the noisy power iteration's last Y = C X + G (d x b, G
+   iid N(0, s^2)): sv, its top-k singular values (noise_level.c). */
+int power_noise_parts(const double *sv, size_t k, size_t d, size_t b, double s, double *lost, double *total);
+
+/* Pure-DP covariance (iterative eigenvector sampling, eps split uniformly over
+   k draws, no eigenvalues released): the level the best possible data (all n
+   unit rows on one line) would give, sqrt(k (d - 1) / (eps n)); a floor,
+   from public quantities only.  0 for n = 0 or eps <= 0. */
+double cov_noise_level_floor(uint64_t n, size_t d, size_t k, double eps);
+
+#endif

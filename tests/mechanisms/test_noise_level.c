@@ -1,0 +1,254 @@
+/* test_noise_level - the snapshot's noise_level (src/mechanisms/noise_level.c)
+   and the WEAK rule read from it (dps_snapshot_weak): per mechanism, on
+   inputs where the answer is known: pure noise (all-zero rows: no direction
+   of the data exists, so any released basis is noise) gives a level >= 1 and
+   WEAK; rows on a subspace (the paper's generator at tau = 1e4 d) a small
+   level and not WEAK.  And the level is a function of released quantities. */
+#include "check.h"
+#include "dpsubspace.h"
+#include "gaussian_cov.h"
+#include "linalg.h"
+#include "noise_level.h"
+#include "stream/estimator_test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { D = 300, K = 2, T = 60, M = 20, N = T * M };
+
+/* One epoch of n rows through the estimator configured as c. */
+static void s_epoch(const dps_config *c, const float *X, size_t n, dps_snapshot_info *in)
+{
+    dps_estimator *e = NULL;
+    memset(in, 0, sizeof *in);
+    in->status = DPS_SNAP_FAILED;
+    CHECK(dps_estimator_new(&e, c) == DPS_OK, "%s estimator", dps_aggregator_name(c->aggregator));
+    if (!e)
+        return;
+    dps_snapshot *s = s_run_epoch(e, X, n, c->d);
+    if (s)
+        dps_snapshot_get_info(s, in);
+    dps_snapshot_destroy(&s);
+    dps_estimator_destroy(&e);
+}
+
+static dps_config s_agg_cfg(dps_aggregator a, uint64_t seed)
+{
+    dps_config c = s_cfg(D, K, T, M, seed);
+    c.aggregator = a;
+    c.rho_epoch = 1.0; /* row-intake mechanisms: the epoch is the same t m rows */
+    return c;
+}
+
+/* The rows: zeros (pure noise), or the generator's rows on a K-dim subspace. */
+static float *s_rows(int signal, size_t n, size_t d)
+{
+    float *X = calloc(n * d, sizeof *X), *B = malloc(K * d * sizeof *B);
+    if (signal) {
+        dps_rng *rng = NULL;
+        dps_rng_new_seeded(&rng, 5);
+        dps_synth_paper(rng, n, d, K, 1e4 * (double)d, X, B);
+        dps_rng_destroy(&rng);
+    }
+    free(B);
+    return X;
+}
+
+/* s_mu of the WFC release, recomputed from the released radius and w_hat and
+   the public configuration (wfc.c): the level must be this function. */
+static double s_mu_released(const dps_config *c, const dps_snapshot_info *in)
+{
+    double split = c->split_search + c->split_count + c->split_mean;
+    double s_W = (1.0 / c->alpha + 1.0) / sqrt(2.0 * c->rho_epoch * c->split_count / split);
+    double L = in->w_hat - s_W * sqrt(2.0 * log(1.0 / c->delta_epoch));
+    return (2.0 / c->alpha + 4.0) * in->radius / L / sqrt(2.0 * c->rho_epoch * c->split_mean / split);
+}
+
+/* 1. The bucket aggregators, d = 300, k = 2, q = 20, t = 60, rho = 1.
+   Pure noise: a bucket of zero rows has a random basis (completed from the
+   public generator), so items are pairwise near the unrelated distance
+   r_u (reference sqrt(2kq) = 8.9, projection sqrt(2k) = 2); the radius search
+   stops where half the items are friends, at r >= r_u / 2 (grid factor 2);
+   L = W^ - s_W sqrt(2 ln 1e8) <= t + 3 s_W - 6.07 s_W = 60 - 20.6 = 40 with
+   s_W = 3 / sqrt(0.2) = 6.7 (3 sd); s_mu = 8 r / (L sqrt(1.4)) >= 0.76
+   (reference) and >= 0.17 (projection).  Levels: reference s_mu (d/q)^(1/4)
+   >= 0.76 * 1.97 = 1.5; projection s_mu sqrt(d/2) >= 2.1: both >= 1.
+   Signal: the generator's rows are on the subspace up to 1e-4 per
+   coordinate, every bucket's basis is the subspace to sin < 1e-2, so the
+   search stops at r <= 2 * 1e-2 * r_u * sqrt 2 (well within the grid), and
+   s_mu <= 8 * 0.25 / (40 * 1.18) = 0.04 for the reference aggregator: level
+   <= 0.1 (projection: r <= 0.06, s_mu <= 0.01, level <= 0.15 is the bound;
+   accept 0.2).  The histogram aggregator FAILs on pure noise (no cell gets
+   many random items: nothing released, no level, not WEAK); on the signal
+   it releases a cell of side l = 0.25 sqrt(k/d) = 0.02, sigma = l / sqrt 12,
+   level (noise_level_rect) ~ sqrt(sigma^2 d / q) = 0.02, accept <= 0.1. */
+static void s_test_aggregators(void)
+{
+    const dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM};
+    const double signal_max[] = {0.1, 0.2, 0.1};
+    for (size_t a = 0; a < 3; a++) {
+        dps_config c = s_agg_cfg(aggs[a], 11 + a);
+        const char *name = dps_aggregator_name(aggs[a]);
+        for (int signal = 0; signal <= 1; signal++) {
+            float *X = s_rows(signal, N, D);
+            dps_snapshot_info in;
+            s_epoch(&c, X, N, &in);
+            free(X);
+            NOTE("%s, %s: %s, radius %.3g, w_hat %.3g, noise level %.3g%s", name, signal ? "signal" : "zero rows",
+                 dps_status_name(in.status), in.radius, in.w_hat, in.noise_level, dps_snapshot_weak(&in) ? " WEAK" : "");
+            if (aggs[a] == DPS_AGG_HISTOGRAM && !signal) {
+                CHECK(in.status == DPS_SNAP_FAILED && in.noise_level == 0 && !dps_snapshot_weak(&in),
+                      "histogram on zero rows: FAIL, no level, not weak (status %d)", (int)in.status);
+                continue;
+            }
+            CHECK(in.status == DPS_SNAP_RELEASED, "%s released", name);
+            if (signal)
+                CHECK(in.noise_level > 0 && in.noise_level <= signal_max[a] && !dps_snapshot_weak(&in),
+                      "%s on the subspace: level %g <= %g, not weak", name, in.noise_level, signal_max[a]);
+            else
+                CHECK(in.noise_level >= 1 && dps_snapshot_weak(&in), "%s on zero rows: level %g >= 1, weak", name,
+                      in.noise_level);
+            /* Post-processing: the level from the released radius, w_hat and the configuration. */
+            double want = aggs[a] == DPS_AGG_REFERENCE    ? noise_level_rect(s_mu_released(&c, &in), c.q, c.d)
+                          : aggs[a] == DPS_AGG_PROJECTION ? noise_level_sym(s_mu_released(&c, &in) / sqrt(2.0), c.d)
+                                                          : noise_level_rect(in.radius / sqrt(12.0), c.q, c.d);
+            CHECK(fabs(in.noise_level - want) <= 1e-9 * want, "%s: level %.12g is that of the released values %.12g",
+                  name, in.noise_level, want);
+        }
+    }
+}
+
+/* 2. The Gaussian covariance mechanism, d = 300, rho = 1 (s = 1, the spike
+   threshold T = s sqrt(d) = 17.3, the edge 2T = 34.6).  Zero rows: C + E = E,
+   whose top eigenvalue is the edge + s d^(-1/6) TW_1 <= the detection level
+   edge + 4 s d^(-1/6) (P > 0.99), so no direction counts and the level is
+   max(1, edge / w_1) >= 1.  Signal: n = 1 200 rows on a 2-dim subspace, C's
+   two eigenvalues about 600 each (+-3 sd of sqrt(n) spread: >= 500), so the
+   level is about sqrt(T^2 (2/600) / 1200) = 0.03; accept <= 0.1. */
+static void s_test_gaussian(void)
+{
+    for (int signal = 0; signal <= 1; signal++) {
+        dps_config c = s_agg_cfg(DPS_AGG_GAUSSIAN, 21);
+        float *X = s_rows(signal, N, D);
+        dps_snapshot_info in;
+        s_epoch(&c, X, N, &in);
+        free(X);
+        NOTE("gaussian, %s: noise level %.3g%s", signal ? "signal" : "zero rows", in.noise_level,
+             dps_snapshot_weak(&in) ? " WEAK" : "");
+        CHECK(in.status == DPS_SNAP_RELEASED, "gaussian released");
+        if (signal)
+            CHECK(in.noise_level > 0 && in.noise_level <= 0.1 && !dps_snapshot_weak(&in), "gaussian signal: level %g",
+                  in.noise_level);
+        else
+            CHECK(in.noise_level >= 1 && dps_snapshot_weak(&in), "gaussian zero rows: level %g", in.noise_level);
+    }
+}
+
+/* 3. gauss_noise_level on known spectra: C = L (e_1 e_1^T + e_2 e_2^T) + E at
+   d = 400, s = 1 (T = 20).  L = 10 T: each noisy eigenvalue is
+   L + T^2/L +- O(s), de-biased to L within 2%, so the level is
+   sqrt((2 T^2 / L) / (2 L)) = T / L = 0.1 within 5%.  L = 0.5 T (below the
+   spike threshold): nothing separates from the bulk, level >= 1. */
+static void s_test_gauss_spectra(void)
+{
+    size_t d = 400, k = 2;
+    double *A = malloc(d * d * sizeof *A), *Z = malloc(d * k * sizeof *Z), w[2];
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 31);
+    const double Ls[] = {200, 10};
+    for (size_t r = 0; r < 2; r++) {
+        memset(A, 0, d * d * sizeof *A);
+        A[0] = A[d + 1] = Ls[r];
+        gauss_cov_add_noise(A, d, 1.0, rng);
+        CHECK(la_syevr_top(A, d, k, w, Z) == DPS_OK, "eigenvalues");
+        double lv = gauss_noise_level(w, k, d, 1.0);
+        NOTE("gauss_noise_level, spikes %g at d %zu, s 1: w %.4g %.4g, level %.4g", Ls[r], d, w[0], w[1], lv);
+        if (r == 0)
+            CHECK(fabs(lv - 0.1) < 0.005, "level %g, want T/L = 0.1", lv);
+        else
+            CHECK(lv >= 1, "below the threshold: level %g >= 1", lv);
+    }
+    dps_rng_destroy(&rng);
+    free(A);
+    free(Z);
+}
+
+/* 4. The pure-DP covariance mechanism releases no eigenvalue: its level is
+   the public floor sqrt(k (d - 1) / (eps n)), the same on zero rows and on
+   the signal.  d = 300, k = 2, eps = sqrt 2: n = 1 200 gives 0.59 (below
+   DPS_NOISE_LEVEL_WEAK: not weak, a floor promises nothing more); n = 100
+   would give 2.06 (random level whatever the data), n = 60 000 0.084. */
+static void s_test_covariance(void)
+{
+    double want = sqrt(2.0 * 299.0 / (sqrt(2.0) * N));
+    for (int signal = 0; signal <= 1; signal++) {
+        dps_config c = s_agg_cfg(DPS_AGG_COVARIANCE, 41);
+        float *X = s_rows(signal, N, D);
+        dps_snapshot_info in;
+        s_epoch(&c, X, N, &in);
+        free(X);
+        CHECK(in.status == DPS_SNAP_RELEASED && fabs(in.noise_level - want) < 1e-12,
+              "covariance: level %g is the floor %g", in.noise_level, want);
+        CHECK(dps_snapshot_weak(&in) == (want >= DPS_NOISE_LEVEL_WEAK), "covariance weak from the floor");
+    }
+    CHECK(fabs(cov_noise_level_floor(60000, D, K, sqrt(2.0)) - 0.0840) < 1e-3, "floor at n = 60 000");
+    CHECK(fabs(cov_noise_level_floor(100, D, K, sqrt(2.0)) - 2.056) < 1e-3, "floor at n = 100");
+    CHECK(cov_noise_level_floor(0, D, K, 1.0) == 0, "no rows: not computed");
+}
+
+/* 5. The formulas' shape: the rectangular level is mu past the threshold,
+   continuous at mu = 1, and increasing in sigma; the symmetric one is
+   sigma sqrt(d). */
+static void s_test_formulas(void)
+{
+    size_t q = 20, d = 300;
+    double at1 = pow((double)q / (double)d, 0.25); /* sigma with mu = 1 */
+    CHECK(fabs(noise_level_rect(2 * at1, q, d) - 2) < 1e-12, "mu = 2 past the threshold");
+    CHECK(fabs(noise_level_rect(at1 * (1 - 1e-9), q, d) - 1) < 1e-4, "continuous at the threshold");
+    double prev = 0;
+    int up = 1;
+    for (double s = 1e-3; s < 3; s *= 1.3) {
+        double v = noise_level_rect(s, q, d);
+        up &= v > prev;
+        prev = v;
+    }
+    CHECK(up, "increasing in sigma");
+    CHECK(noise_level_rect(0, q, d) == 0 && noise_level_sym(0, d) == 0, "no noise: not computed (0)");
+    CHECK(fabs(noise_level_sym(0.1, 400) - 2) < 1e-12, "sigma sqrt(d)");
+}
+
+/* 6. The weak rule: the level when there is one, the radius rule for older
+   snapshots (no level), never for failed or refused ones. */
+static void s_test_weak_rule(void)
+{
+    dps_snapshot_info in;
+    memset(&in, 0, sizeof in);
+    in.status = DPS_SNAP_RELEASED;
+    in.radius = 0.9;
+    in.radius_unrelated = 1;
+    in.noise_level = DPS_NOISE_LEVEL_WEAK * 0.99;
+    CHECK(!dps_snapshot_weak(&in), "a level below the threshold is not weak, whatever the radius");
+    in.noise_level = DPS_NOISE_LEVEL_WEAK;
+    in.radius = 0;
+    CHECK(dps_snapshot_weak(&in), "a level at the threshold is weak");
+    in.noise_level = 0;
+    in.radius = 0.6;
+    CHECK(dps_snapshot_weak(&in), "no level: the radius rule");
+    in.radius = 0.4;
+    CHECK(!dps_snapshot_weak(&in), "no level, small radius: not weak");
+    in.noise_level = 5;
+    in.status = DPS_SNAP_FAILED;
+    CHECK(!dps_snapshot_weak(&in), "failed: never weak");
+}
+
+int main(void)
+{
+    s_test_formulas();
+    s_test_weak_rule();
+    s_test_gauss_spectra();
+    s_test_covariance();
+    s_test_gaussian();
+    s_test_aggregators();
+    return check_summary();
+}
