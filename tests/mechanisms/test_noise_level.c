@@ -145,6 +145,38 @@ static void s_test_gaussian(void)
     }
 }
 
+/* 2b. The noisy power iteration (and a group of the gaussian aggregator
+   wider than dense_max_d): s = sqrt(2) at rho 1, b = K + 10 = 12, the noise
+   edge s (sqrt 300 + sqrt 12) = 29.4.  Zero rows: Y is pure noise, its top
+   singular value passes the edge by a Tracy-Widom fluctuation of scale
+   s (1/sqrt 300 + 1/sqrt 12)^(1/3) / 2 = 0.5, so it stays below the
+   detection level edge + 4 such scales (P > 0.99) and the level is >= 1:
+   WEAK.  Signal: n = 1 200 rows on a 2-dim subspace in 2 blocks of 600
+   (C_i's eigenvalues about 300 each).  Block 1 starts cold: C_1 X_0 has
+   singular values about 300 sqrt(b/d) = 60 against the edge 29, so X_1 is
+   within sin 0.5 of the span; block 2's signal is then about 300 x 0.85 =
+   255 and the predicted sine T/theta = s sqrt(d) / 255 = 0.1; accept
+   <= 0.3 and not WEAK. */
+static void s_test_power(void)
+{
+    for (int signal = 0; signal <= 1; signal++) {
+        dps_config c = s_agg_cfg(DPS_AGG_POWER, 23);
+        c.power_blocks = 2;
+        float *X = s_rows(signal, N, D);
+        dps_snapshot_info in;
+        s_epoch(&c, X, N, &in);
+        free(X);
+        NOTE("power, %s: noise level %.3g%s", signal ? "signal" : "zero rows", in.noise_level,
+             dps_snapshot_weak(&in) ? " WEAK" : "");
+        CHECK(in.status == DPS_SNAP_RELEASED, "power released");
+        if (signal)
+            CHECK(in.noise_level > 0 && in.noise_level <= 0.3 && !dps_snapshot_weak(&in), "power signal: level %g",
+                  in.noise_level);
+        else
+            CHECK(in.noise_level >= 1 && dps_snapshot_weak(&in), "power zero rows: level %g", in.noise_level);
+    }
+}
+
 /* 3. gauss_noise_level on known spectra: C = L (e_1 e_1^T + e_2 e_2^T) + E at
    d = 400, s = 1 (T = 20).  L = 10 T: each noisy eigenvalue is
    L + T^2/L +- O(s), de-biased to L within 2%, so the level is
@@ -249,6 +281,7 @@ int main(void)
     s_test_gauss_spectra();
     s_test_covariance();
     s_test_gaussian();
+    s_test_power();
     s_test_aggregators();
     return check_summary();
 }
