@@ -51,10 +51,14 @@
    sin ~ s (sqrt d + sqrt b) / g plus the power method's own error
    (lambda_{k+1} / lambda_k) tan(theta_{i-1}), theta_{i-1} the angle of the
    start; p = b - k extra columns keep a random start's tan near
-   sqrt(d) / (sqrt(b) - sqrt(k - 1)) instead of unbounded.  Fewer blocks
-   mean more rows per block (the gap grows with the block, the noise does
-   not) but fewer steps; with the warm start one or two blocks are best
-   (measured: tools/experiments/README.md).
+   sqrt(d) / (sqrt(b) - sqrt(k - 1)) instead of unbounded.  So a cold start
+   sees the signal through about sqrt(b / d) of it: the first step needs
+   lambda_k sqrt(b / d) above s sqrt(d), and a first epoch is weak in large
+   d; a warm start (cos theta near 1) needs only lambda_k above s sqrt(d).
+   Fewer blocks mean more rows per block (the gap grows with the block, the
+   noise does not) but fewer steps: measured on the logreg gradients
+   (tools/experiments/README.md), one block is best once warm (the default),
+   three for a single cold epoch.
 
    MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), a block of 32 rows
    (32 d floats) and O(b^2 + b 2048) of scratch; plus the previous basis,
@@ -164,9 +168,9 @@ static int s_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
 
 /* One step at the end of each block (a block's noise is drawn as soon as its
    last row is in: nothing of it leaves before the release). */
-static void s_end_block(epoch_state *st)
+static void s_end_block(epoch_state *st, dps_rng *noise)
 {
-    int rc = power_step(&st->pi, power_noise_sd(st->cfg->rho_epoch), st->noise);
+    int rc = power_step(&st->pi, power_noise_sd(st->cfg->rho_epoch), noise);
     if (rc && !st->err)
         st->err = rc;
     st->block++;
@@ -177,7 +181,7 @@ static void s_take_row(epoch_state *st, const float *row)
 {
     power_add(&st->pi, row);
     if (++st->rows == st->block_end && st->block < st->blocks)
-        s_end_block(st);
+        s_end_block(st, st->noise);
 }
 
 /* After the charge: the only errors are LAPACK's (DPS_ENUMERIC), which the
@@ -185,9 +189,8 @@ static void s_take_row(epoch_state *st, const float *row)
 static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
 {
     (void)out; /* no FAIL of its own, no radius */
-    (void)in;  /* the noise is the stream's generator given to begin */
     if (st->block < st->blocks && st->rows > power_block_start(st->n, st->blocks, st->block))
-        s_end_block(st); /* the last, partial block */
+        s_end_block(st, in->noise); /* the last, partial block (in->noise is begin's generator) */
     if (st->err)
         return st->err;
     int rc = power_basis(&st->pi, basis, NULL);
