@@ -137,6 +137,10 @@ static void s_json_config(cli_json *j, const est_settings *s)
         cli_json_u64(j, "window", c->window);
         cli_json_u64(j, "q", c->q);
         cli_json_str(j, "aggregator", dps_aggregator_name(c->aggregator));
+        if (c->aggregator == DPS_AGG_POWER) {
+            cli_json_u64(j, "power_blocks", c->power_blocks);
+            cli_json_u64(j, "power_oversample", c->power_oversample);
+        }
         cli_json_num(j, "rho_epoch", c->rho_epoch);
         cli_json_num(j, "delta_epoch", c->delta_epoch);
         cli_json_num(j, "alpha", c->alpha);

@@ -60,7 +60,8 @@ for f in --in --format --dim --method --task --k --rho --delta --cap-rho --cap-e
     --eps --eps-values --cov-out --k-max --eps-k --beta-k \
     --public-seed --t --m --window --q --aggregator --alpha --tau --split --batch --close-partial --workers \
     --out --out-prefix --json --mean-out --truth --quiet --help --d1 --d2 --r --iters --eta --clip --clip-init \
-    --clip-sigma --streaming --groups --init-obs --truth-matrix --hist-width --candidates; do
+    --clip-sigma --streaming --groups --init-obs --truth-matrix --hist-width --candidates --power-blocks \
+    --power-oversample; do
     grep -q -- "^  $f[ ]" out.txt || grep -q -- "^  $f\$" out.txt || missing="$missing $f"
 done
 check "dps-estimate --help lists every flag${missing:+ (missing:$missing)}" [ -z "$missing" ]
@@ -334,6 +335,22 @@ expect_error "--hist-width without the histogram: exit 2" 2 "applies only to --a
     "$EST" rows.npy --k 4 --hist-width 0.1
 expect_error "--hist-width negative: exit 2" 2 "must be a positive cell side" \
     "$EST" rows.npy --k 4 --aggregator histogram --hist-width -1
+# power: 1 000 rows of the paper's generator (tau = 10 d) in d = 200 at rho 4 (s = 0.71), three blocks of 333 rows,
+# b = 4 + 16: a block's C has lambda_4 about 333/4 = 83 and ||G|| <= s (sqrt 200 + sqrt 20 + 5) = 17.
+# A random 20-dim start has sigma_min(U'X0) about 0.2-0.3 (b/d = 0.1), so block 1 already turns the start
+# towards the span, and each warm block then ends within Wedin's 17 / (83 cos(theta) - 17)
+# (tests/mechanisms/test_epoch_power.c): about 0.25 once cos(theta) > 0.9.  Accept sin < 0.4 (measured 0.14).
+run "$EST" rows.npy --k 4 --aggregator power --power-blocks 3 --power-oversample 16 --rho 4 --seed 5 --truth basis.npy \
+    --json power.json
+check "power: exit 0, released" [ "$rc" -eq 0 -a "$(jget power.json status)" = released ]
+sin=$(jget power.json sin_to_truth)
+check "power: sin_to_truth $sin < 0.4" lt "$sin" 0.4
+check "power: its settings in the JSON config" [ "$(jget power.json power_blocks)" = 3 -a \
+    "$(jget power.json power_oversample)" = 16 ]
+expect_error "--power-blocks without the power aggregator: exit 2" 2 "apply only to --aggregator power" \
+    "$EST" rows.npy --k 4 --power-blocks 2
+expect_error "--power-blocks 0: exit 2" 2 "power_blocks must be in 1..1024" \
+    "$EST" rows.npy --k 4 --aggregator power --power-blocks 0
 # rows exactly in span{(1,2,0,-1,3,1), (0,1,1,2,-1,2)} (integers), 3 outliers
 awk 'BEGIN { for (i = 0; i < 60; i++) { a = (i % 7) - 3; c = (i % 5) - 2 + (i % 3);
     printf "%d,%d,%d,%d,%d,%d\n", a, 2*a + c, c, -a + 2*c, 3*a - c, a + 2*c }
@@ -374,6 +391,7 @@ awk -F, -v OFS=, 'NR == 8 { $4 = "nan" } { print }' h_base.csv > h_nan.csv
 awk -F, -v OFS=, 'NR == 8 { $4 = "inf"; $5 = "-inf" } { print }' h_base.csv > h_inf.csv
 for m in "--k 2 --method estimator --aggregator reference" "--k 2 --method estimator --aggregator projection" \
     "--k 2 --method estimator --aggregator histogram" "--k 2 --method estimator --aggregator covariance" \
+    "--k 2 --method estimator --aggregator power" \
     "--k 2 --method analyze-gauss" "--k 2 --method iterative --eps 2" "--k 2 --method cov-laplace --eps 2" \
     "--k 2 --method cov-gaussian --eps 2" "--k 2 --method exact --eps 2" "--k 2 --method estimator --task mean" \
     "--k 2 --method analyze-gauss --task mean" "--method choose-k --k-max 3 --eps-k 1" \

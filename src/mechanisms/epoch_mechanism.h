@@ -45,9 +45,9 @@
    WHO OWNS WHAT.  The mechanism owns its state: create allocates all it needs
    from epoch to epoch, sized by the (public) configuration; begin and take_*
    do not allocate (but for a labelled generator of public randomness that
-   begin frees before it returns).  The stream owns the configuration and the pool (both
-   outlive the state), the rows, the stacked bases V, the generators, the
-   snapshot and the basis the release writes to.
+   begin frees before it returns).  The stream owns the configuration and the
+   pool (both outlive the state), the rows, the stacked bases V, the
+   generators, the snapshot and the basis the release writes to.
 
    WHAT THE RELEASE MUST GUARANTEE.  In the rows of the epoch, under replacing
    one row, the basis together with out->failed, out->radius and out->w_hat

@@ -51,10 +51,14 @@
    sin ~ s (sqrt d + sqrt b) / g plus the power method's own error
    (lambda_{k+1} / lambda_k) tan(theta_{i-1}), theta_{i-1} the angle of the
    start; p = b - k extra columns keep a random start's tan near
-   sqrt(d) / (sqrt(b) - sqrt(k - 1)) instead of unbounded.  Fewer blocks
-   mean more rows per block (the gap grows with the block, the noise does
-   not) but fewer steps; with the warm start one or two blocks are best
-   (measured: tools/experiments/README.md).
+   sqrt(d) / (sqrt(b) - sqrt(k - 1)) instead of unbounded.  So a cold start
+   sees the signal through about sqrt(b / d) of it: the first step needs
+   lambda_k sqrt(b / d) above s sqrt(d), and a first epoch is weak in large
+   d; a warm start (cos theta near 1) needs only lambda_k above s sqrt(d).
+   Fewer blocks mean more rows per block (the gap grows with the block, the
+   noise does not) but fewer steps: measured on the logreg gradients
+   (tools/experiments/README.md), one block is best once warm (the default),
+   three for a single cold epoch.
 
    PARAMETER GROUPS (DESIGN 7.2).  With groups, every group runs its own
    iteration on its slice of the rows (b_g = min(k_g + p, d_g) columns, its

@@ -10,7 +10,7 @@
    orthonormal columns to about b 2^-24, a little above 1 or below.  So after
    every orthonormalisation X is scaled by (1 - 2^-20) / sqrt(g), g the
    Gershgorin bound (largest absolute row sum) of X^T X computed in double,
-   whenever g > 1: then ||X||_2^2 <= g (1 - 2^-20)^2 < 1 up to the double
+   whenever g > 1 - 2^-30: then ||X||_2^2 <= g (1 - 2^-20)^2 < 1 up to the double
    rounding of the Gram (1e-16 d relative) and the float rounding of the
    scaled entries (2^-24 relative, inside the 2^-20 margin). */
 #include "power_iteration.h"
@@ -119,7 +119,7 @@ static void s_guard(power_iteration *p)
             row += i == j ? fabs(p->G[i * b + i]) : fabs(p->G[i * b + j] + p->G[j * b + i]);
         g = fmax(g, row);
     }
-    if (g > 1.0) {
+    if (g > 1.0 - 0x1p-30) { /* a margin for the Gram's own double rounding */
         float f = (float)((1.0 - 0x1p-20) / sqrt(g));
         for (size_t j = 0; j < b; j++)
             cblas_sscal((int)d, f, p->X + j * d, 1);
