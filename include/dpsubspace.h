@@ -252,7 +252,7 @@ DPS_EXPORT void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *
    1 - noise_level^2: 0.75 is about 0.44, midway between a good basis (>= 0.6
    kept: level <= 0.63) and a random-level one (<= 0.2: level >= 0.89).  On
    logistic-regression gradients and the paper's generator every good
-   release measured had a level <= 0.58, every random-level one >= 0.94. */
+   release measured had a level <= 0.58, every random-level one >= 0.91. */
 #define DPS_NOISE_LEVEL_WEAK 0.75
 /* For a released snapshot: 1 if noise_level >= DPS_NOISE_LEVEL_WEAK (the
    basis is at or near the random level: little information about the data);

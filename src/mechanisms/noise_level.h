@@ -26,9 +26,11 @@ double noise_level_sym(double sigma_off, size_t d);
 
 /* Gaussian covariance (and any C + E with E symmetric, iid N(0, s^2) entries
    on and above the diagonal): w, the top-k eigenvalues of C + E (descending)
-   against the Wigner edge 2 s sqrt(d).  Shared by the Gaussian epoch
-   mechanism, its parameter groups and the noisy power iteration (w there:
-   its noisy singular values, if they carry the same noise law). */
+   against the Wigner edge 2 s sqrt(d).  For the Gaussian epoch mechanism
+   and its parameter groups (call it per group, with that group's d).  The
+   noisy power iteration's Y = C X + G (G iid N(0, s^2), d x k) has another
+   noise law (||G||_2 ~ s (sqrt d + sqrt k), no Wigner de-biasing): its level
+   needs its own threshold, not this function as it stands. */
 double gauss_noise_level(const double *w, size_t k, size_t d, double s);
 
 /* The two sums gauss_noise_level's energy-weighted sine is made of, added
