@@ -320,7 +320,10 @@ typedef struct {
     size_t group_k[DPS_MAX_GROUPS];
     size_t power_blocks; /* power aggregator: T, disjoint blocks of the epoch's
                             t*m rows by index, one noisy power step each
-                            (default 1; 1..1024; min(T, t*m) blocks run)   */
+                            (1..1024; min(T, t*m) blocks run); 0 (default):
+                            3 while no epoch has been released (a cold
+                            start needs steps), then 1 (a warm start is
+                            best with every row in one step): public     */
     size_t power_oversample; /* power aggregator: p, the columns iterated
                             beyond k, b = min(k + p, d) (default 10)        */
     size_t dense_max_d;  /* gaussian aggregator: the widest group (or d) that

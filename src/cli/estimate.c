@@ -489,8 +489,9 @@ int main(int argc, char **argv)
          "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384) or power "
          "(no buckets: noisy power iteration, one step per disjoint block of the epoch's rows, rho-zCDP, memory "
          "O((k + p) d), any d)", 0},
-        {"--power-blocks", CLI_OPT_SIZE, &a.power_blocks, "T", "1",
-         "power aggregator: disjoint blocks of the epoch's rows, one noisy power step each (1..1024)", 0},
+        {"--power-blocks", CLI_OPT_SIZE, &a.power_blocks, "T", "0 = 3 cold, 1 warm",
+         "power aggregator: disjoint blocks of the epoch's rows, one noisy power step each (1..1024); by default "
+         "3 until an epoch has been released (a cold start needs steps), then 1", 0},
         {"--power-oversample", CLI_OPT_SIZE, &a.power_oversample, "P", "10",
          "power aggregator: columns iterated beyond k (b = k + P)", 0},
         {"--dense-max-d", CLI_OPT_SIZE, &a.dense_max_d, "D", "8192",

@@ -35,7 +35,7 @@ void dps_config_init(dps_config *c, size_t d, size_t k)
     c->split_count = 0.1;
     c->split_mean = 0.7;
     c->xi_min = 1e-6;
-    c->power_blocks = 1;
+    c->power_blocks = 0; /* 3 cold, 1 warm (moment_groups.c) */
     c->power_oversample = 10;
     c->workers = s_online_cpus();
 }

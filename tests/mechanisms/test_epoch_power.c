@@ -281,7 +281,11 @@ static void s_test_blocks(void)
         }
     dps_config c = s_cfg(d, k, 4, 100, 0, 4);
     const char *why = "";
-    CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "power_blocks 0 refused");
+    dps_plan plan;
+    double floor3 = 3 * power_noise_sd(1.0) * (sqrt((double)d) + sqrt((double)power_columns(&c))) / (4.0 * 100);
+    CHECK(dps_config_check(&c, &why) == DPS_OK && dps_config_plan(&c, &plan) == DPS_OK &&
+              fabs(plan.floor[0] - floor3) < 1e-12 * floor3,
+          "power_blocks 0: 3 blocks while cold (plan floor %g, want %g)", plan.floor[0], floor3);
     c.power_blocks = POWER_MAX_BLOCKS + 1;
     CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "power_blocks above the cap refused");
     c = s_cfg(d, k, 4, 100, 1, 100);
