@@ -25,8 +25,9 @@
    about n lambda_k (lambda_k the k-th eigenvalue of the rows' second moment),
    so by Davis-Kahan sin(theta) <= 2 ||E|| / gap ~ 4 sqrt(d / rho) / (n lambda_k).
 
-   MEMORY.  C, its noisy copy for the eigensolver (dsyevr destroys it) and
-   the k eigenvectors: 2 d^2 + k d doubles, and a block of rows. */
+   MEMORY.  C, its noisy copy for the eigensolver and the k eigenvectors:
+   2 d^2 + k d doubles, a block of rows, and the block Krylov eigensolver's
+   scratch (la_sym_topk_bytes: about 240 d + 3 (k + 10) d doubles). */
 #include "epoch_mechanism.h"
 #include "gaussian_cov.h"
 #include "internal.h"
@@ -64,8 +65,10 @@ static int s_check(const dps_config *c, const char **why)
 
 static size_t s_memory(const dps_config *c)
 {
-    /* C and A; the eigensolver's vectors and values; the row block */
-    return (c->d * c->d + c->k * c->d + c->k) * sizeof(double) + second_moment_bytes(c->d);
+    /* C and A; the eigensolver's vectors and values; the row block; the
+       eigensolver's scratch */
+    return (c->d * c->d + c->k * c->d + c->k) * sizeof(double) + second_moment_bytes(c->d) +
+           la_sym_topk_bytes(c->d, c->k);
 }
 
 static void s_destroy(epoch_state **pst)
@@ -119,7 +122,7 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
     second_moment_finish(&st->sm);
     memcpy(st->A, st->sm.C, d * d * sizeof *st->A);
     gauss_cov_add_noise(st->A, d, c->rho_epoch, in->noise);
-    int rc = la_syevr_top(st->A, d, k, st->w, st->Z);
+    int rc = la_sym_topk_d(st->A, d, k, NULL, st->w, st->Z, NULL); /* a public start: no noise draws */
     if (rc)
         return rc;
     for (size_t j = 0; j < k; j++)
