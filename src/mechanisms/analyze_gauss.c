@@ -36,7 +36,13 @@
    s^2.  With that the diagonal's share of ||Pi - Pi'||_F^2 is counted once
    instead of twice and the matrix step is only 2 rho-zCDP in the worst case
    (rotation in the plane of (1,1) and (1,-1)), 3 rho in all: the diagonal
-   variance here is 2 s^2 so that the stated (2 rho, delta) holds. */
+   variance here is 2 s^2 so that the stated (2 rho, delta) holds.
+   NUMERICS: for n > d the singular values come from the d x d Gram of the
+   clipped rows in double (rows_gram_clipped: no n x d copy, never an n x n
+   Gram) and la_sym_topk_d, whose Ritz values are within the residual
+   tolerance 1e-6 lambda_1 of eigenvalues (in practice ||r||^2 / gap, far
+   less); the argument above is for exact eigenvalues, as for any
+   floating-point run of it. */
 int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho, double delta, dps_rng *rng,
                       float *V, int *released)
 {
