@@ -449,7 +449,9 @@ DPS_EXPORT size_t dps_estimator_memory_bound(const dps_config *cfg);
 /* ------------------------------------------------- central (whole-data) tools */
 /* Non-private top-k right singular basis of an n x d matrix (finite rows);
    V is k x d.
-   sv (may be NULL) receives min(n, k+1) singular values, largest first. */
+   sv (may be NULL) receives min(n, k+1) singular values, largest first.
+   Scratch: a min(n, d)-square Gram in float and double (never n x n when
+   n > d: 0.9 GB at d = 7 850 whatever n). */
 DPS_EXPORT int dps_topk_basis(const float *X, size_t n, size_t d, size_t k, float *V, double *sv);
 
 /* Analyze Gauss, zCDP variant (DESIGN 3.5, Tsfadia sec. 3.8.4, DTTZ14): rows are

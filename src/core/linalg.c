@@ -34,32 +34,43 @@ void *dps_aligned_alloc(size_t n, size_t size)
 double la_dot_self(const float *x, size_t n) { return cblas_dsdot((int)n, x, 1, x, 1); }
 
 struct la_ws {
-    size_t m_max, k_max;
-    float *G;      /* m x m float Gram                  */
-    double *Gd;    /* m x m double Gram (destroyed)     */
-    double *w;     /* eigenvalues, descending           */
-    double *Z;     /* eigenvectors, m x (k+1) col-major */
-    float *Zs;     /* m x k scaled, row-major (float)   */
-    double *Zd;    /* m x k scaled, row-major (double)  */
-    double *buf;   /* m x LA_CHUNK conversion buffer    */
-    double *cbuf;  /* k x LA_CHUNK output buffer        */
+    size_t m_max, d_max, k_max;
+    size_t s;      /* min(m_max, d_max): the side of the Gram     */
+    float *G;      /* s x s float Gram                            */
+    double *Gd;    /* s x s double Gram (destroyed)               */
+    double *w;     /* eigenvalues, descending                     */
+    double *Z;     /* eigenvectors, s x (k+1) col-major           */
+    float *Zs;     /* m x k scaled, row-major (float; m <= s)     */
+    double *Zd;    /* m x k scaled, row-major (double)            */
+    double *buf;   /* s x LA_CHUNK: m rows x LA_CHUNK columns (m <= d) or
+                      LA_CHUNK rows x d columns (m > d) in double */
+    double *cbuf;  /* k x LA_CHUNK output buffer                  */
 };
 
-la_ws *la_ws_new(size_t m_max, size_t k_max)
+size_t la_ws_bytes(size_t m_max, size_t d_max, size_t k_max)
+{
+    size_t s = DPS_MIN(m_max, d_max), kk = k_max + 1;
+    return s * s * (sizeof(float) + sizeof(double)) + (s + 1 + s * kk + s * k_max) * sizeof(double) +
+           s * k_max * sizeof(float) + (s + k_max) * LA_CHUNK * sizeof(double);
+}
+
+la_ws *la_ws_new(size_t m_max, size_t d_max, size_t k_max)
 {
     la_ws *ws = calloc(1, sizeof *ws);
     if (!ws)
         return NULL;
-    size_t kk = k_max + 1;
+    size_t kk = k_max + 1, s = DPS_MIN(m_max, d_max);
     ws->m_max = m_max;
+    ws->d_max = d_max;
     ws->k_max = k_max;
-    ws->G = dps_aligned_calloc(m_max * m_max, sizeof(float));
-    ws->Gd = dps_aligned_calloc(m_max * m_max, sizeof(double));
-    ws->w = dps_aligned_calloc(m_max + 1, sizeof(double));
-    ws->Z = dps_aligned_calloc(m_max * kk, sizeof(double));
-    ws->Zs = dps_aligned_calloc(m_max * k_max, sizeof(float));
-    ws->Zd = dps_aligned_calloc(m_max * k_max, sizeof(double));
-    ws->buf = dps_aligned_calloc(m_max * LA_CHUNK, sizeof(double));
+    ws->s = s;
+    ws->G = dps_aligned_calloc(s * s, sizeof(float));
+    ws->Gd = dps_aligned_calloc(s * s, sizeof(double));
+    ws->w = dps_aligned_calloc(s + 1, sizeof(double));
+    ws->Z = dps_aligned_calloc(s * kk, sizeof(double));
+    ws->Zs = dps_aligned_calloc(s * k_max, sizeof(float));
+    ws->Zd = dps_aligned_calloc(s * k_max, sizeof(double));
+    ws->buf = dps_aligned_calloc(s * LA_CHUNK, sizeof(double));
     ws->cbuf = dps_aligned_calloc(k_max * LA_CHUNK, sizeof(double));
     if (!ws->G || !ws->Gd || !ws->w || !ws->Z || !ws->Zs || !ws->Zd || !ws->buf || !ws->cbuf)
         la_ws_free(&ws);
@@ -223,34 +234,120 @@ void la_complete_basis(float *V, size_t r, size_t k, size_t d, dps_rng *rng)
     }
 }
 
+/* The trust test of the float Gram: lambda_k (or the gap to lambda_{k+1})
+   below 1e-3 lambda_1 is too small to trust in single precision. */
+static int s_float_untrusted(const double *w, size_t kk, size_t keig)
+{
+    double l1 = w[0], lk = w[keig - 1], lnext = kk > keig ? w[keig] : 0.0;
+    return l1 > 0 && (lk < 1e-3 * l1 || lk - lnext < 1e-3 * l1);
+}
+
+/* Gd (d x d, full) = the float Gram G (upper triangle, row-major) in double. */
+static void s_gram_to_double(const float *G, size_t d, double *Gd)
+{
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = i; j < d; j++)
+            Gd[i * d + j] = Gd[j * d + i] = G[i * d + j];
+}
+
+/* From the top kk = min(k + 1, d) eigenpairs (w, Z: d x kk column-major) of
+   a d x d Gram: V (k x d) = the eigenvectors with w_i > 1e-10 w_1 (*rank of
+   them, orthonormalised in float; the other rows zero), sv = sqrt(w). */
+static int s_gram_finish(const double *w, const double *Z, size_t d, size_t k, size_t kk, float *V, double *sv,
+                         size_t *rank)
+{
+    double l1 = w[0];
+    size_t r = 0;
+    while (r < k && w[r] > 1e-10 * l1 && w[r] > 0)
+        r++;
+    if (!(l1 > 1e-300))
+        r = 0;
+    if (sv)
+        for (size_t i = 0; i < kk; i++)
+            sv[i] = sqrt(DPS_MAX(0.0, w[i]));
+    memset(V, 0, k * d * sizeof *V);
+    for (size_t i = 0; i < r; i++)
+        for (size_t c = 0; c < d; c++)
+            V[i * d + c] = (float)Z[i * d + c];
+    int rc = r > 0 ? la_orthonormalize_rows(V, r, d) : DPS_OK; /* float rounding */
+    if (!rc && rank)
+        *rank = r;
+    return rc;
+}
+
+/* m > d: the right singular pairs from the d x d Gram X^T X (never m x m):
+   ssyrk over all rows, its top k+1 eigenpairs by la_sym_topk_d; the same
+   trust test as the m x m path, and the Gram again in double (dsyrk on
+   blocks of LA_CHUNK rows converted to double: no m x d copy) when it fails.
+   The eigenvectors are the right singular vectors themselves. */
+static int s_topk_tall(la_ws *ws, const float *X, size_t m, size_t d, size_t k, float *V, double *sv,
+                       size_t *rank, int *path)
+{
+    size_t kk = DPS_MIN(k + 1, d), keig = k;
+    int which = LA_PATH_FLOAT_GRAM;
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)m, 1.0f, X, (int)d, 0.0f, ws->G, (int)d);
+    s_gram_to_double(ws->G, d, ws->Gd);
+    int rc = la_sym_topk_d(ws->Gd, d, kk, NULL, ws->w, ws->Z, NULL);
+    if (!rc && s_float_untrusted(ws->w, kk, keig)) {
+        which = LA_PATH_DOUBLE_GRAM;
+        memset(ws->Gd, 0, d * d * sizeof(double));
+        for (size_t r0 = 0; r0 < m; r0 += LA_CHUNK) {
+            size_t rb = DPS_MIN(m - r0, (size_t)LA_CHUNK);
+            s_columns_to_double(X + r0 * d, rb, d, 0, d, ws->buf);
+            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)rb, 1.0, ws->buf, (int)d, 1.0, ws->Gd,
+                        (int)d);
+        }
+        s_symmetrize(ws->Gd, d);
+        rc = la_sym_topk_d(ws->Gd, d, kk, NULL, ws->w, ws->Z, NULL);
+    }
+    if (rc)
+        return rc;
+    rc = s_gram_finish(ws->w, ws->Z, d, k, kk, V, sv, rank);
+    if (!rc && path)
+        *path = which;
+    return rc;
+}
+
+int la_topk_gram(double *G, size_t d, size_t k, float *V, double *sv, size_t *rank)
+{
+    if (!G || !V || k == 0 || k > d)
+        return DPS_EINVAL;
+    size_t kk = DPS_MIN(k + 1, d);
+    double *w = malloc(kk * sizeof *w), *Z = dps_aligned_alloc(d * kk, sizeof(double));
+    int rc = (w && Z) ? la_sym_topk_d(G, d, kk, NULL, w, Z, NULL) : DPS_ENOMEM;
+    if (!rc)
+        rc = s_gram_finish(w, Z, d, k, kk, V, sv, rank);
+    free(w);
+    free(Z);
+    return rc;
+}
+
 int la_topk_rows(la_ws *ws, const float *X, size_t m, size_t d, size_t k, float *V, double *sv,
                  size_t *rank, int *path)
 {
-    if (!ws || m == 0 || k == 0 || k > d || m > ws->m_max || k > ws->k_max)
+    if (!ws || m == 0 || k == 0 || k > d || m > ws->m_max || d > ws->d_max || k > ws->k_max)
         return DPS_EINVAL;
     dps_blas_init_once();
+    if (m > d)
+        return s_topk_tall(ws, X, m, d, k, V, sv, rank, path);
     size_t kk = DPS_MIN(k + 1, m); /* eigenpairs wanted: top k and the next one */
     size_t keig = DPS_MIN(k, m);   /* at most m directions exist */
     int which = LA_PATH_FLOAT_GRAM;
 
     cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)m, (int)d, 1.0f, X, (int)d, 0.0f, ws->G, (int)m);
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = i; j < m; j++)
-            ws->Gd[i * m + j] = ws->Gd[j * m + i] = ws->G[i * m + j];
-    int rc = la_syevr_top(ws->Gd, m, kk, ws->w, ws->Z);
+    s_gram_to_double(ws->G, m, ws->Gd);
+    int rc = la_sym_topk_d(ws->Gd, m, kk, NULL, ws->w, ws->Z, NULL);
     if (rc)
         return rc;
     double l1 = ws->w[0];
-    double lk = ws->w[keig - 1];
-    double lnext = kk > keig ? ws->w[keig] : 0.0;
-    if (l1 > 0 && (lk < 1e-3 * l1 || lk - lnext < 1e-3 * l1)) {
+    if (s_float_untrusted(ws->w, kk, keig)) {
         /* Too small to trust in single precision: the Gram again in double. */
         which = LA_PATH_DOUBLE_GRAM;
         memset(ws->Gd, 0, m * m * sizeof(double));
         for (size_t c0 = 0; c0 < d; c0 += LA_CHUNK)
             la_gram_add(X, m, d, c0, DPS_MIN(d, c0 + LA_CHUNK), ws->Gd, ws->buf);
         s_symmetrize(ws->Gd, m);
-        rc = la_syevr_top(ws->Gd, m, kk, ws->w, ws->Z);
+        rc = la_sym_topk_d(ws->Gd, m, kk, NULL, ws->w, ws->Z, NULL);
         if (rc)
             return rc;
         l1 = ws->w[0];
@@ -292,144 +389,6 @@ int la_topk_rows(la_ws *ws, const float *X, size_t m, size_t d, size_t k, float 
     if (path)
         *path = which;
     return DPS_OK;
-}
-
-/* ---------------------------------------------------------- symmetric top-k */
-
-/* Orthogonalise column y (length n) against the first c columns of K
-   (column-major, ld n) twice (CGS2); returns the norm ratio after/before. */
-static double s_orth_column(const float *K, size_t n, size_t c, float *y, float *h)
-{
-    double before = cblas_snrm2((int)n, y, 1);
-    if (c > 0)
-        for (int pass = 0; pass < 2; pass++) {
-            cblas_sgemv(CblasColMajor, CblasTrans, (int)n, (int)c, 1.0f, K, (int)n, y, 1, 0.0f, h, 1);
-            cblas_sgemv(CblasColMajor, CblasNoTrans, (int)n, (int)c, -1.0f, K, (int)n, h, 1, 1.0f, y, 1);
-        }
-    double after = cblas_snrm2((int)n, y, 1);
-    return before > 0 ? after / before : 0.0;
-}
-
-/* Append column y to K at position c as a unit vector orthogonal to K[:, :c];
-   a column that is (numerically) in the span is replaced by a random one. */
-static void s_append(float *K, size_t n, size_t c, float *y, float *h, dps_rng *rng)
-{
-    for (int tries = 0; tries < 8; tries++) {
-        double ratio = s_orth_column(K, n, c, y, h);
-        double nrm = cblas_snrm2((int)n, y, 1);
-        if (ratio > 1e-4 && nrm > 0) {
-            cblas_sscal((int)n, (float)(1.0 / nrm), y, 1);
-            memcpy(K + c * n, y, n * sizeof *y);
-            return;
-        }
-        dps_rng_gaussian_fill_f(rng, 1.0, y, n);
-    }
-    memcpy(K + c * n, y, n * sizeof *y); /* unreachable in practice */
-}
-
-int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged)
-{
-    if (k == 0 || k > n)
-        return DPS_EINVAL;
-    if (converged)
-        *converged = 1;
-    dps_blas_init_once();
-    if (n <= 512) {
-        double *A = malloc(n * n * sizeof *A), *Z = malloc(n * k * sizeof *Z), *ww = malloc(k * sizeof *ww);
-        int rc = (A && Z && ww) ? DPS_OK : DPS_ENOMEM;
-        if (!rc) {
-            for (size_t i = 0; i < n * n; i++)
-                A[i] = S[i];
-            rc = la_syevr_top(A, n, k, ww, Z);
-        }
-        if (!rc) {
-            for (size_t i = 0; i < k; i++) {
-                for (size_t j = 0; j < n; j++)
-                    V[i * n + j] = (float)Z[i * n + j];
-                if (w)
-                    w[i] = ww[i];
-            }
-        }
-        free(A); free(Z); free(ww);
-        return rc;
-    }
-    size_t b = DPS_MIN(n, k + 8);
-    size_t depth = DPS_MAX((size_t)2, DPS_MIN((size_t)12, 160 / b));
-    size_t kdim = DPS_MIN(n, b * (depth + 1));
-    float *K = dps_aligned_calloc(n * kdim, sizeof(float));
-    float *SK = dps_aligned_calloc(n * kdim, sizeof(float));
-    float *y = dps_aligned_calloc(n, sizeof(float));
-    float *h = dps_aligned_calloc(kdim, sizeof(float));
-    double *T = dps_aligned_calloc(kdim * kdim, sizeof(double));
-    double *theta = dps_aligned_calloc(kdim, sizeof(double));
-    double *Y = dps_aligned_calloc(kdim * kdim, sizeof(double));
-    float *Yf = dps_aligned_calloc(kdim * b, sizeof(float));
-    float *U = dps_aligned_calloc(n * b, sizeof(float));
-    float *R = dps_aligned_calloc(n * b, sizeof(float));
-    int rc = (K && SK && y && h && T && theta && Y && Yf && U && R) ? DPS_OK : DPS_ENOMEM;
-    float *start = U; /* the b starting columns (random, then Ritz vectors) */
-    if (!rc)
-        dps_rng_gaussian_fill_f(rng, 1.0, start, n * b);
-    for (int restart = 0; !rc && restart < 40; restart++) {
-        size_t c = 0;
-        for (size_t j = 0; j < b; j++, c++) {
-            memcpy(y, start + j * n, n * sizeof *y);
-            s_append(K, n, c, y, h, rng);
-        }
-        while (c < kdim) { /* next Krylov block: S times the previous block */
-            size_t from = c - b;
-            cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)b, (int)n, 1.0f, S, (int)n,
-                        K + from * n, (int)n, 0.0f, R, (int)n);
-            for (size_t j = 0; j < b && c < kdim; j++, c++) {
-                memcpy(y, R + j * n, n * sizeof *y);
-                s_append(K, n, c, y, h, rng);
-            }
-        }
-        /* Rayleigh-Ritz on span(K). */
-        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)kdim, (int)n, 1.0f, S, (int)n, K,
-                    (int)n, 0.0f, SK, (int)n);
-        for (size_t i = 0; i < kdim; i++)
-            for (size_t j = i; j < kdim; j++) {
-                double v = 0.5 * (cblas_dsdot((int)n, K + i * n, 1, SK + j * n, 1) +
-                                  cblas_dsdot((int)n, K + j * n, 1, SK + i * n, 1));
-                T[i * kdim + j] = T[j * kdim + i] = v;
-            }
-        rc = la_syevr_top(T, kdim, kdim, theta, Y);
-        if (rc)
-            break;
-        double scale = DPS_MAX(fabs(theta[0]), fabs(theta[kdim - 1]));
-        for (size_t i = 0; i < b; i++)
-            for (size_t j = 0; j < kdim; j++)
-                Yf[i * kdim + j] = (float)Y[i * kdim + j];
-        /* U = K Y[:, :b];  R = SK Y[:, :b] - U diag(theta). */
-        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)b, (int)kdim, 1.0f, K, (int)n, Yf,
-                    (int)kdim, 0.0f, U, (int)n);
-        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)b, (int)kdim, 1.0f, SK, (int)n, Yf,
-                    (int)kdim, 0.0f, R, (int)n);
-        double worst = 0;
-        for (size_t i = 0; i < k; i++) {
-            cblas_saxpy((int)n, (float)-theta[i], U + i * n, 1, R + i * n, 1);
-            worst = DPS_MAX(worst, cblas_snrm2((int)n, R + i * n, 1));
-        }
-        /* Float32 products carry ~sqrt(n) eps_f ||S|| of rounding in each
-           residual: asking for less never converges. */
-        double tol = DPS_MAX(1e-4, 20.0 * sqrt((double)n) * 6e-8) * scale;
-        if (worst <= tol || restart == 39 || scale == 0) {
-            if (converged)
-                *converged = worst <= tol || scale == 0;
-            for (size_t i = 0; i < k; i++) {
-                for (size_t j = 0; j < n; j++)
-                    V[i * n + j] = U[i * n + j];
-                if (w)
-                    w[i] = theta[i];
-            }
-            rc = la_orthonormalize_rows(V, k, n);
-            break;
-        }
-        /* restart from the b best Ritz vectors (already in U = start) */
-    }
-    free(K); free(SK); free(y); free(h); free(T); free(theta); free(Y); free(Yf); free(U); free(R);
-    return rc;
 }
 
 void la_project_reference(const float *V, size_t k, size_t d, const float *P, size_t q, float *A)

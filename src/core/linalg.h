@@ -1,7 +1,8 @@
 /* linalg.h - every BLAS/LAPACK call of the library goes through this module.
    Matrices are row-major float32 unless named otherwise; LAPACK sees them as
-   column-major transposes (no copies).  Nothing here forms a d x d matrix
-   except la_sym_topk, whose input is one. */
+   column-major transposes (no copies).  The only square matrices formed
+   here are min(m, d) Grams (la_topk_rows) and the inputs of the symmetric
+   eigensolvers: never an m x m Gram of m > d rows. */
 #ifndef DPS_LINALG_H
 #define DPS_LINALG_H
 
@@ -12,24 +13,38 @@
 #define LA_CHUNK 2048
 
 /* Per-thread workspace for la_topk_rows (sized once, reused: no allocation on
-   the bucket hot path). */
+   the bucket hot path, where m <= 512 rows).  For calls with m <= m_max rows
+   of dimension d <= d_max; its Grams are min(m_max, d_max) square, never
+   larger: la_ws_bytes(m_max, d_max, k_max) bytes, with s = min(m_max, d_max),
+   = s^2 (4 + 8) + 8 (s + 1 + s (2 k_max + 1)) + 4 s k_max
+     + 8 (s + k_max) LA_CHUNK. */
 typedef struct la_ws la_ws;
-la_ws *la_ws_new(size_t m_max, size_t k_max);
+la_ws *la_ws_new(size_t m_max, size_t d_max, size_t k_max);
+size_t la_ws_bytes(size_t m_max, size_t d_max, size_t k_max);
 void la_ws_free(la_ws **ws);
 
 /* Which path la_topk_rows took (for tests and benchmarks). */
 enum { LA_PATH_FLOAT_GRAM = 0, LA_PATH_DOUBLE_GRAM = 1 };
 
 /* Top-k right singular basis of X (m x d): V (k x d) orthonormal rows spanning
-   the top-k right singular subspace.  Float Gram X X^T (ssyrk) + dsyevr for the
-   top eigenpairs + sgemm; when lambda_k < 1e-3 lambda_1 or the gap
+   the top-k right singular subspace, from the smaller Gram: m <= d, X X^T
+   (m x m) and V = its eigenvectors mapped through X^T (sgemm); m > d, X^T X
+   (d x d, its eigenvectors are V).  Float Gram (ssyrk) + la_sym_topk_d for
+   the top k+1 eigenpairs; when lambda_k < 1e-3 lambda_1 or the gap
    lambda_k - lambda_{k+1} < 1e-3 lambda_1 the float Gram cannot be trusted and
-   the Gram is recomputed in double.  *rank = number of directions with
+   the Gram is recomputed in double (column or row blocks of LA_CHUNK: no
+   m x d double copy).  *rank = number of directions with
    lambda_i > 1e-10 lambda_1 (<= k); rows rank..k-1 of V are left zero for the
-   caller to complete.  sv (may be NULL) gets min(m, k+1) singular values.
-   *path (may be NULL) says which path was taken. */
+   caller to complete.  sv (may be NULL) gets min(m, d, k+1) singular values.
+   *path (may be NULL) says which path was taken.  Besides ws it allocates
+   only la_sym_topk_d's Krylov scratch, when min(m, d) > 512. */
 int la_topk_rows(la_ws *ws, const float *X, size_t m, size_t d, size_t k, float *V,
                  double *sv, size_t *rank, int *path);
+
+/* Top-k of a d x d Gram G = X^T X already formed (double, full storage,
+   destroyed), e.g. of rows clipped block by block: V, sv (min(d, k+1)
+   values) and *rank as la_topk_rows; its eigenpairs by la_sym_topk_d. */
+int la_topk_gram(double *G, size_t d, size_t k, float *V, double *sv, size_t *rank);
 
 /* Fill rows r..k-1 of V (k x d; rows 0..r-1 orthonormal) with unit vectors
    orthogonal to all earlier rows, drawn from rng. */
@@ -52,15 +67,30 @@ void la_combine_rows(const double *B, size_t r, size_t n, const float *A, size_t
    destroyed): w descending, Z (n x kk, column-major) matching. */
 int la_syevr_top(double *A, size_t n, size_t kk, double *w, double *Z);
 
-/* Top-k eigenvectors (largest algebraic eigenvalues) of a symmetric n x n float
-   matrix S (full storage): V (k x n) orthonormal rows.  Dense dsyevr for
-   n <= 512, else restarted block Krylov with Rayleigh-Ritz until every
-   residual ||S u - theta u|| <= max(1e-4, 20 sqrt(n) eps_f) |theta|_max (then
-   the angle error is at most that over the eigengap), at most 40 restarts.
-   w (may be NULL): the k values; converged (may be NULL): 0 if the restarts ran
-   out (the best Ritz vectors are returned). */
-int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged);
+/* Top kk eigenpairs (largest algebraic eigenvalues) of a symmetric n x n
+   double matrix A (full storage, both triangles; may be destroyed, as by
+   la_syevr_top): w descending, Z (n x kk, column-major: vector i at Z + i n)
+   matching; the contract of la_syevr_top without its full tridiagonalisation.
+   Dense dsyevr for n <= 512 or kk > n / 8; else restarted block Krylov with
+   Rayleigh-Ritz (symtopk.c: block kk + 10, Krylov dimension <= 240, stop
+   when every residual ||A z_i - w_i z_i|| <= 1e-6 ||A||), falling back to
+   la_syevr_top when the restarts run out.  rng (may be NULL: a fixed public
+   start) draws the starting block.  converged (may be NULL): the number of
+   restarts the Krylov iteration took (1 for the dense path), 0 if it fell
+   back.  Allocates O(n (kk + 10) + 240 n) doubles of scratch. */
+int la_sym_topk_d(double *A, size_t n, size_t kk, dps_rng *rng, double *w, double *Z, int *converged);
+/* Upper bound of the scratch la_sym_topk_d / la_sym_topk allocate for
+   (n, kk) on the Krylov path (not the dense path or fallback, which
+   allocate what dsyevr needs: about 8 n^2 bytes for the float matrix's copy). */
+size_t la_sym_topk_bytes(size_t n, size_t kk);
+/* Tests only: > 0 caps the Krylov restarts (to exercise the fallback). */
+extern size_t la_sym_topk_restart_cap;
 
+/* The same for a float matrix S (full storage, not modified): V (k x n)
+   orthonormal rows, w (may be NULL) the k values.  Products in float, so the
+   residual tolerance is max(1e-6, 20 sqrt(n) eps_f); the dense path and the
+   fallback use a double copy (8 n^2 bytes). */
+int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged);
 
 /* A (k x q, float, row-major) = V P^T for V (k x d) and reference points P
    (q x d).  Rounding in A is harmless: the aggregator's items are defined as

@@ -24,6 +24,7 @@
    less than 2^-149 each): for d <= 2^26 its norm is at least 1 - 2^-21. */
 #include "rows.h"
 #include "internal.h"
+#include "linalg.h"
 
 #include <math.h>
 #include <string.h>
@@ -102,4 +103,35 @@ const float *rows_clipped(const float *X, size_t n, size_t d, float **owned)
         row_unit(X + i * d, d, ROW_CLIP, Y + i * d);
     *owned = Y;
     return Y;
+}
+
+int rows_gram_clipped(const float *X, size_t n, size_t d, double *C, uint64_t *nonfinite)
+{
+    enum { ROWS = 64 }; /* rows per dsyrk */
+    double *B = malloc(ROWS * d * sizeof *B);
+    float *row = malloc(d * sizeof *row);
+    if (!B || !row) {
+        free(B);
+        free(row);
+        return DPS_ENOMEM;
+    }
+    uint64_t bad = 0;
+    for (size_t i0 = 0; i0 < n; i0 += ROWS) {
+        size_t r = DPS_MIN((size_t)ROWS, n - i0);
+        for (size_t i = 0; i < r; i++) {
+            row_kind kind = row_unit(X + (i0 + i) * d, d, ROW_CLIP, row);
+            bad += kind == ROW_NAN || kind == ROW_INF;
+            for (size_t j = 0; j < d; j++)
+                B[i * d + j] = row[j];
+        }
+        la_syrk_rows_add_double(B, r, d, C); /* upper triangle */
+    }
+    free(B);
+    free(row);
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = i + 1; j < d; j++)
+            C[j * d + i] = C[i * d + j];
+    if (nonfinite)
+        *nonfinite = bad;
+    return DPS_OK;
 }

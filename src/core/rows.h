@@ -6,6 +6,7 @@
 #define DPS_ROWS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     ROW_NORMALISE, /* every finite non-zero row to norm 1 (the streaming estimator, DESIGN 2) */
@@ -34,5 +35,10 @@ int row_fits_unit_ball(const float *x, size_t d);
    *owned then holds for the caller to free (else *owned = NULL).  NULL if
    the copy cannot be allocated. */
 const float *rows_clipped(const float *X, size_t n, size_t d, float **owned);
+
+/* C (d x d, double, full storage) += sum of the clipped (ROW_CLIP) x x^T of
+   the n rows of X, 64 rows per dsyrk: no copy of X.  *nonfinite (may be
+   NULL) = rows with NaN/Inf (added as zero).  DPS_OK or DPS_ENOMEM. */
+int rows_gram_clipped(const float *X, size_t n, size_t d, double *C, uint64_t *nonfinite);
 
 #endif

@@ -8,7 +8,7 @@ int dps_topk_basis(const float *X, size_t n, size_t d, size_t k, float *V, doubl
 {
     if (!X || !V || n == 0 || k == 0 || k >= d)
         return DPS_EINVAL;
-    la_ws *ws = la_ws_new(n, k);
+    la_ws *ws = la_ws_new(n, d, k);
     if (!ws)
         return DPS_ENOMEM;
     size_t rank = 0;

@@ -162,7 +162,7 @@ agg_ws *agg_ws_new(size_t t, size_t k, size_t q, size_t d, int workers, int refe
         ok = (ws->B = dps_aligned_alloc(n * q, sizeof(double))) && (ws->Z = dps_aligned_alloc(q * d, sizeof(float))) &&
              (ws->wbuf = calloc((size_t)ws->workers, sizeof *ws->wbuf)) &&
              (ws->wout = calloc((size_t)ws->workers, sizeof *ws->wout)) &&
-             (ws->chunk_rng = calloc(ws->nchunks, sizeof *ws->chunk_rng)) && (ws->top = la_ws_new(q, k));
+             (ws->chunk_rng = calloc(ws->nchunks, sizeof *ws->chunk_rng)) && (ws->top = la_ws_new(q, d, k));
         for (int i = 0; ok && i < ws->workers; i++)
             ok = (ws->wbuf[i] = dps_aligned_alloc(n * LA_CHUNK, sizeof(double))) &&
                  (ws->wout[i] = dps_aligned_alloc(q * LA_CHUNK, sizeof(double)));

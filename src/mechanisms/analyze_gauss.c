@@ -36,7 +36,13 @@
    s^2.  With that the diagonal's share of ||Pi - Pi'||_F^2 is counted once
    instead of twice and the matrix step is only 2 rho-zCDP in the worst case
    (rotation in the plane of (1,1) and (1,-1)), 3 rho in all: the diagonal
-   variance here is 2 s^2 so that the stated (2 rho, delta) holds. */
+   variance here is 2 s^2 so that the stated (2 rho, delta) holds.
+   NUMERICS: for n > d the singular values come from the d x d Gram of the
+   clipped rows in double (rows_gram_clipped: no n x d copy, never an n x n
+   Gram) and la_sym_topk_d, whose Ritz values are within the residual
+   tolerance 1e-6 lambda_1 of eigenvalues (in practice ||r||^2 / gap, far
+   less); the argument above is for exact eigenvalues, as for any
+   floating-point run of it. */
 int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho, double delta, dps_rng *rng,
                       float *V, int *released)
 {
@@ -47,18 +53,25 @@ int dps_analyze_gauss(const float *X, size_t n, size_t d, size_t k, double rho, 
     if (d > DPS_ANALYZE_GAUSS_MAX_D)
         return DPS_ELIMIT;
     dps_blas_init_once();
-    float *owned = NULL;
-    const float *Y = rows_clipped(X, n, d, &owned);
     float *Vt = dps_aligned_calloc(k * d, sizeof(float));
     double sv[k + 1];
     memset(sv, 0, sizeof sv);
-    la_ws *ws = la_ws_new(n, k);
-    int rc = (Y && Vt && ws) ? DPS_OK : DPS_ENOMEM;
     size_t rank = 0;
-    if (!rc)
-        rc = la_topk_rows(ws, Y, n, d, k, Vt, sv, &rank, NULL);
-    la_ws_free(&ws);
-    free(owned);
+    int rc = Vt ? DPS_OK : DPS_ENOMEM;
+    if (!rc && n > d) { /* the d x d Gram of the clipped rows, block by block: no n x d copy */
+        double *G = dps_aligned_calloc(d * d, sizeof(double));
+        rc = G ? rows_gram_clipped(X, n, d, G, NULL) : DPS_ENOMEM;
+        if (!rc)
+            rc = la_topk_gram(G, d, k, Vt, sv, &rank);
+        free(G);
+    } else if (!rc) {  /* n <= d: the n x n Gram of a clipped copy */
+        float *owned = NULL;
+        const float *Y = rows_clipped(X, n, d, &owned);
+        la_ws *ws = Y ? la_ws_new(n, d, k) : NULL;
+        rc = ws ? la_topk_rows(ws, Y, n, d, k, Vt, sv, &rank, NULL) : DPS_ENOMEM;
+        la_ws_free(&ws);
+        free(owned);
+    }
     if (!rc && rank < k) { /* Pi must be a rank-k projection: complete publicly */
         dps_rng *pub = NULL;
         rc = dps_rng_new_labelled(&pub, 0, "analyze-gauss-completion", 0);

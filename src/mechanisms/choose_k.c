@@ -63,7 +63,7 @@ int dps_choose_k(const float *X, size_t n, size_t d, size_t k_max, double eps, d
         rc = dps_cov_accumulate(X, n, d, G, NULL);
     }
     if (!rc)
-        rc = la_syevr_top(G, s, kk, w, Z);
+        rc = la_sym_topk_d(G, s, kk, NULL, w, Z, NULL); /* G is full (both triangles) */
     if (!rc) {
         for (size_t i = 0; i <= k_max; i++) {
             double sq = i < kk && w[i] > 0 ? w[i] : 0.0;

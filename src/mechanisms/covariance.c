@@ -22,33 +22,7 @@ int dps_cov_accumulate(const float *X, size_t n, size_t d, double *C, uint64_t *
         return DPS_EINVAL;
     if (d > DPS_COV_MAX_D)
         return DPS_ELIMIT;
-    enum { ROWS = 64 };
-    double *B = malloc(ROWS * d * sizeof *B);
-    float *row = malloc(d * sizeof *row);
-    if (!B || !row) {
-        free(B);
-        free(row);
-        return DPS_ENOMEM;
-    }
-    uint64_t bad = 0;
-    for (size_t i0 = 0; i0 < n; i0 += ROWS) {
-        size_t r = DPS_MIN((size_t)ROWS, n - i0);
-        for (size_t i = 0; i < r; i++) { /* clipped into the unit ball exactly: src/core/rows.c */
-            row_kind kind = row_unit(X + (i0 + i) * d, d, ROW_CLIP, row);
-            bad += kind == ROW_NAN || kind == ROW_INF;
-            for (size_t j = 0; j < d; j++)
-                B[i * d + j] = row[j];
-        }
-        la_syrk_rows_add_double(B, r, d, C); /* upper triangle */
-    }
-    free(B);
-    free(row);
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = i + 1; j < d; j++)
-            C[j * d + i] = C[i * d + j];
-    if (nonfinite)
-        *nonfinite = bad;
-    return DPS_OK;
+    return rows_gram_clipped(X, n, d, C, nonfinite);
 }
 
 /* -------------------------------------------------- spectrum post-processing */

@@ -44,9 +44,10 @@
    code of both this table entry and the power aggregator's.
 
    MEMORY.  Each dense group's C_g (second_moment.h), one noisy copy of the
-   widest dense group's for the eigensolver (dsyevr destroys it), and its
-   eigenvectors: sum_g (d_g^2 + a block of rows) + max_g d_g^2 + max_g k_g d_g
-   doubles; a power group's as epoch_power.c says. */
+   widest dense group's for the eigensolver (restarted block Krylov,
+   la_sym_topk_d: it destroys its input), its eigenvectors and the Krylov
+   scratch: sum_g (d_g^2 + a block of rows) + max_g d_g^2 + max_g k_g d_g
+   doubles + la_sym_topk_bytes; a power group's as epoch_power.c says. */
 #include "epoch_mechanism.h"
 #include "gaussian_cov.h"
 #include "moment_groups.h"

@@ -221,7 +221,7 @@ int agg_histogram(const agg_input *in, double eps, double delta, double width, d
     res->count = cnt[best];
     /* The centre of the released cell, reshaped q x d, and its top-k. */
     Z = dps_aligned_alloc(n, sizeof(float));
-    ws = la_ws_new(q, k);
+    ws = la_ws_new(q, d, k);
     if (!Z || !ws) {
         rc = DPS_ENOMEM;
         goto out;

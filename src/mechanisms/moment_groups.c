@@ -170,6 +170,8 @@ size_t moment_memory(const dps_config *c)
             sum += power_bytes(dg, epoch_group_k(c, g), s_columns(c, g));
     }
     sum += (d_max * d_max + kd_dense + k_max) * sizeof(double) + kd_any * sizeof(float);
+    if (d_max)
+        sum += la_sym_topk_bytes(d_max, k_max); /* the eigensolver's Krylov scratch */
     return sum + (s_any_power(c) ? c->k * c->d * sizeof(float) : 0);
 }
 
@@ -310,7 +312,9 @@ void moment_take_row(epoch_state *st, const float *row)
         s_end_block(st);
 }
 
-/* One dense group: top-k_g eigenvectors of C_g + E_g into st->slice. */
+/* One dense group: top-k_g eigenvectors of C_g + E_g into st->slice (the
+   Krylov scratch is allocated here, after the charge: out of memory then is
+   published as FAILED, as any error after the charge). */
 static int s_dense_basis(epoch_state *st, size_t g, double s)
 {
     size_t dg = epoch_group_d(st->cfg, g), kg = epoch_group_k(st->cfg, g);
@@ -318,7 +322,7 @@ static int s_dense_basis(epoch_state *st, size_t g, double s)
     second_moment_finish(sm);
     memcpy(st->A, sm->C, dg * dg * sizeof *st->A);
     gauss_cov_add_noise(st->A, dg, s, st->noise);
-    int rc = la_syevr_top(st->A, dg, kg, st->w, st->Z);
+    int rc = la_sym_topk_d(st->A, dg, kg, NULL, st->w, st->Z, NULL); /* a public start: no noise draws */
     for (size_t j = 0; !rc && j < kg; j++)
         for (size_t i = 0; i < dg; i++)
             st->slice[j * dg + i] = (float)st->Z[j * dg + i];

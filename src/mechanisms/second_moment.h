@@ -2,6 +2,15 @@
    Gaussian) share: the epoch's C = sum x x^T, accumulated as rows arrive
    (d x d double, upper triangle, in blocks of rows through dsyrk), and their
    common hooks.
+   Why double (issue 11 item 3, measured by tools/bench/bench_accum.c at
+   n = 60 000 unit rows, d = 2 000): float accumulation (ssyrk, 64 rows per
+   call) differs from double by at most 3.0e-3 per entry (rows with a
+   dominant coordinate; 4e-5 for uniform rows), 0.6% of the noise sd at
+   rho = 4: harmless for accuracy.  But the privacy argument needs
+   ||C(D) - C(D')||_F <= sqrt 2, and float rounding adds to it up to about
+   2 (n / 64 + 64) eps_f n in the worst case (7 at n = 60 000; measured
+   3.8e-3), against 1e-8 in double.  Float would need the noise scaled for
+   that worst case, so C stays double.
    Who owns what: the accumulator owns C and its row block. */
 #ifndef DPS_SECOND_MOMENT_H
 #define DPS_SECOND_MOMENT_H

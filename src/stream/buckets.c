@@ -87,7 +87,7 @@ int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool 
     p->ws = calloc((size_t)c->workers, sizeof *p->ws);
     int ok = p->V && p->done && p->open && p->slots && p->free_bufs && p->ws;
     for (int i = 0; ok && i < c->workers; i++)
-        ok = (p->ws[i] = la_ws_new(c->m, c->k)) != NULL;
+        ok = (p->ws[i] = la_ws_new(c->m, c->d, c->k)) != NULL;
     if (!ok) {
         buckets_free(&p);
         return DPS_ENOMEM;

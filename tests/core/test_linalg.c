@@ -70,7 +70,7 @@ int main(void)
         double sig[8] = {3, 2.5, 2, 1.5, 0.01, 0.01, 0.01, 0.01};
         float *X = malloc(m * d * sizeof *X), *V = malloc(k * d * sizeof *V), *R = malloc(k * d * sizeof *R);
         s_make(rng, X, m, d, 8, sig, 0);
-        la_ws *ws = la_ws_new(m, k);
+        la_ws *ws = la_ws_new(m, d, k);
         double sv[5], sref[5];
         size_t rank = 0;
         int path = -1;
@@ -119,7 +119,7 @@ int main(void)
         float X[72], V[18], R[18];
         double sv[4], sref[6];
         dps_rng_gaussian_fill_f(rng, 1.0, X, m * d);
-        la_ws *ws = la_ws_new(m, k);
+        la_ws *ws = la_ws_new(m, d, k);
         size_t rank;
         CHECK(la_topk_rows(ws, X, m, d, k, V, sv, &rank, NULL) == DPS_OK && rank == k, "d < m");
         s_svd_ref(X, m, d, k, R, sref);

@@ -390,7 +390,7 @@ int main(int argc, char **argv)
             s_directions(&r, B, k, d);
             for (size_t b = 0; b < nb; b++)
                 s_bucket(&r, B, k, d, 0, pool + b * m * d);
-            la_ws *ws = la_ws_new(m, k);
+            la_ws *ws = la_ws_new(m, d, k);
             if (!ws) {
                 fprintf(stderr, "la_ws_new failed\n");
                 return 1;
