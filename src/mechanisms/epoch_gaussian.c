@@ -64,11 +64,4 @@ void gauss_cov_add_noise(double *A, size_t d, double s, dps_rng *rng)
         }
 }
 
-const epoch_mechanism epoch_gaussian = {
-    .id = DPS_AGG_GAUSSIAN, .name = "gaussian", .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS,
-    .check = moment_check, .min_buckets = epoch_rows_min_buckets, .memory = moment_memory,
-    .cost = epoch_rows_cost, .radius_unrelated = epoch_rows_radius_unrelated,
-    .group_method = moment_group_method, .noise_floor = moment_noise_floor,
-    .create = moment_create, .destroy = moment_destroy,
-    .begin = moment_begin, .take_row = moment_take_row, .release = moment_release,
-};
+const epoch_mechanism epoch_gaussian = {.id = DPS_AGG_GAUSSIAN, .name = "gaussian", MOMENT_GROUP_HOOKS};

@@ -91,11 +91,4 @@ size_t power_columns(const dps_config *c)
     return b < c->d ? b : c->d;
 }
 
-const epoch_mechanism epoch_power = {
-    .id = DPS_AGG_POWER, .name = "power", .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS,
-    .check = moment_check, .min_buckets = epoch_rows_min_buckets, .memory = moment_memory,
-    .cost = epoch_rows_cost, .radius_unrelated = epoch_rows_radius_unrelated,
-    .group_method = moment_group_method, .noise_floor = moment_noise_floor,
-    .create = moment_create, .destroy = moment_destroy,
-    .begin = moment_begin, .take_row = moment_take_row, .release = moment_release,
-};
+const epoch_mechanism epoch_power = {.id = DPS_AGG_POWER, .name = "power", MOMENT_GROUP_HOOKS};
