@@ -1,6 +1,7 @@
 /* sweep.c - dps-sweep: one epoch of every row of a .npy through the
    streaming estimator at several rho at once, reading the rows ONCE (the
    gradient table's MLP rows are 24 GB: one pass per rho would be hours).
+   Bucket aggregators take --m: t = n / m full buckets.
    An experiment driver, not a user tool: each rho's estimator is separate
    (its own noise, seeded), and the releases together would cost the sum of
    the rhos on the same rows - a table of what each rho gives alone, not
@@ -52,7 +53,7 @@ static double s_now(void)
 }
 
 static const char s_synopsis[] =
-    "usage: dps-sweep --in X.npy --k K --aggregator NAME [--param-groups D1,.. --group-k K1,..]\n"
+    "usage: dps-sweep --in X.npy --k K --aggregator NAME [--m M] [--param-groups D1,.. --group-k K1,..]\n"
     "                 [--rhos LIST] [--seed S] --out-prefix P\n"
     "One epoch of every row of X.npy through one estimator per rho, the rows read once.\n"
     "An experiment: the releases together cost the sum of the rhos on the same rows.\n"
@@ -62,16 +63,18 @@ int main(int argc, char **argv)
 {
     cli_set_program("dps-sweep");
     const char *in = NULL, *agg = "gaussian", *groups = NULL, *group_k = NULL, *prefix = NULL;
-    size_t k = 0, power_blocks = 0, power_oversample = 10, dense_max_d = 0;
+    size_t k = 0, bucket_m = 0, power_blocks = 0, power_oversample = 10, dense_max_d = 0;
     uint64_t seed = 1;
     int help = 0;
     s_rhos rhos = {{0.01, 0.03, 0.1, 0.25, 1, 4}, 6};
     cli_opt opts[] = {
         {"--in", CLI_OPT_STRING, &in, "X.npy", "required", "the rows (float32 .npy)", 0},
         {"--k", CLI_OPT_SIZE, &k, "K", "required", "subspace dimension (each group's, without --group-k)", 0},
-        {"--aggregator", CLI_OPT_STRING, &agg, "NAME", "gaussian", "a row-intake aggregator (gaussian, power)", 0},
+        {"--aggregator", CLI_OPT_STRING, &agg, "NAME", "gaussian", "any aggregator (bucket ones need --m)", 0},
         {"--param-groups", CLI_OPT_STRING, &groups, "D1,D2,...", "one group", "parameter groups", 0},
         {"--group-k", CLI_OPT_STRING, &group_k, "K1,K2,...", "--k each", "each group's rank", 0},
+        {"--m", CLI_OPT_SIZE, &bucket_m, "M", "required for bucket aggregators",
+         "rows per bucket (reference, projection, histogram: t = n / m buckets, the n mod m last rows unused)", 0},
         {"--power-blocks", CLI_OPT_SIZE, &power_blocks, "T", "0 (3 cold)", "power steps per epoch", 0},
         {"--power-oversample", CLI_OPT_SIZE, &power_oversample, "P", "10", "power columns beyond k", 0},
         {"--dense-max-d", CLI_OPT_SIZE, &dense_max_d, "D", "8192", "widest group released densely", 0},
@@ -107,8 +110,15 @@ int main(int argc, char **argv)
         char err[200];
         if (cli_groups_apply(groups, group_k, c, err, sizeof err))
             CLI_USAGE("%s", err);
-        c->m = c->k; /* one epoch of every row: t m >= n, the partial epoch closed */
-        c->t = c->window = (size_t)(n / c->m + 2);
+        if (dps_config_uses_buckets(c)) { /* t full buckets of m rows */
+            if (!bucket_m || bucket_m > n)
+                CLI_USAGE("--aggregator %s needs --m between 1 and the row count %llu", agg, (unsigned long long)n);
+            c->m = bucket_m;
+            c->t = c->window = (size_t)(n / bucket_m);
+        } else { /* one epoch of every row: t m >= n, the partial epoch closed */
+            c->m = c->k;
+            c->t = c->window = (size_t)(n / c->m + 2);
+        }
         c->rho_epoch = rhos.v[i];
         c->power_blocks = power_blocks;
         c->power_oversample = power_oversample;
