@@ -100,7 +100,7 @@ static const char s_synopsis[] =
     "                 eigenvalues): pure eps-DP per epoch with eps = sqrt(2 --rho),\n"
     "                 i.e. charged (--rho, 0).  d <= 4096 (a d x d matrix).\n"
     "  power          no buckets: noisy power iteration (DESIGN 7.3), one step\n"
-    "                 Y = C_i X + N(0, 2/rho) per disjoint block of the epoch's\n"
+    "                 Y = C_i X + N(0, 1/rho) per disjoint block of the epoch's\n"
     "                 rows (--power-blocks), b = k + --power-oversample columns,\n"
     "                 started from the last released basis: rho-zCDP per epoch,\n"
     "                 charged (--rho, 0); memory O(b d), any d.  A first (cold)\n"

@@ -38,8 +38,8 @@
 
    GROUPS TOO WIDE FOR d_g^2 (DESIGN 7.3).  A group wider than dense_max_d
    (default DPS_DENSE_MAX_D) is released by the noisy power iteration of
-   epoch_power.c instead, in O(k_g d_g) memory; then every group's noise is
-   s = sqrt(2/rho) (sensitivity 2), and the release is still rho-zCDP: the
+   epoch_power.c instead, in O(k_g d_g) memory, with the same s = 1/sqrt(rho)
+   for every group, and the release is still rho-zCDP: the
    argument for such a mixed release is in moment_groups.c, which holds the
    code of both this table entry and the power aggregator's.
 

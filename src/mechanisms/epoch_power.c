@@ -12,7 +12,7 @@
    (and after an epoch that did not release), orthonormalised.  Iteration i
    reads block i only:
        Y_i = C_i X_{i-1} + G_i,  C_i = sum over block i of x x^T,
-       G_i iid N(0, s^2) (d x b),  s = sqrt(2 / rho_epoch),
+       G_i iid N(0, s^2) (d x b),  s = 1 / sqrt(rho_epoch),
        X_i = orth(Y_i)  (power_iteration.c).
    The release is the top-k left singular vectors of the last Y (from its QR
    and the SVD of the b x b R: post-processing).  An epoch closed with fewer
@@ -27,12 +27,17 @@
    GUARANTEE.  rho_epoch-zCDP per epoch under replacing one row (pure zCDP:
    charged (rho_epoch, 0)).
 
-   ARGUMENT.  Sensitivity of one iteration: X_{i-1} has ||X||_2 <= 1 (the
-   norm guard of power_iteration.c), so for ||x|| <= 1,
-   ||x x^T X||_F = ||x|| ||X^T x|| <= 1, and replacing x by y moves C_i X
-   by ||y y^T X - x x^T X||_F <= 2.  With s = 2 / sqrt(2 rho) the Gaussian
-   mechanism Y_i is (2^2 / (2 s^2)) = rho-zCDP (Bun-Steinke 2016, Prop. 1.6)
-   given X_{i-1}.  Composition: the replaced row has a fixed index, so it
+   ARGUMENT.  Sensitivity of one iteration: replacing x by y (norms <= 1)
+   moves C_i X by ||(y y^T - x x^T) X||_F <= ||y y^T - x x^T||_F ||X||_2
+   (||A B||_F <= ||A||_F ||B||_2), where ||X||_2 <= 1 (the norm guard of
+   power_iteration.c) and ||y y^T - x x^T||_F^2 = ||x||^4 + ||y||^4
+   - 2 (x.y)^2 <= 2: the move is at most sqrt 2, attained by orthogonal unit
+   x, y in the span of X (tests/mechanisms/test_epoch_power.c checks both).
+   (The triangle inequality, ||x x^T X|| + ||y y^T X|| <= 2, overstates it
+   by sqrt 2: a noise calibrated for it spends half the rho it is charged.)
+   With s = sqrt 2 / sqrt(2 rho) = 1 / sqrt(rho) the Gaussian mechanism Y_i
+   is ((sqrt 2)^2 / (2 s^2)) = rho-zCDP (Bun-Steinke 2016, Prop. 1.6) given
+   X_{i-1}.  Composition: the replaced row has a fixed index, so it
    lies in exactly one block j.  For i != j, Y_i given the earlier outputs
    (which fix X_{i-1}) has the same law on both inputs: 0-zCDP for this pair.
    For i = j it is rho-zCDP whatever X_{j-1} was (an adaptively chosen, public
@@ -63,9 +68,10 @@
    PARAMETER GROUPS (DESIGN 7.2).  With groups, every group runs its own
    iteration on its slice of the rows (b_g = min(k_g + p, d_g) columns, its
    own warm start), all with the same s and blocks: still rho_epoch-zCDP,
-   charged once (||x_g x_g^T X_g||_F <= ||x_g||^2, and these add up to at
-   most ||x||^2 <= 1 over the groups; the argument, shared with the Gaussian
-   aggregator's mixed releases, and the code are in moment_groups.c).
+   charged once (group g's step moves by at most ||D_gg||_F, D = y y^T
+   - x x^T, and sum_g ||D_gg||_F^2 <= ||D||_F^2 <= 2; the argument, shared
+   with the Gaussian aggregator's mixed releases, and the code are in
+   moment_groups.c).
 
    MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), a block of 32 rows
    (32 d floats) and O(b^2 + b 2048) of scratch; plus the previous basis,
@@ -77,7 +83,7 @@
 
 #include <math.h>
 
-double power_noise_sd(double rho) { return sqrt(2.0 / rho); }
+double power_noise_sd(double rho) { return 1.0 / sqrt(rho); }
 
 uint64_t power_block_start(uint64_t n, uint64_t blocks, uint64_t i)
 {

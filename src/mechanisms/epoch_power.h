@@ -9,7 +9,8 @@
 
 #define POWER_MAX_BLOCKS 1024 /* power_blocks above it is refused */
 
-/* The noise sd of one step at rho: sqrt(2 / rho) (sensitivity 2). */
+/* The noise sd of one step at rho: 1 / sqrt(rho) (sensitivity sqrt 2, the
+   argument in epoch_power.c). */
 double power_noise_sd(double rho);
 /* The first row index of block i of an epoch of n rows in `blocks` blocks:
    floor(i n / blocks) (i <= blocks). */

@@ -16,27 +16,27 @@
    own block of the group-wise k x d basis (zero elsewhere).
 
    GUARANTEE.  rho_epoch-zCDP per epoch under replacing one row, charged
-   (rho_epoch, 0), with s = 1/sqrt(rho) when every group is dense and
-   s = sqrt(2/rho) when one is not.
+   (rho_epoch, 0), with s = 1/sqrt(rho) for every group, dense or power.
 
    ARGUMENT.  Fix neighbours that differ in row x -> y (norms <= 1), in
-   block j.  Write u = sum over dense groups of ||x_g||^2 and v = the sum
-   over power groups, so u + v <= ||x||^2 <= 1; u', v' for y.
-   - Dense part: the released vector is the upper triangles of the diagonal
-     blocks C_g, a sub-vector of u(C).  It moves by D restricted to them;
-     ||x_g x_g^T||_F = ||x_g||^2, so the move is at most u + u' (<= 2) and,
-     when every group is dense, at most ||u(yy^T - xx^T)||_2 <= sqrt 2
-     (||yy^T - xx^T||_F^2 = ||x||^4 + ||y||^4 - 2 (x.y)^2 <= 2).
-   - Power part: the blocks i != j have the same law on both inputs given
-     the earlier outputs.  Block j: every X_{g,j-1} has ||X||_2 <= 1
-     (power_iteration.h), so ||x_g x_g^T X_g||_F <= ||x_g||^2 and the move of
-     (Y_{g,j})_g is at most v + v'.
-   Given the earlier outputs each part is a Gaussian mechanism with noise s;
-   adaptive composition of zCDP (Bun-Steinke 2016, Lemma 2.3) adds, for this
-   pair, ((u + u')^2 + (v + v')^2) / (2 s^2) <= 4 / (2 s^2) = 2 / s^2 (the sum
-   of squares is convex: largest at a vertex, u = u' = 1), which is rho for
-   s = sqrt(2/rho); with no power group it is (sqrt 2)^2 / (2 s^2) = 1/s^2 =
-   rho for s = 1/sqrt(rho).  The bases are post-processing.  Every entry's
+   block j, and let D = y y^T - x x^T, D_gg its diagonal block of group g:
+   sum_g ||D_gg||_F^2 <= ||D||_F^2 = ||x||^4 + ||y||^4 - 2 (x.y)^2 <= 2.
+   - Dense group g: its released vector, the upper triangle of C_g, moves by
+     ||u(D_gg)||_2 <= ||D_gg||_F (each off-diagonal pair counted once).
+   - Power group g: the blocks i != j have the same law on both inputs given
+     the earlier outputs.  In block j, X_{g,j-1} has ||X||_2 <= 1
+     (power_iteration.h), so Y_{g,j} moves by ||D_gg X_{g,j-1}||_F
+     <= ||D_gg||_F ||X_{g,j-1}||_2 <= ||D_gg||_F, whatever the earlier
+     outputs were.
+   Each release is a Gaussian mechanism with noise s whose move, given the
+   earlier outputs, is bounded by a quantity of this pair alone; the chain
+   rule of Renyi divergence (adaptive composition of zCDP, Bun-Steinke 2016,
+   Lemma 2.3, applied to this pair) adds them:
+   sum_g ||D_gg||_F^2 / (2 s^2) <= 2 / (2 s^2) = 1 / s^2 = rho for
+   s = 1/sqrt(rho).  (This tightens the first version's bound, which added
+   ||x_g x_g^T X|| + ||y_g y_g^T X|| by the triangle inequality, up to 2,
+   and drew s = sqrt(2/rho) whenever a group was power.)  The bases are
+   post-processing.  Every entry's
    noise is drawn whatever the data; a power group's noise is drawn at the
    end of each block, before the charge, and nothing of it leaves before the
    release (an epoch not released publishes nothing, and the warm start
@@ -93,10 +93,7 @@ static int s_any_power(const dps_config *c)
     return 0;
 }
 
-double moment_noise_sd(const dps_config *c)
-{
-    return s_any_power(c) ? power_noise_sd(c->rho_epoch) : 1.0 / sqrt(c->rho_epoch);
-}
+double moment_noise_sd(const dps_config *c) { return power_noise_sd(c->rho_epoch); }
 
 /* T: power_blocks, or by default (0) 3 blocks while no epoch has been
    released and 1 after.  Public: whether an epoch was released is.  Cold,

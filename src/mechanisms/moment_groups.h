@@ -17,9 +17,9 @@
    (DPS_DENSE_MAX_D when 0), the power aggregator never. */
 typedef enum { GROUP_NONE, GROUP_DENSE, GROUP_POWER } group_kind;
 group_kind moment_group_kind(const dps_config *c, size_t g);
-/* The noise sd of every entry of the release: 1/sqrt(rho) when every group
-   is dense (sensitivity sqrt 2), sqrt(2/rho) as soon as one is not
-   (sensitivity 2); the argument is in moment_groups.c. */
+/* The noise sd of every entry of the release, dense or power: 1/sqrt(rho)
+   (the groups' moves add up in squares to at most 2; the argument is in
+   moment_groups.c). */
 double moment_noise_sd(const dps_config *c);
 
 /* The hooks of both table entries (epoch_mechanism.h). */

@@ -134,14 +134,14 @@ static void s_test_accuracy(void)
    epoch_gaussian.c); the snapshot carries the layout.
    Mixed (DESIGN 7.3, moment_groups.c): d2 = 300 above dense_max_d = 100, so
    group 2 runs the noisy power iteration (one block, b = 1 + 10 columns)
-   and every group's noise is s = sqrt(2/rho) = 1.41; n = 5 000 rows.
-   Group 1: ||E_1|| <= 2.2 x 1.41 sqrt(80) = 28 against lambda_2 = 1 750:
+   and every group's noise is s = 1/sqrt(rho) = 1; n = 5 000 rows.
+   Group 1: ||E_1|| <= 2.2 x 1 sqrt(80) = 20 against lambda_2 = 1 750:
    sin <= 0.04.  Group 2: one step from the public random start X_0 on C_2
    of rank 1 (lambda_1 = 1 500, v its vector): C_2 X_0 = lambda_1 v (X_0^T
    v)^T has norm lambda_1 ||X_0^T v||, ||X_0^T v||^2 ~ Beta(b/2, (d-b)/2),
    mean b/d = 0.037, below 0.008 with probability < 1e-3, so the signal is
    above 1 500 x 0.09 = 135 against noise of spectral norm about
-   s (sqrt 300 + sqrt 11) = 29: Wedin gives sin <= 29 / (135 - 29) = 0.27.
+   s (sqrt 300 + sqrt 11) = 21: Wedin gives sin <= 21 / (135 - 21) = 0.18.
    Accept < 0.3 for both; the charge is still (rho, 0). */
 static void s_test_groups(size_t d2, size_t dense_max_d, size_t m, double bound)
 {
