@@ -114,7 +114,8 @@ int main(int argc, char **argv)
             if (!bucket_m || bucket_m > n)
                 CLI_USAGE("--aggregator %s needs --m between 1 and the row count %llu", agg, (unsigned long long)n);
             c->m = bucket_m;
-            c->t = c->window = (size_t)(n / bucket_m);
+            c->t = (size_t)(n / bucket_m);
+            c->window = c->t < 16 ? c->t : 16; /* 16 buckets' rows in memory, not t's */
         } else { /* one epoch of every row: t m >= n, the partial epoch closed */
             c->m = c->k;
             c->t = c->window = (size_t)(n / c->m + 2);
