@@ -326,6 +326,19 @@ static int s_dense_basis(epoch_state *st, size_t g, double s)
     return rc;
 }
 
+/* The epoch's rows over the last power block's: a power group's noisy
+   singular values measure one block's C_i X, this factor puts them in the
+   epoch's units, those of a dense group's eigenvalues (public: the blocks
+   are fixed by index and the row count is). */
+static double s_epoch_over_last_block(const epoch_state *st)
+{
+    if (st->block == 0)
+        return 1;
+    uint64_t first = power_block_start(st->n, st->blocks, st->block - 1);
+    uint64_t end = DPS_MIN(st->rows, power_block_start(st->n, st->blocks, st->block));
+    return end > first ? (double)st->rows / (double)(end - first) : 1;
+}
+
 /* After the charge: the only errors are LAPACK's (DPS_ENUMERIC), which the
    stream publishes as FAILED (and then the warm start is not updated). */
 int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
@@ -349,7 +362,10 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
                 edge_over_w = DPS_MAX(edge_over_w, 2 * s * sqrt((double)dg) / st->w[0]);
         } else if (st->kind[g] == GROUP_POWER) {
             rc = power_basis(&st->pi[g], st->slice, st->sv);
-            any |= !rc && power_noise_parts(st->sv, kg, dg, st->pi[g].b, s, &lost, &total);
+            double glost = 0, gtotal = 0, units = s_epoch_over_last_block(st);
+            any |= !rc && power_noise_parts(st->sv, kg, dg, st->pi[g].b, s, &glost, &gtotal);
+            lost += units * glost;
+            total += units * gtotal;
         } else {
             continue;
         }
@@ -358,8 +374,11 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
         s_block_put(c, g, st->slice, basis);
     }
     /* The level (noise_level.c): the energy-weighted sine over every group's
-       directions, from the released noisy eigenvalues or singular values and
-       the public noise scale (post-processing); when no direction of any
+       directions, from the released noisy eigenvalues or singular values
+       (a power group's in the epoch's units: its weight was a third of its
+       energy's on a cold MLP release, which read 0.64 while it kept 0.34 of
+       the top-k; tools/experiments/README.md, "Gradient table") and the
+       public noise scale (post-processing); when no direction of any
        group clears its detection level, the margin by which the noise's edge
        passes the top eigenvalue, at least 1. */
     out->noise_level = any ? sqrt(lost / total) : edge_over_w;

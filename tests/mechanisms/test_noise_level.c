@@ -146,16 +146,16 @@ static void s_test_gaussian(void)
 }
 
 /* 2b. The noisy power iteration (and a group of the gaussian aggregator
-   wider than dense_max_d): s = sqrt(2) at rho 1, b = K + 10 = 12, the noise
-   edge s (sqrt 300 + sqrt 12) = 29.4.  Zero rows: Y is pure noise, its top
+   wider than dense_max_d): s = 1 at rho 1, b = K + 10 = 12, the noise
+   edge s (sqrt 300 + sqrt 12) = 20.8.  Zero rows: Y is pure noise, its top
    singular value passes the edge by a Tracy-Widom fluctuation of scale
-   s (1/sqrt 300 + 1/sqrt 12)^(1/3) / 2 = 0.5, so it stays below the
+   s (1/sqrt 300 + 1/sqrt 12)^(1/3) / 2 = 0.35, so it stays below the
    detection level edge + 4 such scales (P > 0.99) and the level is >= 1:
    WEAK.  Signal: n = 1 200 rows on a 2-dim subspace in 2 blocks of 600
    (C_i's eigenvalues about 300 each).  Block 1 starts cold: C_1 X_0 has
-   singular values about 300 sqrt(b/d) = 60 against the edge 29, so X_1 is
-   within sin 0.5 of the span; block 2's signal is then about 300 x 0.85 =
-   255 and the predicted sine T/theta = s sqrt(d) / 255 = 0.1; accept
+   singular values about 300 sqrt(b/d) = 60 against the edge 21, so X_1 is
+   within sin 0.4 of the span; block 2's signal is then about 300 x 0.9 =
+   270 and the predicted sine T/theta = s sqrt(d) / 270 = 0.06; accept
    <= 0.3 and not WEAK. */
 static void s_test_power(void)
 {
@@ -175,6 +175,47 @@ static void s_test_power(void)
         else
             CHECK(in.noise_level >= 1 && dps_snapshot_weak(&in), "power zero rows: level %g", in.noise_level);
     }
+}
+
+/* 2c. A release that mixes a dense and a power group weighs each group's
+   directions in the epoch's units.  d = 80 + 220, dense_max_d 100: group 1
+   (k 2) dense with the n = 1 200 unit rows on a 2-dim subspace (eigenvalues
+   about 600 each, the spike threshold sqrt 80: lost 2 x 80 / 600 = 0.27 of
+   a total 1 200 within 1%), group 2 (k 1) power with zero columns: its Y is
+   noise, below detection (P > 0.99, as in 2b), so it counts as lost with
+   the threshold T = s sqrt(220) = 14.8 of ONE block's C, i.e. u T in the
+   epoch's units, u = rows / the last block's rows = the blocks.  The level
+   is sqrt((u T + 0.27) / (u T + 1 200)): 0.112 with 1 block, 0.190 with 3;
+   accept within 3%.  (Weighing the power group in block units, as the first
+   version did, gives 0.112 with 3 blocks too: a cold power group's lost
+   directions counted for a third of what they hold.) */
+static void s_test_mixed_units(void)
+{
+    static const size_t group_d[2] = {80, 220}, group_k[2] = {2, 1};
+    float *X1 = s_rows(1, N, 80), *X = calloc((size_t)N * 300, sizeof *X);
+    for (size_t i = 0; i < N; i++)
+        memcpy(X + i * 300, X1 + i * 80, 80 * sizeof *X);
+    for (size_t blocks = 1; blocks <= 3; blocks += 2) {
+        dps_config c = s_cfg(300, 3, T, M, 29);
+        c.aggregator = DPS_AGG_GAUSSIAN;
+        c.rho_epoch = 1.0;
+        c.groups = 2;
+        for (size_t g = 0; g < 2; g++) {
+            c.group_d[g] = group_d[g];
+            c.group_k[g] = group_k[g];
+        }
+        c.dense_max_d = 100;
+        c.power_blocks = blocks;
+        dps_snapshot_info in;
+        s_epoch(&c, X, N, &in);
+        double uT = (double)blocks * sqrt(220.0), want = sqrt((uT + 0.27) / (uT + 1200.0));
+        NOTE("mixed groups, %zu power block(s): level %.4f, want %.4f", blocks, in.noise_level, want);
+        CHECK(in.status == DPS_SNAP_RELEASED && fabs(in.noise_level / want - 1) < 0.03,
+              "mixed groups, %zu block(s): level %g, want %g (the power group in the epoch's units)", blocks,
+              in.noise_level, want);
+    }
+    free(X1);
+    free(X);
 }
 
 /* 3. gauss_noise_level on known spectra: C = L (e_1 e_1^T + e_2 e_2^T) + E at
@@ -282,6 +323,7 @@ int main(void)
     s_test_covariance();
     s_test_gaussian();
     s_test_power();
+    s_test_mixed_units();
     s_test_aggregators();
     return check_summary();
 }
