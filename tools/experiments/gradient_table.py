@@ -41,6 +41,7 @@ RUNS = [
     ("reference, m 100", ["--aggregator", "reference", "--m", "100"], False, ["logreg", "cnn"], RHOS),
     ("reference, m 100", ["--aggregator", "reference", "--m", "100"], False, ["mlp"], "0.1,1,4"),
     ("projection, m 100", ["--aggregator", "projection", "--m", "100"], False, ["logreg"], RHOS),
+    ("histogram, m 100", ["--aggregator", "histogram", "--m", "100"], False, ["logreg"], RHOS),
 ]
 
 
