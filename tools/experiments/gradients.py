@@ -81,7 +81,8 @@ def captured(H, V):
 
 def topk_rows(X, k, seed, notes, power_iters=6):
     """Non-private top-k right singular vectors of X (n x d), k x d orthonormal rows.
-    d <= GRAM_MAX_D: the d x d Gram; else n <= GRAM_MAX_D: the n x n Gram; else a
+    d <= GRAM_MAX_D: the d x d Gram; else n <= GRAM_MAX_D and the n x n Gram (n^2 d) is cheaper than
+    the range finder's passes (about 4 (power_iters + 1) n d (k + 10)): the n x n Gram; else a
     randomized range finder with power iterations (never an n x n and a d x d at once)."""
     n, d = X.shape
     k = min(k, n, d)
@@ -95,7 +96,7 @@ def topk_rows(X, k, seed, notes, power_iters=6):
         w, U = np.linalg.eigh(G)
         V = U[:, ::-1][:, :k].T
         notes.append(f"top-k: eigenvectors of the {d} x {d} Gram ({time.time() - t0:.1f} s)")
-    elif n <= GRAM_MAX_D:
+    elif n <= GRAM_MAX_D and n <= 4 * (power_iters + 1) * (k + 10):
         G = np.zeros((n, n))
         blocks = list(chunks(n, d))   # row blocks (a row-major .npy reads fast by rows)
         for i, (s, e) in enumerate(blocks):
@@ -482,7 +483,8 @@ def main(argv=None):
                        "basis/top-k and basis/random. The basis is checked: rows orthonormal to within "
                        f"{ORTHO_TOL} are re-orthonormalised by QR (a note says so); others are refused "
                        "unless --orthonormalise. The top-k goes through the d x d Gram when "
-                       f"d <= {GRAM_MAX_D} and d <= n, else the n x n Gram when n <= {GRAM_MAX_D}, else a "
+                       f"d <= {GRAM_MAX_D} and d <= n, else the n x n Gram when n <= {GRAM_MAX_D} and it is the "
+                       "cheaper (n below 28 (k + 10)), else a "
                        "randomized range finder: never an n x n and a d x d matrix at once. Output: a table on "
                        "stdout ('#' lines are notes), and JSON with --json.")
     e.add_argument("--heldout", required=True, help="held-out rows, n x d .npy (float32/64)")
