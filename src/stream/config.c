@@ -98,13 +98,15 @@ int dps_config_check(const dps_config *c, const char **why)
         WHY("k must satisfy 1 <= k < d");
     if (c->t < 2)
         WHY("t (buckets per epoch) must be at least 2");
-    if (c->m < c->k)
-        WHY("m (rows per bucket) must be at least k");
     if (c->window < 1 || c->window > c->t)
         WHY("window must satisfy 1 <= W <= t");
     const epoch_mechanism *mech = epoch_mechanism_for(c->aggregator);
     if (!mech)
         WHY("unknown aggregator");
+    /* a bucket's top-k needs k rows; row-intake epochs are just t m rows
+       (with groups k adds up the groups' ranks, often above m) */
+    if (mech->intake == EPOCH_BUCKETS && c->m < c->k)
+        WHY("m (rows per bucket) must be at least k");
     if ((mech->uses & EPOCH_USES_Q) && c->q < c->k)
         WHY("q (reference points) must be at least k");
     if (!(c->hist_width >= 0) || !isfinite(c->hist_width))

@@ -511,6 +511,14 @@ int main(void)
         dps_config_init(&c, 20000, 2);
         c.aggregator = DPS_AGG_PROJECTION;
         CHECK(dps_config_check(&c, &why) == DPS_ELIMIT, "projection d limit");
+        dps_config_init(&c, 100, 20);
+        c.m = 10;
+        CHECK(dps_config_check(&c, &why) == DPS_EINVAL && strstr(why, "m (rows per bucket)"), "m < k refused for "
+              "buckets: %s", why);
+        c.aggregator = DPS_AGG_GAUSSIAN; /* an epoch of t m rows: m < k is fine */
+        CHECK(dps_config_check(&c, &why) == DPS_OK, "m < k accepted for the row-intake gaussian epoch: %s", why);
+        c.aggregator = DPS_AGG_POWER;
+        CHECK(dps_config_check(&c, &why) == DPS_OK, "m < k accepted for the row-intake power epoch: %s", why);
         dps_config_init(&c, 10, 2);
         c.window = 0;
         CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "window 0");
