@@ -120,7 +120,8 @@ def main(argv=None):
                 share, ref = kept(a.data, model, r["basis"], top)
                 cells[f"{r['rho']:g}"] = f"{share:.3f}{' W' if r['weak'] else ''}"
             refname = "group-wise top-10 each" if grouped else "top-10"
-            print(f"| {model} | {name} | {refname} ({ref:.3f}) | " +
+            refname += f" ({ref:.3f})" if ref is not None else ""  # None: nothing was released
+            print(f"| {model} | {name} | {refname} | " +
                   " | ".join(cells.get(r, "") for r in rho_cols) + " |", flush=True)
     return 0
 
