@@ -73,9 +73,10 @@
    with the Gaussian aggregator's mixed releases, and the code are in
    moment_groups.c).
 
-   MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), a block of 32 rows
+   MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), b d doubles (the
+   sum, power_iteration.c), a block of 32 rows
    (32 d floats) and O(b^2 + b 2048) of scratch; plus the previous basis,
-   k d floats: 4 (2 b + 32 + k) d bytes and change. */
+   k d floats: 4 (4 b + 32 + k) d bytes and change. */
 #include "epoch_mechanism.h"
 #include "epoch_power.h"
 #include "moment_groups.h"

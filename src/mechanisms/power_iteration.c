@@ -12,7 +12,19 @@
    Gershgorin bound (largest absolute row sum) of X^T X computed in double,
    whenever g > 1 - 2^-30: then ||X||_2^2 <= g (1 - 2^-20)^2 < 1 up to the double
    rounding of the Gram (1e-16 d relative) and the float rounding of the
-   scaled entries (2^-24 relative, inside the 2^-20 margin). */
+   scaled entries (2^-24 relative, inside the 2^-20 margin).
+
+   THE SUM IN DOUBLE.  The sensitivity sqrt 2 (epoch_power.c) is tight, so
+   rounding must not add a data-dependent term that grows with the block:
+   summed in float, Y_{j+1} = fl(Y_j + Z_j) over the N/T/32 flushes of a block
+   rounds differently on neighbouring inputs once their Y_j differ, up to
+   2^-23 ||Y|| per flush (in the worst case as large as the sensitivity at
+   20 000 rows).  So each flush's Z = B^T (B X) (32 rows) is formed in
+   float with beta 0 and added into Yd in double: flushes without the
+   replaced row compute bit-identical Z on both inputs, and the double sum
+   adds at most 2^-52 ||Y|| per flush.  What stays in float is the one
+   flush that holds the replaced row (its inner products over d, the usual
+   float caveat of rng.c, as for the released values themselves). */
 #include "power_iteration.h"
 #include "internal.h"
 #include "linalg.h"
@@ -41,7 +53,7 @@ size_t power_bytes(size_t d, size_t k, size_t b)
     (void)k;
     size_t nb = s_block_rows(b);
     size_t floats = 2 * b * d + nb * d + b * nb + b + s_lwork_est(b) + b * b;
-    size_t doubles = 2 * b * b + b + s_ldwork_est(b) + b * b + b * (size_t)LA_CHUNK;
+    size_t doubles = b * d + 2 * b * b + b + s_ldwork_est(b) + b * b + b * (size_t)LA_CHUNK;
     return floats * sizeof(float) + doubles * sizeof(double);
 }
 
@@ -49,6 +61,7 @@ void power_free(power_iteration *p)
 {
     free(p->X);
     free(p->Y);
+    free(p->Yd);
     free(p->B);
     free(p->P);
     free(p->tau);
@@ -84,6 +97,7 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
     p->ldwork = DPS_MAX(s_ldwork_est(b), (size_t)qd + 1);
     p->X = dps_aligned_calloc(b * d, sizeof(float));
     p->Y = dps_aligned_calloc(b * d, sizeof(float));
+    p->Yd = dps_aligned_calloc(b * d, sizeof(double));
     p->B = dps_aligned_alloc(p->nb * d, sizeof(float));
     p->P = dps_aligned_alloc(b * p->nb, sizeof(float));
     p->tau = malloc(b * sizeof *p->tau);
@@ -95,7 +109,7 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
     p->dwork = malloc(p->ldwork * sizeof *p->dwork);
     p->G = malloc(b * b * sizeof *p->G);
     p->gbuf = malloc(b * (size_t)LA_CHUNK * sizeof *p->gbuf);
-    if (!p->X || !p->Y || !p->B || !p->P || !p->tau || !p->work || !p->Uf || !p->R || !p->U || !p->sv ||
+    if (!p->X || !p->Y || !p->Yd || !p->B || !p->P || !p->tau || !p->work || !p->Uf || !p->R || !p->U || !p->sv ||
         !p->dwork || !p->G || !p->gbuf) {
         power_free(p);
         return DPS_ENOMEM;
@@ -156,13 +170,14 @@ int power_start(power_iteration *p, const float *warm, dps_rng *pub)
     memcpy(p->X, p->Y, b * d * sizeof *p->X);
     s_guard(p);
     memset(p->Y, 0, b * d * sizeof *p->Y);
+    memset(p->Yd, 0, b * d * sizeof *p->Yd);
     p->pending = 0;
     p->steps = 0;
     memset(p->sv, 0, b * sizeof *p->sv);
     return DPS_OK;
 }
 
-/* Y += B^T (B X) for the pending rows. */
+/* Yd += B^T (B X) for the pending rows (formed in Y, summed in double). */
 static void s_flush(power_iteration *p)
 {
     if (!p->pending)
@@ -170,8 +185,10 @@ static void s_flush(power_iteration *p)
     int d = (int)p->d, b = (int)p->b, nb = (int)p->pending;
     /* P (nb x b, ld nb) = B X: B is d x nb column-major (each row contiguous) */
     cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, nb, b, d, 1.0f, p->B, d, p->X, d, 0.0f, p->P, nb);
-    /* Y (d x b) += B^T P */
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, d, b, nb, 1.0f, p->B, d, p->P, nb, 1.0f, p->Y, d);
+    /* Y (d x b) = B^T P, then Yd += Y */
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, d, b, nb, 1.0f, p->B, d, p->P, nb, 0.0f, p->Y, d);
+    for (size_t i = 0; i < (size_t)b * (size_t)d; i++)
+        p->Yd[i] += (double)p->Y[i];
     p->pending = 0;
 }
 
@@ -189,7 +206,8 @@ int power_step(power_iteration *p, double s, dps_rng *noise)
     /* every entry gets its draw, in a fixed order, whatever the rows; the sum
        is formed in double and rounded to float (post-processing) */
     for (size_t i = 0; i < b * d; i++)
-        p->Y[i] = (float)((double)p->Y[i] + dps_rng_gaussian(noise, s));
+        p->Y[i] = (float)(p->Yd[i] + dps_rng_gaussian(noise, s));
+    memset(p->Yd, 0, b * d * sizeof *p->Yd);
     int rc = s_qr(p, 1);
     if (rc)
         return rc;

@@ -29,7 +29,8 @@ typedef struct {
     size_t pending;   /* rows waiting in B                                      */
     size_t steps;     /* power_step calls since power_start                     */
     float *X;         /* b x d: the columns of X, each contiguous (X^T)         */
-    float *Y;         /* b x d: Y^T, the sum since the last step; Q in a step   */
+    float *Y;         /* b x d: Y^T, one flush's sum; Y + noise, then Q, in a step */
+    double *Yd;       /* b x d: the sum since the last step, in double          */
     float *B;         /* nb x d: pending rows                                   */
     float *P;         /* b x nb: (B X)^T                                        */
     float *tau, *work, *Uf; /* QR reflectors, LAPACK workspace, U_r in float   */
