@@ -46,9 +46,10 @@
    composition with adaptivity.  The basis is a function of (X_0, Y_1..Y_T):
    post-processing.  (Composing instead T passes over the whole epoch would
    cost T rho; the disjoint blocks use each row once.)  The noise is drawn for
-   every entry whatever the data.  Floating point: Y is summed in float
-   (relative rounding 1e-7 per entry against the noise s), the usual caveat
-   of rng.c.
+   every entry whatever the data.  Floating point: Y is summed in double
+   over 32-row flushes formed in float (power_iteration.c, THE SUM IN
+   DOUBLE); the flush holding the replaced row keeps float rounding, the
+   usual caveat of rng.c.
 
    ACCURACY (what to expect; Hardt-Price 2014).  The noise's spectral norm
    is about s (sqrt d + sqrt b).  One step on a block whose C_i has eigengap

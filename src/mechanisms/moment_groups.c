@@ -326,6 +326,11 @@ static int s_dense_basis(epoch_state *st, size_t g, double s)
     return rc;
 }
 
+const power_iteration *moment_group_power(const epoch_state *st, size_t g)
+{
+    return st && g < st->groups && st->kind[g] == GROUP_POWER ? &st->pi[g] : NULL;
+}
+
 /* The epoch's rows over the last power block's: a power group's noisy
    singular values measure one block's C_i X, this factor puts them in the
    epoch's units, those of a dense group's eigenvalues (public: the blocks

@@ -11,6 +11,7 @@
 #define DPS_MOMENT_GROUPS_H
 
 #include "epoch_mechanism.h"
+#include "power_iteration.h"
 
 /* How group g releases: nothing (k_g = 0), dense, or power iteration.  The
    gaussian aggregator runs a group densely up to dense_max_d columns
@@ -21,6 +22,10 @@ group_kind moment_group_kind(const dps_config *c, size_t g);
    (the groups' moves add up in squares to at most 2; the argument is in
    moment_groups.c). */
 double moment_noise_sd(const dps_config *c);
+
+/* For tests: group g's power iteration (its last step's noisy singular
+   values), NULL unless group g is power. */
+const power_iteration *moment_group_power(const epoch_state *st, size_t g);
 
 /* The hooks of both table entries (epoch_mechanism.h). */
 int moment_check(const dps_config *c, const char **why);

@@ -7,6 +7,7 @@
 #include "dpsubspace.h"
 #include "epoch_power.h"
 #include "linalg.h"
+#include "moment_groups.h"
 #include "power_iteration.h"
 
 #include <math.h>
@@ -183,6 +184,34 @@ static void s_test_noise(void)
                 over = fmax(over, g - 1);
         }
     CHECK(worst < 1e-5 && over <= 0, "X orthonormal (%g) with column norms <= 1 (excess %g)", worst, over);
+    /* ||X||_2 <= 1 itself (what the sensitivity uses, not implied by the
+       column norms): the top eigenvalue of the b x b Gram X^T X in double,
+       by 200 power steps on it (its eigenvalues are within 1e-5 of 1, a
+       start with all ones has a component on the top one) */
+    double G[10 * 10], u[10], w[10], top = 0;
+    for (size_t i = 0; i < b; i++)
+        for (size_t j = 0; j < b; j++) {
+            double g = 0;
+            for (size_t c = 0; c < d; c++)
+                g += (double)p.X[i * d + c] * p.X[j * d + c];
+            G[i * b + j] = g;
+        }
+    for (size_t i = 0; i < b; i++)
+        u[i] = 1 / sqrt((double)b);
+    for (int it = 0; it < 200; it++) {
+        double nn = 0;
+        for (size_t i = 0; i < b; i++) {
+            w[i] = 0;
+            for (size_t j = 0; j < b; j++)
+                w[i] += G[i * b + j] * u[j];
+            nn += w[i] * w[i];
+        }
+        top = sqrt(nn);
+        for (size_t i = 0; i < b; i++)
+            u[i] = w[i] / top;
+    }
+    NOTE("guarded X: ||X||_2^2 = %.9f", top);
+    CHECK(top <= 1.0, "||X||_2^2 = %.12g <= 1 (the norm guard)", top);
     float *V = malloc(k * d * sizeof *V);
     CHECK(power_basis(&p, V, NULL) == DPS_OK, "basis");
     free(V);
@@ -190,6 +219,68 @@ static void s_test_noise(void)
     power_free(&p);
     power_free(&p); /* twice is harmless */
     dps_rng_destroy(&pub);
+    dps_rng_destroy(&noise);
+}
+
+/* 1b. The noise the MECHANISM draws for a power group (not the s a test
+   hands to power_step): an epoch of zero rows through the table's hooks,
+   gaussian aggregator with a dense group (d 50) beside a power group
+   (d 3 000 > dense_max_d 100, k 1, b 11), at rho 0.25 (s^2 = 1/rho = 4, so
+   a wrong power of rho shows), one block.  Y = G, so the last step's b
+   singular values give ||G||_F^2 = sum sv^2, s^2 times a chi-square with
+   d b = 33 000 degrees of freedom: relative sd sqrt(2 / 33 000) = 0.0078;
+   accept within 5 sd (3.9%).  The first calibration (s^2 = 2/rho = 8) is
+   100% off, a tenth of the noise 99%. */
+static void s_test_mechanism_noise(void)
+{
+    size_t dd = 50, dp = 3000;
+    dps_config c;
+    dps_config_init(&c, dd + dp, 2);
+    c.aggregator = DPS_AGG_GAUSSIAN;
+    c.groups = 2;
+    c.group_d[0] = dd;
+    c.group_d[1] = dp;
+    c.group_k[0] = 1;
+    c.group_k[1] = 1;
+    c.dense_max_d = 100;
+    c.power_blocks = 1;
+    c.rho_epoch = 0.25;
+    c.t = 10;
+    c.m = 10;
+    c.window = c.t;
+    const char *why = "";
+    CHECK(dps_config_check(&c, &why) == DPS_OK, "mixed configuration: %s", why);
+    const epoch_mechanism *m = epoch_mechanism_for(c.aggregator);
+    epoch_state *st = NULL;
+    dps_rng *noise = NULL;
+    dps_rng_new_seeded(&noise, 9);
+    float *zero = calloc(dd + dp, sizeof *zero), *basis = calloc(2 * (dd + dp), sizeof *basis);
+    CHECK(m && m->create(&st, &c, NULL) == DPS_OK && st, "create");
+    CHECK(m->begin(st, 0, noise) == DPS_OK, "begin");
+    for (size_t i = 0; i < c.t * c.m; i++)
+        m->take_row(st, zero);
+    epoch_input in;
+    epoch_outcome out;
+    memset(&in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    in.rows = c.t * c.m;
+    in.noise = noise;
+    CHECK(m->release(st, &in, basis, &out) == DPS_OK, "release");
+    const power_iteration *p = moment_group_power(st, 1);
+    CHECK(p && !moment_group_power(st, 0), "group 2 is power, group 1 dense");
+    if (p) {
+        double f2 = 0;
+        for (size_t j = 0; j < p->b; j++)
+            f2 += p->sv[j] * p->sv[j];
+        double v = f2 / (double)(p->d * p->b), want = 1.0 / c.rho_epoch;
+        NOTE("mechanism's power-group noise at rho %.2f: entry variance %.4f, want 1/rho = %.4f", c.rho_epoch, v,
+             want);
+        CHECK(fabs(v / want - 1) < 5 * sqrt(2.0 / (double)(p->d * p->b)), "power group's noise variance %g, want %g",
+              v, want);
+    }
+    m->destroy(&st);
+    free(zero);
+    free(basis);
     dps_rng_destroy(&noise);
 }
 
@@ -379,6 +470,7 @@ int main(void)
 {
     s_test_sensitivity();
     s_test_noise();
+    s_test_mechanism_noise();
     s_test_one_step();
     s_test_warm_start();
     s_test_blocks();
