@@ -8,11 +8,13 @@
    THE NORM GUARD.  The caller's sensitivity bound needs ||X||_2 <= 1 for the
    X that the rows are multiplied by.  Householder QR in float gives
    orthonormal columns to about b 2^-24, a little above 1 or below.  So after
-   every orthonormalisation X is scaled by (1 - 2^-20) / sqrt(g), g the
+   every orthonormalisation X is scaled by (1 - mu) / sqrt(g), g the
    Gershgorin bound (largest absolute row sum) of X^T X computed in double,
-   whenever g > 1 - 2^-30: then ||X||_2^2 <= g (1 - 2^-20)^2 < 1 up to the double
-   rounding of the Gram (1e-16 d relative) and the float rounding of the
-   scaled entries (2^-24 relative, inside the 2^-20 margin).
+   whenever g > 1 - 2^-30, with mu = 2^-20 + sqrt(b) 2^-23: the factor and
+   each scaled entry are rounded to float (relative error <= 2^-23 in all),
+   which moves X by at most 2^-23 ||X||_F <= 2^-23 sqrt(b) in spectral norm,
+   inside mu, so ||X||_2 <= 1 - mu + 2^-23 sqrt(b) < 1 up to the double
+   rounding of the Gram (1e-16 d relative, inside the 2^-20).
 
    THE SUM IN DOUBLE.  The sensitivity sqrt 2 (epoch_power.c) is tight, so
    rounding must not add a data-dependent term that grows with the block:
@@ -134,7 +136,8 @@ static void s_guard(power_iteration *p)
         g = fmax(g, row);
     }
     if (g > 1.0 - 0x1p-30) { /* a margin for the Gram's own double rounding */
-        float f = (float)((1.0 - 0x1p-20) / sqrt(g));
+        double mu = 0x1p-20 + sqrt((double)b) * 0x1p-23;
+        float f = (float)((1.0 - mu) / sqrt(g));
         for (size_t j = 0; j < b; j++)
             cblas_sscal((int)d, f, p->X + j * d, 1);
     }
