@@ -29,20 +29,13 @@ from dpsubspace import Producer, Subscriber, UnconfirmedBatchesError, wire  # no
 from dpsubspace.keys import apply_client_security  # noqa: E402
 from dpsubspace.status import query_status  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pycheck import check, summary  # noqa: E402,F401  (check: the test files take it from here)
+
 COLLECTOR = os.path.join(BUILD, "dps-collector")
 with open(COLLECTOR, "rb") as f:  # built with AddressSanitizer (tools/check's second run)?
     SANITIZED = b"__asan_init" in f.read()
-PASS = FAIL = 0
 TMP = tempfile.mkdtemp(prefix="dps-system-")
-
-
-def check(cond, what):
-    global PASS, FAIL
-    if cond:
-        PASS += 1
-    else:
-        FAIL += 1
-        print(f"FAIL: {what}", file=sys.stderr, flush=True)
 
 
 def note(msg):
@@ -269,5 +262,4 @@ def run(tests):
             check(False, f"{t.__name__} raised {type(e).__name__}: {e}")
         note(f"({time.time() - t0:.1f} s)")
     shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{PASS} passed, {FAIL} failed")
-    return 1 if FAIL else 0
+    return summary()

@@ -1,28 +1,19 @@
 #!/usr/bin/python3
 """test_accountant - dpsubspace.accountant against published values and exact identities.
 
-Run by ctest (py_accountant): /usr/bin/python3 python/tests/test_accountant.py BUILD
+Run by ctest (py_accountant): /usr/bin/python3 tests/python/test_accountant.py BUILD
 (the package as the build tree has it, BUILD/python, with its descriptor set).
 Prints "N passed, N failed"; exits 1 on a failure."""
 import math
 import os
 import sys
 
-_build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../build")
+_here = os.path.dirname(os.path.abspath(__file__))
+_build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(_here, "../../build")
 sys.path.insert(0, os.path.join(_build, "python"))
+sys.path.insert(0, os.path.dirname(_here))
 from dpsubspace.accountant import Accountant, rdp_subsampled_gaussian  # noqa: E402
-
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what}")
-
+from pycheck import check, summary  # noqa: E402
 
 # 1. Abadi et al. 2016 (sec. 3.1): q = 0.01, sigma = 4, T = 10 000 steps,
 #    delta = 1e-5 gives eps ~ 1.26 with the moments accountant (integer
@@ -98,5 +89,4 @@ for call, what in ((lambda: rdp_subsampled_gaussian(1.5, 1.0, 2), "q > 1"),
     except ValueError:
         check(True, "")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(summary())
