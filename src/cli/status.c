@@ -62,6 +62,12 @@ static const struct {
     {"seq_gaps", "batches missing from a producer's sequence (lost in transit or a producer restarted)"},
     {"connections_dropped", "producer connections dropped while their producer kept running (a batch above "
                             "--max-batch-rows, or no memory for one): the batches in flight on them were lost"},
+    {"epochs_internal_error", "epochs charged whose mechanism then failed (LAPACK, memory): published as FAILED "
+                              "with the reason; their budget stays spent"},
+    {"credit_grants", "credit requests answered with more batches a producer may send (ingest flow control)"},
+    {"credit_waits", "credit requests that got nothing new: the ingest buffer was full, the producer waits"},
+    {"credit_reclaimed", "batches of credit taken back unused (a producer done, disconnected or silent 10 s)"},
+    {"credit_overruns", "batches a producer sent beyond its credit (an old producer, or a stale grant)"},
 };
 
 static const char *s_what(const char *name)
@@ -97,7 +103,7 @@ static void s_print_text(const char *ep, const dps_collector_status *st, const c
         printf("  last snapshot seq   none published yet\n");
     printf("  refusals and counted rows (operator information, not differentially private):\n");
     for (size_t i = 0; i < st->n_rejected; i++)
-        printf("    %-16s %10" PRIu64 "  %s\n", st->rejected[i].name, st->rejected[i].value,
+        printf("    %-21s %10" PRIu64 "  %s\n", st->rejected[i].name, st->rejected[i].value,
                s_what(st->rejected[i].name));
     if (producer)
         printf("  producer '%s'  batches taken %" PRIu64 "  rows %" PRIu64 "  sequence gaps %" PRIu64 "%s\n",

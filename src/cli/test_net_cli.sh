@@ -160,6 +160,9 @@ run "$STATUS" $STATUS_ARGS --producer half-2
     grep -q "rows accepted *2000" out.txt && grep -q "wrong_dim *0  batches whose row length" out.txt &&
     grep -q "producer 'half-2'  batches taken 8  rows 750" out.txt
 verdict "dps-status text: rows, the wrong_dim line, the producer"
+# every counter line under "refusals and counted rows" carries its explanation
+check "dps-status text: no counter without an explanation" \
+    sh -c "sed -n '/refusals and counted rows/,\$p' out.txt | grep -E '^    [a-z_]+ +[0-9]+ *\$' | (! grep -q .)"
 
 # one snapshot (the latest, sent on subscribing) and then silence: --timeout
 expect_error "dps-watch --timeout: exit 6" 6 "no snapshot .* for 1 s" "$WATCH" $PT --connect "$PUB" --count 5 --timeout 1
