@@ -1,4 +1,8 @@
-"""dpsubspace: Python clients of a dps-collector.
+"""dpsubspace: private subspaces in process, and Python clients of a dps-collector.
+
+    SubspaceEstimator -- the library's mechanisms in process (ctypes over
+                  libdpsubspace): fit / partial_fit, components_, spent_,
+                  eps_at(delta), rho_add_remove() for DP-SGD accounting
 
     Producer   -- stream rows (numpy arrays or PyTorch tensors) to a collector
     UnconfirmedBatchesError -- raised by Producer.close() when the collector
@@ -9,15 +13,19 @@
                   Gaussian) and rho-zCDP releases, get_epsilon(delta)
                   (accountant.py states its adjacency caveat)
 
-Needs Debian's python3-zmq, python3-protobuf and python3-numpy.  The message
-classes come from dpsubspace.desc, the descriptor set protoc-c makes from
-proto/dpsubspace.proto at build time (one schema for C and Python).
+Needs Debian's python3-numpy (python3-zmq and python3-protobuf for the
+collector's clients).  The message classes are made by protoc from
+proto/dpsubspace.proto at build time (the C code by protoc-c from the same
+file); the estimator loads the core library built beside them (native.py).
 """
+__version__ = "0.1.0"  # must equal libdpsubspace's dps_version() (native.py checks)
+
 from .accountant import Accountant
+from .estimator import SubspaceEstimator, Release
 from .keys import load_keypair, load_public_key, endpoint_is_local
 from .producer import Producer, UnconfirmedBatchesError
 from .subscriber import Snapshot, Subscriber
 from .wire import WIRE_VERSION
 
-__all__ = ["Accountant", "Producer", "UnconfirmedBatchesError", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
-           "endpoint_is_local", "WIRE_VERSION"]
+__all__ = ["SubspaceEstimator", "Release", "Accountant", "Producer", "UnconfirmedBatchesError", "Subscriber",
+           "Snapshot", "load_keypair", "load_public_key", "endpoint_is_local", "WIRE_VERSION", "__version__"]

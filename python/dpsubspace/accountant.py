@@ -20,12 +20,13 @@ What it adds up, at each order a of ORDERS:
   - (eps, delta): eps = min over a of rdp(a) + log(1 / delta) / (a - 1)
     (Mironov 2017, Prop. 3), the order that attains it reported.
 
-ADJACENCY, stated because it matters: the subsampled Gaussian's RDP above is
-for adding or removing one example; the library's subspace releases are
-stated for replacing one row of an epoch whose size is public.  A sum of
-the two is only a guarantee under ONE notion; add_zcdp takes rho as the
-caller states it and does not convert.  Until the in-process estimator of
-issue 12 states its releases under add/remove, do not sum them here.
+ADJACENCY, stated because it matters: everything summed here must hold for
+ADDING OR REMOVING one example (the subsampled Gaussian's RDP above is for
+that).  The library's releases are stated for replacing one row of a public
+row count; SubspaceEstimator.rho_add_remove() restates the sum mechanisms'
+(gaussian, power) under add/remove -- rho/2 for a one-step release, the
+argument in its docstring -- and refuses for the others.  Pass that to
+add_zcdp, never the replace-one rho_epoch of a snapshot.
 """
 import math
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -79,7 +80,8 @@ class Accountant:
         self.steps += int(steps)
 
     def add_zcdp(self, rho: float) -> None:
-        """Account one rho-zCDP release (see ADJACENCY in the module's text)."""
+        """Account one release that is rho-zCDP under adding or removing one
+        example (see ADJACENCY in the module's text)."""
         if not (rho >= 0) or math.isinf(rho):
             raise ValueError(f"rho must be finite and >= 0, got {rho}")
         for a in self.orders:

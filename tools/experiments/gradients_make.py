@@ -14,7 +14,7 @@ from gradients_common import MODELS, Fail, human, log
 
 def load_idx(path):
     if not os.path.exists(path):
-        raise Fail(f"{path}: missing (install dataset-fashion-mnist: tools/setup --experiments, or give --data)")
+        raise Fail(f"{path}: missing (install dataset-fashion-mnist: tools/setup, or give --data)")
     with gzip.open(path, "rb") as f:
         raw = f.read()
     magic = int.from_bytes(raw[0:4], "big")

@@ -1,0 +1,411 @@
+"""estimator.py - SubspaceEstimator: the library's private subspace mechanisms
+in process (no collector, no sockets), over libdpsubspace through ctypes
+(native.py).  numpy arrays or torch tensors in; numpy out, torch out when
+torch went in.
+
+Two ways to feed it:
+  - one release per call (default, t and m not given): fit(X) releases one
+    snapshot from exactly the rows X (one epoch of every row, as
+    `dps-estimate --method NAME`); partial_fit(X) adds rows to the open
+    epoch and release() closes it.
+  - the collector's epochs (t, m given, streaming aggregators only; the
+    bucket aggregators always, t = 125 and m = 2k by default):
+    partial_fit(X) streams rows and an epoch of t*m rows is released each
+    time one fills; fit(X) also closes the partial epoch at the end (as
+    `dps-estimate --close-partial`).
+The privacy spent adds up over the estimator's whole life (every call), with
+one accountant and an optional cap; the mechanisms' guarantees are the
+library's (include/dpsubspace.h, DESIGN 7), stated under REPLACING one row;
+rho_add_remove() restates them under adding or removing one row, which is
+what dpsubspace.Accountant composes with DP-SGD steps.
+"""
+import ctypes
+import math
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import native
+
+STREAMING = ("gaussian", "power", "reference", "projection", "histogram", "covariance")
+CENTRAL = ("analyze-gauss", "topk")
+MECHANISMS = STREAMING + CENTRAL
+BATCH = 256           # rows per push, dps-estimate's --batch default (seeded runs match it bit for bit)
+_ONE_EPOCH_ROWS = 1 << 38  # dps-estimate's t*m for "every row in one epoch"
+_CENTRAL_LABEL = b"dps-estimate central noise"  # dps-estimate's stream for central noise (est_run.c)
+
+
+@dataclass
+class Release:
+    """One snapshot of the estimator (a released basis, or why there is none)."""
+    epoch: int
+    status: str                 # "released", "failed" or "refused"
+    reason: str
+    rows: int                   # rows the release read
+    rho: float                  # its cost, zCDP rho under replacing one row
+    delta: float
+    noise_level: float          # about the sine to the noise-free basis (NaN: not computed)
+    weak: bool                  # noise_level above the library's WEAK threshold
+    basis: Optional[np.ndarray]  # k x d float32 orthonormal rows, None unless released
+    power_blocks_run: int = 0   # power aggregator: the noisy steps this release took
+    rho_add_remove: Optional[float] = None  # this release alone under adding or removing one of ITS rows
+                                # (SubspaceEstimator.rho_add_remove says why); None: no such statement
+
+
+def _as_rows(X: Any, d: Optional[int]) -> Tuple[np.ndarray, bool]:
+    """X as a C-contiguous float32 n x d array, and whether it came from torch."""
+    is_torch = type(X).__module__.startswith("torch")
+    if is_torch:
+        X = X.detach().to("cpu").numpy()
+    A = np.ascontiguousarray(np.asarray(X, dtype=np.float32))
+    if A.ndim != 2:
+        raise ValueError(f"rows must be a 2-d array (n x d), got {A.ndim} dimensions")
+    if A.shape[0] == 0:
+        raise ValueError("no rows (an empty batch)")
+    if d is not None and A.shape[1] != d:
+        raise ValueError(f"rows have {A.shape[1]} columns; this estimator's d is {d}")
+    return A, is_torch
+
+
+class SubspaceEstimator:
+    """A private top-k subspace of the rows it is given, in process.
+
+    n_components: k (with groups: each group's rank unless group_components).
+    rho: zCDP rho of each release (replace-one; see rho_add_remove()).
+    mechanism: one of MECHANISMS -- "gaussian" (DESIGN 7.1, d <= 16384 dense),
+      "power" (noisy power iteration, 7.3, any d), the bucket aggregators
+      "reference", "projection", "histogram" (sample-and-aggregate, 3.3),
+      "covariance" (Amin et al.), "analyze-gauss" (central, charged
+      (rho, delta)) and "topk" (NOT private: the exact top-k, a reference).
+    delta: the (eps, delta) mechanisms' delta per release.
+    groups: widths of public parameter groups adding up to d (DESIGN 7.2;
+      gaussian and power): one basis per group for the cost of one release.
+    group_components: each group's rank (default n_components each).
+    t, m: the collector's epochs of t*m rows (see the module's text).
+    power_blocks, power_oversample, dense_max_d, q: as dps-estimate's flags.
+    budget_rho / budget_eps: a cap on everything this estimator releases
+      (eps at delta_target); a release past it is refused (nothing spent).
+    seed: None (default) draws noise from the system's secure generator;
+      an int makes every draw reproducible -- NOT private, for tests only.
+    workers: threads for the bucket bases and BLAS (default: all CPUs).
+    """
+
+    def __init__(self, n_components: int, rho: float = 1.0, mechanism: str = "gaussian", *, delta: float = 1e-8,
+                 groups: Optional[Sequence[int]] = None, group_components: Optional[Sequence[int]] = None,
+                 t: Optional[int] = None, m: Optional[int] = None, q: Optional[int] = None,
+                 power_blocks: Optional[int] = None, power_oversample: Optional[int] = None,
+                 dense_max_d: Optional[int] = None, budget_rho: Optional[float] = None,
+                 budget_eps: Optional[float] = None, delta_target: float = 1e-5, public_seed: int = 0,
+                 seed: Optional[int] = None, workers: Optional[int] = None, batch: int = BATCH) -> None:
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}; got {mechanism!r}")
+        if not (isinstance(n_components, (int, np.integer)) and n_components >= 1):
+            raise ValueError(f"n_components must be a whole number >= 1, got {n_components!r}")
+        if not (rho > 0 and math.isfinite(rho)):
+            raise ValueError(f"rho must be positive and finite, got {rho!r}")
+        if (t is None) != (m is None):
+            raise ValueError("give both t and m (epochs of t*m rows), or neither (one release per fit)")
+        if t is not None and mechanism in CENTRAL:
+            raise ValueError(f"{mechanism} releases once from all rows: t and m do not apply")
+        if groups is not None and mechanism not in ("gaussian", "power"):
+            raise ValueError("groups apply to the gaussian and power mechanisms only")
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        self.n_components = int(n_components)
+        self.rho, self.delta, self.mechanism = float(rho), float(delta), mechanism
+        self.groups = list(groups) if groups is not None else None
+        self.group_components = list(group_components) if group_components is not None else None
+        self.t, self.m, self.q = t, m, q
+        self.power_blocks, self.power_oversample, self.dense_max_d = power_blocks, power_oversample, dense_max_d
+        self.budget_rho, self.budget_eps, self.delta_target = budget_rho, budget_eps, float(delta_target)
+        self.public_seed, self.seed, self.workers, self.batch = int(public_seed), seed, workers, int(batch)
+        self.releases_: List[Release] = []
+        self.d_: Optional[int] = None
+        self._est = ctypes.c_void_p()
+        self._cfg: Optional[native.Config] = None
+        self._spent = native.Zcdp(0.0, 0.0)
+        self._torch_out = False
+        self._central_draws = 0
+        self._released_before = False  # an earlier release: the power aggregator starts warm
+
+    # ------------------------------------------------------------ settings
+    def _config(self, d: int) -> native.Config:
+        L = native.lib()
+        c = native.Config()
+        k = self.n_components if self.groups is None else 0
+        if self.groups is not None:
+            gk = self.group_components or [min(self.n_components, w) for w in self.groups]
+            if len(gk) != len(self.groups):
+                raise ValueError(f"group_components has {len(gk)} ranks for {len(self.groups)} groups")
+            if sum(self.groups) != d:
+                raise ValueError(f"groups add up to {sum(self.groups)}, not to the row dimension d = {d}")
+            if not 1 <= len(self.groups) <= native.DPS_MAX_GROUPS:
+                raise ValueError(f"1 to {native.DPS_MAX_GROUPS} groups, got {len(self.groups)}")
+            k = sum(gk)
+        L.dps_config_init(ctypes.byref(c), d, max(k, 1))
+        agg = ctypes.c_int()
+        native.check(L.dps_aggregator_from_name(self.mechanism.encode(), ctypes.byref(agg)), "mechanism")
+        c.aggregator = agg.value
+        if self.groups is not None:
+            c.groups = len(self.groups)
+            for g, (w, kg) in enumerate(zip(self.groups, gk)):
+                c.group_d[g], c.group_k[g] = w, kg
+        if self.t is None and L.dps_config_uses_buckets(ctypes.byref(c)):
+            pass  # bucket aggregators: the library's epochs (t = 125, m = 2k) and fit closes the last partial one
+        elif self.t is None:  # every row of a call in one epoch, as dps-estimate --method NAME
+            c.m = c.k
+            c.t = c.window = min(_ONE_EPOCH_ROWS // c.m, (2**64 - 1) // 4 // d // c.k)
+        else:
+            c.t, c.m = self.t, self.m
+            c.window = self.t
+        for name in ("q", "power_blocks", "power_oversample", "dense_max_d"):
+            if getattr(self, name) is not None:
+                setattr(c, name, getattr(self, name))
+        c.rho_epoch, c.delta_epoch = self.rho, self.delta
+        c.cap.rho_cap = self.budget_rho or 0.0
+        c.cap.eps_cap = self.budget_eps or 0.0
+        c.cap.delta_target = self.delta_target
+        c.public_seed = self.public_seed
+        if self.seed is not None:
+            c.seeded, c.seed = 1, int(self.seed)
+        if self.workers is not None:
+            c.workers = int(self.workers)
+        why = ctypes.c_char_p()
+        rc = L.dps_config_check(ctypes.byref(c), ctypes.byref(why))
+        if rc:
+            raise ValueError(f"impossible settings: {why.value.decode() if why.value else L.dps_strerror(rc).decode()}")
+        return c
+
+    def _start(self, d: int) -> None:
+        if self.d_ is None:
+            if d < 2:
+                raise ValueError(f"rows need at least 2 columns, got {d}")
+            if self.mechanism in STREAMING:
+                self._cfg = self._config(d)
+                native.check(native.lib().dps_estimator_new(ctypes.byref(self._est), ctypes.byref(self._cfg)),
+                             "starting the estimator")
+            elif self.n_components >= d:
+                raise ValueError(f"n_components must be below d = {d}")
+            self.d_ = d
+
+    # ---------------------------------------------------------------- rows
+    def partial_fit(self, X: Any) -> "SubspaceEstimator":
+        """Add rows (n x d) to the open epoch; with t and m, release every
+        epoch that fills.  Streaming mechanisms only."""
+        if self.mechanism in CENTRAL:
+            raise TypeError(f"{self.mechanism} reads all rows at once: call fit(X)")
+        A, is_torch = _as_rows(X, self.d_)
+        self._torch_out = is_torch
+        self._start(A.shape[1])
+        L, d = native.lib(), A.shape[1]
+        for off in range(0, A.shape[0], self.batch):
+            chunk = A[off:off + self.batch]
+            pos = 0
+            while pos < chunk.shape[0]:
+                taken = ctypes.c_size_t()
+                ptr = chunk[pos:].ctypes.data_as(native.c_float_p)
+                rc = L.dps_estimator_push(self._est, ptr, chunk.shape[0] - pos, d, ctypes.byref(taken))
+                pos += taken.value
+                if rc not in (native.DPS_OK, native.DPS_EFULL):
+                    native.check(rc, "pushing rows")
+                if L.dps_estimator_epoch_full(self._est):
+                    self._close()
+        return self
+
+    def release(self) -> Release:
+        """Close the open epoch (whatever rows it has) and return its release."""
+        if self.mechanism in CENTRAL:
+            raise TypeError(f"{self.mechanism} releases from fit(X)")
+        if self.d_ is None or self.rows_in_epoch() == 0:
+            raise ValueError("no rows in the open epoch: nothing to release")
+        return self._close()
+
+    def fit(self, X: Any) -> "SubspaceEstimator":
+        """Release from exactly the rows X (one release without t and m; with
+        them, every filled epoch and then the partial last one)."""
+        if self.mechanism in CENTRAL:
+            A, is_torch = _as_rows(X, self.d_)
+            self._torch_out = is_torch
+            self._start(A.shape[1])
+            self.releases_.append(self._central(A))
+            return self
+        self.partial_fit(X)
+        if self.rows_in_epoch() > 0:
+            self._close()
+        return self
+
+    def rows_in_epoch(self) -> int:
+        """Rows waiting in the open epoch."""
+        if not self._est:
+            return 0
+        st = native.Stats()
+        native.lib().dps_estimator_get_stats(self._est, ctypes.byref(st))
+        return int(st.rows_in_epoch)
+
+    # ------------------------------------------------------------ releases
+    def _power_blocks_run(self, rows: int) -> int:
+        """The noisy steps a power release over `rows` rows took: blocks of the
+        epoch's t*m rows by index (epoch_power.c, power_block_start) that hold
+        a row; T = power_blocks, or 3 cold / 1 warm."""
+        c = self._cfg
+        n = c.t * c.m
+        T = c.power_blocks or (1 if self._released_before else 3)
+        T = min(T, n)
+        return sum(1 for i in range(T) if i * (n // T) + i * (n % T) // T < rows)
+
+    def _close(self) -> Release:
+        L = native.lib()
+        rows = self.rows_in_epoch()
+        blocks = self._power_blocks_run(rows) if self._uses_power() else 0
+        snap = ctypes.c_void_p()
+        native.check(L.dps_estimator_close_epoch(self._est, ctypes.byref(snap)), "closing the epoch")
+        try:
+            info = native.SnapshotInfo()
+            L.dps_snapshot_get_info(snap, ctypes.byref(info))
+            V = L.dps_snapshot_basis(snap)
+            basis = None
+            if V:
+                basis = np.ctypeslib.as_array(V, shape=(info.k, info.d)).copy()
+            rel = Release(epoch=int(info.epoch), status=native.STATUS_NAMES.get(info.status, "unknown"),
+                          reason=(info.reason or b"").decode(), rows=int(info.rows_used),
+                          rho=info.epoch_cost.rho, delta=info.epoch_cost.delta,
+                          noise_level=info.noise_level if info.noise_level > 0 else math.nan,
+                          weak=bool(L.dps_snapshot_weak(ctypes.byref(info))), basis=basis,
+                          power_blocks_run=blocks if info.epoch_cost.rho > 0 else 0)
+            if self.mechanism in ("gaussian", "power"):
+                steps = max(1, rel.power_blocks_run)
+                rel.rho_add_remove = rel.rho / 2 + (steps - 1) * rel.rho
+        finally:
+            L.dps_snapshot_destroy(ctypes.byref(snap))
+        self._spent = L.dps_estimator_spent(self._est)
+        self._released_before |= rel.basis is not None
+        self.releases_.append(rel)
+        return rel
+
+    def _uses_power(self) -> bool:
+        if self.mechanism == "power":
+            return True
+        if self.mechanism != "gaussian":
+            return False
+        widest = max(self.groups) if self.groups else self.d_
+        return widest > (self.dense_max_d or 8192)
+
+    def _central(self, A: np.ndarray) -> Release:
+        L, (n, d), k = native.lib(), A.shape, self.n_components
+        V = np.zeros((k, d), dtype=np.float32)
+        if self.mechanism == "topk":
+            X = np.where(np.isfinite(A).all(axis=1, keepdims=True), A, 0).astype(np.float32)
+            native.check(L.dps_topk_basis(X.ctypes.data_as(native.c_float_p), n, d, k,
+                                          V.ctypes.data_as(native.c_float_p), None), "the top-k SVD")
+            return Release(len(self.releases_), "released", f"NOT PRIVATE: the exact top-{k} subspace of the rows",
+                           n, 0.0, 0.0, math.nan, False, V, rho_add_remove=0.0)
+        cost = native.Zcdp(self.rho, self.delta)
+        if self._would_pass_cap(cost):
+            return Release(len(self.releases_), "refused", "running Analyze Gauss would pass the privacy budget "
+                           "cap: nothing was spent", n, 0.0, 0.0, math.nan, False, None)
+        rng = ctypes.c_void_p()
+        if self.seed is None:
+            native.check(L.dps_rng_new_secure(ctypes.byref(rng)), "the secure generator")
+        else:
+            native.check(L.dps_rng_new_labelled(ctypes.byref(rng), int(self.seed), _CENTRAL_LABEL,
+                                                self._central_draws), "the seeded generator")
+        self._central_draws += 1
+        self._spent = native.Zcdp(self._spent.rho + cost.rho, self._spent.delta + cost.delta)  # before any noise
+        try:
+            released = ctypes.c_int()
+            native.check(L.dps_analyze_gauss(A.ctypes.data_as(native.c_float_p), n, d, k, self.rho / 2, self.delta,
+                                             rng, V.ctypes.data_as(native.c_float_p), ctypes.byref(released)),
+                         "Analyze Gauss")
+        finally:
+            L.dps_rng_destroy(ctypes.byref(rng))
+        ok = bool(released.value)
+        return Release(len(self.releases_), "released" if ok else "failed",
+                       "" if ok else "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent",
+                       n, cost.rho, cost.delta, math.nan, False, V if ok else None)
+
+    def _would_pass_cap(self, cost: native.Zcdp) -> bool:
+        after = native.Zcdp(self._spent.rho + cost.rho, self._spent.delta + cost.delta)
+        if self.budget_rho and (after.rho > self.budget_rho or after.delta > self.delta_target):
+            return True
+        return bool(self.budget_eps) and native.lib().dps_zcdp_eps_total(after, self.delta_target) > self.budget_eps
+
+    # ------------------------------------------------------------- results
+    @property
+    def components_(self) -> Any:
+        """The last released basis: k x d orthonormal rows (with groups, group
+        g's rows are zero outside its columns); a torch tensor when the rows
+        given last were torch tensors."""
+        for rel in reversed(self.releases_):
+            if rel.basis is not None:
+                if self._torch_out:
+                    import torch
+                    return torch.from_numpy(rel.basis.copy())
+                return rel.basis
+        raise AttributeError("no basis released yet (call fit(X); see releases_ for refused or failed releases)")
+
+    @property
+    def spent_(self) -> Tuple[float, float]:
+        """(rho, delta) spent by every release so far, under replacing one row."""
+        return (self._spent.rho, self._spent.delta)
+
+    def eps_at(self, delta: float) -> float:
+        """The releases so far as (eps, delta)-DP at total delta (replace-one;
+        inf when their own delta already reaches it)."""
+        if not 0 < delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        return native.lib().dps_zcdp_eps_total(self._spent, delta)
+
+    def rho_add_remove(self) -> float:
+        """zCDP rho of everything released so far under ADDING OR REMOVING one
+        row (the adjacency of DP-SGD's accounting, dpsubspace.Accountant),
+        taking the calls' rows as ONE stream (the safe reading; see below
+        for releases on separate samples).
+
+        The argument, for the sum mechanisms (gaussian, power; groups too):
+        each release is a Gaussian mechanism on C = sum x x^T (or on C X for
+        a power step) with noise s = 1/sqrt(rho) calibrated to the
+        replace-one sensitivity sqrt 2.  Adding or removing a unit row x
+        moves C by x x^T, ||x x^T||_F = ||x||^2 <= 1 (and a group's block or
+        C X by at most as much: ||x x^T X||_F = ||X^T x|| <= 1), so one step
+        is 1/(2 s^2) = rho/2-zCDP.  But rows are cut into epochs (and power
+        steps into blocks) BY INDEX: a row added at position p shifts every
+        later row by one, so every later step sees one row in and one out, a
+        replacement (rho).  Bound: rho/2 when the run made ONE step (one
+        release, one power block: every fit() of the default one-release
+        mode is that), else the sum of rho_e times the steps of release e.
+        When each call reads its own set of examples, chosen without regard
+        to the others' positions (a fresh Poisson sample per release, as
+        dpsubspace.torch does), an added example is at most one row of each
+        call's input, and each release costs its own Release.rho_add_remove:
+        rho/2 for one step, (T - 1) rho + rho/2 for T power blocks (the
+        blocks from the added row's on see a replacement, the last an
+        addition).  The bucket aggregators, covariance and Analyze Gauss are
+        stated for a fixed, public row count only: ValueError for them.
+        """
+        if self.mechanism == "topk":
+            return 0.0
+        if self.mechanism not in ("gaussian", "power"):
+            raise ValueError(f"the {self.mechanism} mechanism has no add/remove statement (its guarantee is for "
+                             "replacing one row of a public row count); use gaussian or power with DP-SGD")
+        steps = [(r.rho, max(1, r.power_blocks_run)) for r in self.releases_ if r.rho > 0]
+        if len(steps) == 1 and steps[0][1] == 1:
+            return steps[0][0] / 2
+        return sum(rho * n for rho, n in steps)
+
+    def close(self) -> None:
+        """Free the estimator (the open epoch's rows are dropped, unreleased)."""
+        if self._est:
+            native.lib().dps_estimator_destroy(ctypes.byref(self._est))
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __enter__(self) -> "SubspaceEstimator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

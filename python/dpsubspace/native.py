@@ -1,0 +1,160 @@
+"""native.py - the ctypes binding of libdpsubspace (the numerical core) that
+the in-process estimator (estimator.py) calls: the library loaded once, its
+structs mirrored, each function's argument and result types declared.
+
+Where the library comes from, first found wins:
+  1. $DPSUBSPACE_LIB, a path to libdpsubspace.so;
+  2. the copy the build puts beside this package (_native/libdpsubspace.so.0,
+     shipped by `pip install ./python` after a build);
+  3. the system's loader (libdpsubspace.so.0 after `cmake --install`).
+The structs below must match include/dpsubspace.h field for field: the
+library's version must equal the one this package was built with (checked at
+load), and tests/python/test_native_layout.py compares every offset with the
+compiler's.
+"""
+import ctypes
+import os
+from typing import Optional
+
+c_size = ctypes.c_size_t
+c_u64 = ctypes.c_uint64
+c_dbl = ctypes.c_double
+c_int = ctypes.c_int
+c_float_p = ctypes.POINTER(ctypes.c_float)
+c_dbl_p = ctypes.POINTER(ctypes.c_double)
+
+DPS_MAX_GROUPS = 256
+# dps_err codes used here by name (include/dpsubspace.h)
+DPS_OK, DPS_EINVAL, DPS_ENOMEM, DPS_EDIM, DPS_EEMPTY, DPS_EFULL = 0, 1, 2, 3, 4, 5
+DPS_ELIMIT, DPS_EBUDGET = 8, 9
+STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
+
+
+class Zcdp(ctypes.Structure):
+    """dps_zcdp: an approximate zCDP cost (rho, delta)."""
+    _fields_ = [("rho", c_dbl), ("delta", c_dbl)]
+
+
+class Budget(ctypes.Structure):
+    """dps_budget: a cap on rho or on eps at delta_target (both 0: none)."""
+    _fields_ = [("rho_cap", c_dbl), ("eps_cap", c_dbl), ("delta_target", c_dbl)]
+
+
+class Config(ctypes.Structure):
+    """dps_config: the streaming estimator's settings (dps_config_init fills defaults)."""
+    _fields_ = [("d", c_size), ("k", c_size), ("t", c_size), ("m", c_size), ("window", c_size), ("q", c_size),
+                ("aggregator", c_int),
+                ("rho_epoch", c_dbl), ("delta_epoch", c_dbl), ("alpha", c_dbl), ("tau", c_dbl),
+                ("split_search", c_dbl), ("split_count", c_dbl), ("split_mean", c_dbl), ("xi_min", c_dbl),
+                ("hist_width", c_dbl),
+                ("groups", c_size), ("group_d", c_size * DPS_MAX_GROUPS), ("group_k", c_size * DPS_MAX_GROUPS),
+                ("power_blocks", c_size), ("power_oversample", c_size), ("dense_max_d", c_size),
+                ("cap", Budget), ("public_seed", c_u64), ("seeded", c_int), ("seed", c_u64), ("workers", c_int),
+                ("first_epoch", c_u64), ("spent_before", Zcdp), ("commit", ctypes.c_void_p),
+                ("commit_arg", ctypes.c_void_p)]
+
+
+class SnapshotInfo(ctypes.Structure):
+    """dps_snapshot_info: everything about a snapshot but its basis."""
+    _fields_ = [("epoch", c_u64), ("d", c_size), ("k", c_size), ("status", c_int), ("aggregator", c_int),
+                ("rows_used", c_u64), ("buckets_used", c_size), ("radius", c_dbl), ("radius_unrelated", c_dbl),
+                ("w_hat", c_dbl), ("epoch_cost", Zcdp), ("total", Zcdp), ("eps_total", c_dbl),
+                ("delta_target", c_dbl), ("seeded", c_int), ("public_seed", c_u64), ("reason", ctypes.c_char_p),
+                ("seq", c_u64), ("time_unix_ms", c_u64), ("budget_left", c_dbl), ("budget_unit", ctypes.c_char_p),
+                ("groups", c_size), ("group_d", ctypes.POINTER(c_size)), ("group_k", ctypes.POINTER(c_size)),
+                ("noise_level", c_dbl)]
+
+
+class Stats(ctypes.Structure):
+    """dps_stats: the estimator's counters."""
+    _fields_ = [("epoch", c_u64), ("rows_accepted", c_u64), ("rows_nan", c_u64), ("rows_inf", c_u64),
+                ("rows_zero", c_u64), ("rows_discarded", c_u64), ("batches_dim", c_u64), ("batches_empty", c_u64),
+                ("buckets_completed", c_u64), ("rows_in_epoch", c_u64), ("buckets_done_epoch", c_size),
+                ("epochs_closed", c_u64), ("epochs_internal_error", c_u64)]
+
+
+# name: (result type, argument types)
+_SIGNATURES = {
+    "dps_version": (ctypes.c_char_p, []),
+    "dps_strerror": (ctypes.c_char_p, [c_int]),
+    "dps_blas_set_threads": (None, [c_int]),
+    "dps_aggregator_from_name": (c_int, [ctypes.c_char_p, ctypes.POINTER(c_int)]),
+    "dps_aggregator_name": (ctypes.c_char_p, [c_int]),
+    "dps_config_init": (None, [ctypes.POINTER(Config), c_size, c_size]),
+    "dps_config_check": (c_int, [ctypes.POINTER(Config), ctypes.POINTER(ctypes.c_char_p)]),
+    "dps_config_epoch_cost": (Zcdp, [ctypes.POINTER(Config)]),
+    "dps_config_uses_buckets": (c_int, [ctypes.POINTER(Config)]),
+    "dps_estimator_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Config)]),
+    "dps_estimator_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
+    "dps_estimator_push": (c_int, [ctypes.c_void_p, c_float_p, c_size, c_size, ctypes.POINTER(c_size)]),
+    "dps_estimator_epoch_full": (c_int, [ctypes.c_void_p]),
+    "dps_estimator_close_epoch": (c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "dps_estimator_get_stats": (None, [ctypes.c_void_p, ctypes.POINTER(Stats)]),
+    "dps_estimator_spent": (Zcdp, [ctypes.c_void_p]),
+    "dps_snapshot_get_info": (None, [ctypes.c_void_p, ctypes.POINTER(SnapshotInfo)]),
+    "dps_snapshot_basis": (c_float_p, [ctypes.c_void_p]),
+    "dps_snapshot_weak": (c_int, [ctypes.POINTER(SnapshotInfo)]),
+    "dps_snapshot_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
+    "dps_rng_new_secure": (c_int, [ctypes.POINTER(ctypes.c_void_p)]),
+    "dps_rng_new_labelled": (c_int, [ctypes.POINTER(ctypes.c_void_p), c_u64, ctypes.c_char_p, c_u64]),
+    "dps_rng_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
+    "dps_topk_basis": (c_int, [c_float_p, c_size, c_size, c_size, c_float_p, c_dbl_p]),
+    "dps_analyze_gauss": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, ctypes.c_void_p, c_float_p,
+                                  ctypes.POINTER(c_int)]),
+    "dps_zcdp_eps_total": (c_dbl, [Zcdp, c_dbl]),
+}
+
+_lib: Optional[ctypes.CDLL] = None
+
+
+def _candidates():
+    env = os.environ.get("DPSUBSPACE_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", "libdpsubspace.so.0")
+    if os.path.exists(here):
+        yield here
+    yield "libdpsubspace.so.0"
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library (loaded on first use).  OSError, with what was
+    tried, when it cannot be found."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = []
+    for path in _candidates():
+        try:
+            handle = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+    else:
+        raise OSError("libdpsubspace not found (the in-process estimator needs the C library): build it "
+                      "(tools/check, or cmake) and use build/python, or pip install ./python after a build, or set "
+                      "DPSUBSPACE_LIB to libdpsubspace.so; tried " + "; ".join(tried))
+    for name, (res, args) in _SIGNATURES.items():
+        fn = getattr(handle, name)
+        fn.restype, fn.argtypes = res, args
+    from . import __version__
+    have = handle.dps_version().decode()
+    if have != __version__:
+        raise OSError(f"libdpsubspace {have} at {path} does not match the dpsubspace package {__version__}: "
+                      "the structs would not line up; use the library built with this package")
+    _lib = handle
+    return handle
+
+
+def check(rc: int, what: str) -> None:
+    """Raise for a library error code: MemoryError for DPS_ENOMEM, ValueError
+    for bad input (EINVAL, EDIM, EEMPTY, ELIMIT), RuntimeError otherwise."""
+    if rc == DPS_OK:
+        return
+    msg = f"{what}: {lib().dps_strerror(rc).decode()}"
+    if rc == DPS_ENOMEM:
+        raise MemoryError(msg)
+    if rc in (DPS_EINVAL, DPS_EDIM, DPS_EEMPTY, DPS_ELIMIT):
+        raise ValueError(msg)
+    raise RuntimeError(msg)

@@ -1,0 +1,158 @@
+"""SubspaceEstimator (dpsubspace/estimator.py): the library's mechanisms in
+process.  Seeded runs must equal dps-estimate's bit for bit (its path in
+$DPS_ESTIMATE; those tests skip without it); the rest checks the accounting,
+the add/remove restatement, torch in/out and the refusals of bad input."""
+import math
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import dpsubspace as dp
+
+N, D, K = 3000, 60, 4
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """N rows near a planted K-dim subspace: signal sd 3 on K directions,
+    noise sd 0.3 on every coordinate (fixed seed)."""
+    rng = np.random.default_rng(1)
+    B = np.linalg.qr(rng.standard_normal((D, K)))[0].T
+    X = (rng.standard_normal((N, K)) @ B * 3 + rng.standard_normal((N, D)) * 0.3).astype(np.float32)
+    return X, B
+
+
+def _sin(A, B):
+    """Sine of the largest principal angle between the row spans of A and B."""
+    s = np.linalg.svd(A @ B.T, compute_uv=False)
+    return math.sqrt(max(0.0, 1 - min(s) ** 2))
+
+
+CASES = [
+    ("gaussian", {}, ["--method", "gaussian"]),
+    ("power", {}, ["--method", "power"]),
+    ("gaussian", {"groups": [20, 40], "group_components": [2, 3]},
+     ["--method", "gaussian", "--param-groups", "20,40", "--group-k", "2,3"]),
+    ("analyze-gauss", {}, ["--method", "analyze-gauss"]),
+    ("topk", {}, ["--method", "topk"]),
+    ("reference", {}, ["--method", "estimator", "--aggregator", "reference", "--close-partial"]),
+    ("projection", {"t": 60, "m": 25}, ["--method", "estimator", "--aggregator", "projection", "--t", "60", "--m",
+                                        "25"]),  # two whole epochs
+]
+
+
+@pytest.mark.parametrize("mechanism,kwargs,flags", CASES, ids=[f"{c[0]}{'-' + str(i) if c[1] else ''}"
+                                                               for i, c in enumerate(CASES)])
+def test_seeded_release_equals_dps_estimate_bit_for_bit(planted, tmp_path, mechanism, kwargs, flags):
+    exe = os.environ.get("DPS_ESTIMATE")
+    if not exe:
+        pytest.skip("DPS_ESTIMATE not set (the build's dps-estimate)")
+    X, _ = planted
+    np.save(tmp_path / "X.npy", X)
+    k = sum(kwargs["group_components"]) if "group_components" in kwargs else K
+    est = dp.SubspaceEstimator(K, rho=1.0, mechanism=mechanism, seed=7, **kwargs).fit(X)
+    subprocess.run([exe, str(tmp_path / "X.npy"), "--k", str(K), "--rho", "1", "--seed", "7", "--quiet", "--json",
+                    str(tmp_path / "o.json"), "--out", str(tmp_path / "V.npy")] + flags, check=True)
+    V = np.load(tmp_path / "V.npy")
+    assert V.shape == (k, D)
+    assert np.array_equal(est.components_, V)
+
+
+def test_gaussian_finds_the_planted_subspace(planted):
+    # Davis-Kahan: sin <= 2 ||E|| / gap.  The noise E (sd 1/sqrt(rho) = 1) has
+    # ||E|| ~ 2 sqrt(D) = 15.5; the unit rows put about 0.87 / K = 0.22 of
+    # their energy on each planted direction, so the K-th eigengap is about
+    # N * 0.22 = 650: sin <= 0.05 expected; 0.2 leaves a 4x margin.
+    X, B = planted
+    est = dp.SubspaceEstimator(K, rho=1.0, mechanism="gaussian", seed=3).fit(X)
+    V = est.components_
+    assert np.allclose(V @ V.T, np.eye(K), atol=1e-5)
+    assert _sin(V, B) < 0.2
+    rel = est.releases_[-1]
+    assert rel.status == "released" and rel.rows == N and not rel.weak
+
+
+def test_budget_adds_up_over_calls_and_the_cap_refuses(planted):
+    X, _ = planted
+    est = dp.SubspaceEstimator(K, rho=0.5, mechanism="gaussian", budget_rho=1.2, seed=1)
+    est.fit(X[:1000]).fit(X[1000:2000])
+    assert est.spent_ == (1.0, 0.0)
+    est.fit(X[2000:])  # 1.5 > 1.2: refused, nothing spent
+    assert est.releases_[-1].status == "refused" and est.releases_[-1].basis is None
+    assert est.spent_ == (1.0, 0.0)
+    assert [r.epoch for r in est.releases_] == [0, 1, 2]
+    # eps at delta of rho = 1 zCDP: rho + 2 sqrt(rho ln(1/delta)) = 7.79 is the classical bound;
+    # the library's conversion (Canonne-Kamath-Steinke) is tighter but above rho
+    eps = est.eps_at(1e-5)
+    assert 1.0 < eps < 1 + 2 * math.sqrt(math.log(1e5))
+
+
+def test_rho_add_remove_states_the_bound(planted):
+    X, _ = planted
+    one = dp.SubspaceEstimator(K, rho=0.8, mechanism="gaussian", seed=1).fit(X)
+    assert one.rho_add_remove() == pytest.approx(0.4)  # one step: sensitivity 1 under add/remove
+    two = dp.SubspaceEstimator(K, rho=0.8, mechanism="gaussian", seed=1).fit(X[:1500]).fit(X[1500:])
+    assert two.rho_add_remove() == pytest.approx(1.6)  # a row shifts the later call: replace-one each
+    power = dp.SubspaceEstimator(K, rho=0.8, mechanism="power", t=100, m=10, power_blocks=4, seed=1)
+    power.partial_fit(X[:1000])  # one epoch of 1000 rows in 4 blocks
+    assert [r.power_blocks_run for r in power.releases_] == [4]
+    assert power.rho_add_remove() == pytest.approx(4 * 0.8)
+    # each release alone (its own sample): one step rho/2, T blocks (T - 1) rho + rho/2
+    assert [r.rho_add_remove for r in two.releases_] == [pytest.approx(0.4)] * 2
+    assert power.releases_[0].rho_add_remove == pytest.approx(3 * 0.8 + 0.4)
+    with pytest.raises(ValueError, match="no add/remove statement"):
+        dp.SubspaceEstimator(K, rho=1, mechanism="reference", seed=1).fit(X).rho_add_remove()
+
+
+def test_epochs_of_t_m_rows_release_as_they_fill(planted):
+    X, _ = planted
+    est = dp.SubspaceEstimator(K, rho=1, mechanism="gaussian", t=100, m=10, seed=2)
+    est.partial_fit(X[:2500])
+    assert [r.rows for r in est.releases_] == [1000, 1000]
+    assert est.rows_in_epoch() == 500
+    rel = est.release()
+    assert rel.rows == 500 and est.rows_in_epoch() == 0
+    with pytest.raises(ValueError, match="nothing to release"):
+        est.release()
+
+
+def test_torch_in_torch_out(planted):
+    torch = pytest.importorskip("torch")
+    X, _ = planted
+    est = dp.SubspaceEstimator(K, rho=1, mechanism="gaussian", seed=5).fit(torch.from_numpy(X))
+    V = est.components_
+    assert isinstance(V, torch.Tensor) and V.shape == (K, D) and V.dtype == torch.float32
+    ref = dp.SubspaceEstimator(K, rho=1, mechanism="gaussian", seed=5).fit(X).components_
+    assert isinstance(ref, np.ndarray) and np.array_equal(V.numpy(), ref)
+
+
+def test_bad_input_is_refused_clearly(planted):
+    X, _ = planted
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        dp.SubspaceEstimator(K, mechanism="nope")
+    with pytest.raises(ValueError, match="rho must be positive"):
+        dp.SubspaceEstimator(K, rho=-1)
+    with pytest.raises(ValueError, match="n_components"):
+        dp.SubspaceEstimator(0)
+    with pytest.raises(ValueError, match="both t and m"):
+        dp.SubspaceEstimator(K, t=10)
+    est = dp.SubspaceEstimator(K, mechanism="gaussian", seed=1)
+    with pytest.raises(ValueError, match="2-d"):
+        est.fit(X[0])
+    with pytest.raises(ValueError, match="no rows"):
+        est.fit(X[:0])
+    est.fit(X[:100])
+    with pytest.raises(ValueError, match="d is 60"):
+        est.fit(X[:, :10])
+    with pytest.raises(ValueError, match="below d|impossible settings"):
+        dp.SubspaceEstimator(D, mechanism="gaussian").fit(X)
+    with pytest.raises(ValueError, match="groups add up"):
+        dp.SubspaceEstimator(K, groups=[10, 10]).fit(X)
+    with pytest.raises(TypeError, match="call fit"):
+        dp.SubspaceEstimator(K, mechanism="analyze-gauss").partial_fit(X)
+    with pytest.raises(AttributeError, match="no basis released yet"):
+        dp.SubspaceEstimator(K).components_
+    with pytest.raises(ValueError, match="delta must be in"):
+        est.eps_at(0)

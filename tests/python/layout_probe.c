@@ -1,0 +1,52 @@
+/* layout_probe.c - prints the size and every field's offset of the structs
+   that python/dpsubspace/native.py mirrors with ctypes, as the compiler lays
+   them out ("Struct.field offset" lines, "Struct sizeof size"), for
+   python/tests/test_native.py to compare with its mirror. */
+#include "dpsubspace.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define F(S, T, f) printf("%s.%s %zu\n", S, #f, offsetof(T, f))
+#define Z(S, T) printf("%s sizeof %zu\n", S, sizeof(T))
+
+int main(void)
+{
+    Z("Zcdp", dps_zcdp); F("Zcdp", dps_zcdp, rho); F("Zcdp", dps_zcdp, delta);
+    Z("Budget", dps_budget); F("Budget", dps_budget, rho_cap); F("Budget", dps_budget, eps_cap);
+    F("Budget", dps_budget, delta_target);
+    Z("Config", dps_config);
+    F("Config", dps_config, d); F("Config", dps_config, k); F("Config", dps_config, t); F("Config", dps_config, m);
+    F("Config", dps_config, window); F("Config", dps_config, q); F("Config", dps_config, aggregator);
+    F("Config", dps_config, rho_epoch); F("Config", dps_config, delta_epoch); F("Config", dps_config, alpha);
+    F("Config", dps_config, tau); F("Config", dps_config, split_search); F("Config", dps_config, split_count);
+    F("Config", dps_config, split_mean); F("Config", dps_config, xi_min); F("Config", dps_config, hist_width);
+    F("Config", dps_config, groups); F("Config", dps_config, group_d); F("Config", dps_config, group_k);
+    F("Config", dps_config, power_blocks); F("Config", dps_config, power_oversample);
+    F("Config", dps_config, dense_max_d); F("Config", dps_config, cap); F("Config", dps_config, public_seed);
+    F("Config", dps_config, seeded); F("Config", dps_config, seed); F("Config", dps_config, workers);
+    F("Config", dps_config, first_epoch); F("Config", dps_config, spent_before); F("Config", dps_config, commit);
+    F("Config", dps_config, commit_arg);
+    Z("SnapshotInfo", dps_snapshot_info);
+    F("SnapshotInfo", dps_snapshot_info, epoch); F("SnapshotInfo", dps_snapshot_info, d);
+    F("SnapshotInfo", dps_snapshot_info, k); F("SnapshotInfo", dps_snapshot_info, status);
+    F("SnapshotInfo", dps_snapshot_info, aggregator); F("SnapshotInfo", dps_snapshot_info, rows_used);
+    F("SnapshotInfo", dps_snapshot_info, buckets_used); F("SnapshotInfo", dps_snapshot_info, radius);
+    F("SnapshotInfo", dps_snapshot_info, radius_unrelated); F("SnapshotInfo", dps_snapshot_info, w_hat);
+    F("SnapshotInfo", dps_snapshot_info, epoch_cost); F("SnapshotInfo", dps_snapshot_info, total);
+    F("SnapshotInfo", dps_snapshot_info, eps_total); F("SnapshotInfo", dps_snapshot_info, delta_target);
+    F("SnapshotInfo", dps_snapshot_info, seeded); F("SnapshotInfo", dps_snapshot_info, public_seed);
+    F("SnapshotInfo", dps_snapshot_info, reason); F("SnapshotInfo", dps_snapshot_info, seq);
+    F("SnapshotInfo", dps_snapshot_info, time_unix_ms); F("SnapshotInfo", dps_snapshot_info, budget_left);
+    F("SnapshotInfo", dps_snapshot_info, budget_unit); F("SnapshotInfo", dps_snapshot_info, groups);
+    F("SnapshotInfo", dps_snapshot_info, group_d); F("SnapshotInfo", dps_snapshot_info, group_k);
+    F("SnapshotInfo", dps_snapshot_info, noise_level);
+    Z("Stats", dps_stats);
+    F("Stats", dps_stats, epoch); F("Stats", dps_stats, rows_accepted); F("Stats", dps_stats, rows_nan);
+    F("Stats", dps_stats, rows_inf); F("Stats", dps_stats, rows_zero); F("Stats", dps_stats, rows_discarded);
+    F("Stats", dps_stats, batches_dim); F("Stats", dps_stats, batches_empty);
+    F("Stats", dps_stats, buckets_completed); F("Stats", dps_stats, rows_in_epoch);
+    F("Stats", dps_stats, buckets_done_epoch); F("Stats", dps_stats, epochs_closed);
+    F("Stats", dps_stats, epochs_internal_error);
+    return 0;
+}
