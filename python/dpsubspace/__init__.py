@@ -20,12 +20,23 @@ file); the estimator loads the core library built beside them (native.py).
 """
 __version__ = "0.1.0"  # must equal libdpsubspace's dps_version() (native.py checks)
 
-from .accountant import Accountant
-from .estimator import SubspaceEstimator, Release
-from .keys import load_keypair, load_public_key, endpoint_is_local
-from .producer import Producer, UnconfirmedBatchesError
-from .subscriber import Snapshot, Subscriber
-from .wire import WIRE_VERSION
+from .accountant import Accountant, noise_multiplier, rho_for_eps
+from .estimator import Release, SubspaceEstimator
 
-__all__ = ["SubspaceEstimator", "Release", "Accountant", "Producer", "UnconfirmedBatchesError", "Subscriber",
-           "Snapshot", "load_keypair", "load_public_key", "endpoint_is_local", "WIRE_VERSION", "__version__"]
+# The collector's clients need python3-zmq and python3-protobuf: imported on
+# first use, so that the in-process parts work without them.
+_LAZY = {"Producer": "producer", "UnconfirmedBatchesError": "producer", "Subscriber": "subscriber",
+         "Snapshot": "subscriber", "load_keypair": "keys", "load_public_key": "keys", "endpoint_is_local": "keys",
+         "WIRE_VERSION": "wire"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'dpsubspace' has no attribute {name!r}")
+
+
+__all__ = ["SubspaceEstimator", "Release", "Accountant", "noise_multiplier", "rho_for_eps", "Producer",
+           "UnconfirmedBatchesError", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
+           "endpoint_is_local", "WIRE_VERSION", "__version__"]

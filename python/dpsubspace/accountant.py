@@ -101,3 +101,50 @@ class Accountant:
     def get_epsilon(self, delta: float) -> float:
         """eps of the run so far at delta (Opacus' name)."""
         return self.get_privacy_spent(delta)[0]
+
+
+def noise_multiplier(target_eps: float, delta: float, sample_rate: float, steps: int, rho: float = 0.0,
+                     orders: Optional[Iterable[int]] = None) -> float:
+    """The smallest noise multiplier sigma (to 0.1%) with which `steps`
+    Poisson-subsampled Gaussian steps at sample_rate, plus releases adding up
+    to `rho` (zCDP, add/remove), stay within (target_eps, delta) -- as
+    Opacus' get_noise_multiplier.  ValueError if the releases alone pass it."""
+    base = Accountant(orders)
+    base.add_zcdp(rho)
+    if base.get_epsilon(delta) >= target_eps:
+        raise ValueError(f"the releases' rho {rho:g} alone spend eps {base.get_epsilon(delta):.3g} >= {target_eps:g}")
+
+    def eps(sigma: float) -> float:
+        acc = Accountant(orders)
+        acc.add_zcdp(rho)
+        acc.add_steps(sample_rate, sigma, steps)
+        return acc.get_epsilon(delta)
+
+    lo, hi = 0.05, 1.0
+    while eps(hi) > target_eps:
+        lo, hi = hi, hi * 2
+        if hi > 1e4:
+            raise ValueError(f"no sigma below 1e4 reaches eps {target_eps:g}")
+    while hi - lo > 1e-3 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if eps(mid) > target_eps else (lo, mid)
+    return hi
+
+
+def rho_for_eps(target_eps: float, delta: float, orders: Optional[Iterable[int]] = None) -> float:
+    """The zCDP rho whose (eps, delta) by this accountant's conversion is
+    target_eps: the whole budget in rho units (to split it between steps and
+    releases)."""
+    lo, hi = 0.0, 1.0
+    while _eps_of_rho(hi, delta, orders) < target_eps:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1e-6 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _eps_of_rho(mid, delta, orders) < target_eps else (lo, mid)
+    return lo
+
+
+def _eps_of_rho(rho: float, delta: float, orders: Optional[Iterable[int]]) -> float:
+    acc = Accountant(orders)
+    acc.add_zcdp(rho)
+    return acc.get_epsilon(delta)

@@ -1,0 +1,333 @@
+"""dpsubspace.torch - DP-SGD for PyTorch models with private subspaces, the
+residual kept (GEP, Yu et al. 2021), and one accountant for the whole run
+(DESIGN 7.4, issue 12 item 3).  Needs Debian's python3-torch (1.13: the
+per-example gradients are functorch's vmap(grad)).
+
+    PerExampleGradients -- per-example gradients of any nn.Module, flattened
+                           in parameter order (B x d)
+    parameter_groups    -- the model's public parameter groups (widths)
+    DPOptimizer         -- wraps a torch optimizer: backward(x, y) makes the
+                           private gradient (plain DP-SGD, GEP or projection),
+                           step() applies it; Poisson batches by
+                           poisson_batches(); get_epsilon(delta)
+    PrivateBasis        -- a basis from the library's estimator on a fresh
+                           Poisson sample's clipped gradients (costs rho)
+    NoisyGradientBasis  -- a basis from the already released noisy gradients
+                           (post-processing: free)
+    FixedBasis          -- a given basis (random: a lower bound; a non-private
+                           top-k: an upper bound that is NOT private)
+
+THE GUARANTEE of a run (add/remove-one-example adjacency; every term below
+is under it, and dpsubspace.Accountant sums them at each Renyi order):
+  - each step reads a Poisson sample of the n examples (rate q, fresh
+    secure randomness: NoiseSource), clips each example's contribution and
+    adds Gaussian noise to the sum: a Poisson-subsampled Gaussian mechanism
+    with noise multiplier sigma (Mironov-Talwar-Zhang 2019).  For GEP the
+    contribution is the pair (clip(V g, C_e), clip(g - V^T V g, C_r)) with
+    noises sigma C_e / sqrt(a) and sigma C_r / sqrt(1 - a): scaled by those
+    noises the pair has norm <= sqrt(a + 1 - a) = 1, so the step is that
+    same mechanism with multiplier sigma whatever a, C_e, C_r are.
+    Projection only is a = 1 without the residual; plain DP-SGD clips g to C.
+  - V must be fixed before the step's sample is drawn, from public data or
+    earlier private outputs: PrivateBasis releases it from its OWN Poisson
+    sample (rate basis_rate) through SubspaceEstimator, and charges that
+    release's add/remove rho (Release.rho_add_remove: rho/2 for a one-step
+    release) to the accountant as rho-zCDP (= RDP a rho at every order a);
+    NoisyGradientBasis uses released gradients only (no charge); FixedBasis
+    charges nothing (the caller vouches that its basis is public).
+  - the noisy sums are divided by the expected batch size q n (public), never
+    by the sampled size.
+  - assumed: the examples are the n rows given (each one person's), the
+    model's initial weights and all hyper-parameters are public (chosen
+    without looking at these examples), and nothing else reads them.
+"""
+import math
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+try:  # torch >= 2.0
+    from torch.func import functional_call, grad, vmap
+except ImportError:  # torch 1.13 (Debian bookworm): functorch
+    from functorch import grad, vmap
+    from torch.nn.utils.stateless import functional_call
+
+from .accountant import Accountant
+from .estimator import SubspaceEstimator
+from .noise import NoiseSource
+
+MODES = ("dpsgd", "gep", "projection")
+
+
+# ------------------------------------------------------------------ gradients
+class PerExampleGradients:
+    """Per-example gradients of loss_fn(model(x_i), y_i) w.r.t. the model's
+    trainable parameters, as a B x d float32 matrix (parameters in
+    named_parameters() order), by functorch vmap(grad) in chunks of `chunk`
+    examples (memory: chunk x d plus the activations of chunk examples)."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                 chunk: int = 512) -> None:
+        self.model, self.loss_fn, self.chunk = model, loss_fn, chunk
+        self.names = [n for n, p in model.named_parameters() if p.requires_grad]
+        self.shapes = [p.shape for n, p in model.named_parameters() if p.requires_grad]
+        self.d = sum(int(np.prod(s)) for s in self.shapes)
+
+        def loss_one(params: Dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            out = functional_call(self.model, params, (x.unsqueeze(0),))
+            return self.loss_fn(out, y.unsqueeze(0))
+
+        self._grad = vmap(grad(loss_one), in_dims=(None, 0, 0))
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        params = {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
+        out = torch.empty((len(x), self.d), dtype=torch.float32)
+        for s in range(0, len(x), self.chunk):
+            g = self._grad(params, x[s:s + self.chunk], y[s:s + self.chunk])
+            out[s:s + self.chunk] = torch.cat([g[n].reshape(g[n].shape[0], -1) for n in self.names], dim=1)
+        return out
+
+    def unflatten(self, v: torch.Tensor) -> List[torch.Tensor]:
+        """A d-vector as tensors shaped like the parameters."""
+        parts, off = [], 0
+        for s in self.shapes:
+            w = int(np.prod(s))
+            parts.append(v[off:off + w].reshape(s))
+            off += w
+        return parts
+
+
+def parameter_groups(model: torch.nn.Module, by: str = "tensor") -> List[int]:
+    """The widths of the model's public parameter groups, in the order of
+    PerExampleGradients' columns: by "tensor" (each parameter tensor) or
+    "layer" (the parameters of each module that owns some, together)."""
+    named = [(n, p.numel()) for n, p in model.named_parameters() if p.requires_grad]
+    if by == "tensor":
+        return [w for _, w in named]
+    if by != "layer":
+        raise ValueError(f"by must be 'tensor' or 'layer', got {by!r}")
+    widths: List[int] = []
+    last = None
+    for n, w in named:
+        owner = n.rsplit(".", 1)[0] if "." in n else ""
+        if owner == last:
+            widths[-1] += w
+        else:
+            widths.append(w)
+        last = owner
+    return widths
+
+
+def clip_rows(G: torch.Tensor, C: float) -> torch.Tensor:
+    """Scale each row of G (in place) to norm at most C; returns G."""
+    norms = G.norm(dim=1, keepdim=True)
+    G.mul_(torch.clamp(C / (norms + 1e-12), max=1.0))
+    return G
+
+
+def poisson_batches(n: int, sample_rate: float, steps: int, noise: NoiseSource) -> Iterator[np.ndarray]:
+    """`steps` Poisson samples of range(n), each index kept with probability
+    sample_rate (secure randomness from `noise`): the sampling the accountant's
+    subsampled-Gaussian bound assumes.  A sample may be empty."""
+    for _ in range(steps):
+        yield noise.poisson_sample(n, sample_rate)
+
+
+# --------------------------------------------------------------------- bases
+class FixedBasis:
+    """A basis given by the caller (k x d orthonormal rows), charged nothing:
+    it must be public (a random basis, or one from public data).  A
+    non-private top-k of the private examples here makes the run NOT
+    private (an upper bound for experiments): say so with public=False."""
+
+    def __init__(self, basis: Any, public: bool = True) -> None:
+        self.V = torch.as_tensor(np.asarray(basis, dtype=np.float32))
+        self.public = public
+
+    def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
+        return self.V
+
+
+class PrivateBasis:
+    """A basis released by SubspaceEstimator from the clipped per-example
+    gradients of its own Poisson sample of the training examples (rate
+    basis_rate), at step 0 and then every `every` steps.  Each release
+    charges its add/remove rho (Release.rho_add_remove) to the optimizer's
+    accountant.  A failed or refused release keeps the previous basis.
+    mechanism, rho, groups and the other keywords go to SubspaceEstimator
+    (one estimator for the run: a power iteration warm-starts from the last
+    released basis, which is public)."""
+
+    def __init__(self, data_x: torch.Tensor, data_y: torch.Tensor, n_components: int, rho: float,
+                 basis_rate: float, every: int, mechanism: str = "gaussian", seed: Optional[int] = None,
+                 **estimator_kwargs: Any) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.data_x, self.data_y, self.rate, self.every = data_x, data_y, basis_rate, every
+        self.estimator = SubspaceEstimator(n_components, rho=rho, mechanism=mechanism, seed=seed,
+                                           **estimator_kwargs)
+        self.rho_charged = 0.0
+        self.V: Optional[torch.Tensor] = None
+        self.releases = 0
+
+    def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
+        if step % self.every:
+            return self.V
+        idx = opt.noise.poisson_sample(len(self.data_x), self.rate)
+        if len(idx) == 0:
+            return self.V
+        ix = torch.as_tensor(idx)
+        G = clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm)
+        self.estimator.fit(G)
+        rel = self.estimator.releases_[-1]
+        if rel.rho_add_remove is None:
+            raise ValueError(f"{self.estimator.mechanism} has no add/remove statement: use gaussian or power")
+        opt.accountant.add_zcdp(rel.rho_add_remove)
+        self.rho_charged += rel.rho_add_remove
+        self.releases += 1
+        if rel.basis is not None:
+            self.V = torch.from_numpy(rel.basis.copy())
+        return self.V
+
+
+class NoisyGradientBasis:
+    """A basis from the noisy gradients the run has already released
+    (post-processing: no privacy cost).  The last `window` released noisy
+    sums h_t = s_t + z_t form H (W x d); z_t is N(0, nu_t^2 I_d), plus, on a
+    GEP or projection step, N(0, nu_e,t^2) in the k directions of that step's
+    basis.  H's top right singular vectors are kept only where the singular
+    value passes the noise's edge nu (sqrt W + sqrt d) + nu_e sqrt(W k) (the
+    largest a W x d matrix of pure isotropic noise reaches, Marchenko-Pastur,
+    plus the embedding noise's Frobenius norm) by the factor `margin`: the
+    noise floor corrected, so that no noise direction passes as signal.  At
+    most n_components directions; None (plain DP-SGD steps) while none
+    passes.  Recomputed every `every` steps."""
+
+    def __init__(self, n_components: int, window: int = 200, every: int = 10, margin: float = 1.1) -> None:
+        self.k, self.window, self.every, self.margin = n_components, window, every, margin
+        self.history: List[Tuple[torch.Tensor, float, float]] = []
+        self.V: Optional[torch.Tensor] = None
+        self.kept = 0
+
+    def record(self, noisy_sum: torch.Tensor, noise_sd: float, embedding_sd: float, k: int) -> None:
+        self.history.append((noisy_sum.detach().clone(), noise_sd, embedding_sd * math.sqrt(k)))
+        if len(self.history) > self.window:
+            self.history.pop(0)
+
+    def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
+        if step % self.every or len(self.history) <= self.k:
+            return self.V
+        H = torch.stack([h for h, _, _ in self.history]).double()
+        W, d = H.shape
+        nu = max(sd for _, sd, _ in self.history)
+        nu_e = max(e for _, _, e in self.history)  # per row: the embedding noise's norm, sd_e sqrt(k)
+        edge = nu * (math.sqrt(W) + math.sqrt(d)) + nu_e * math.sqrt(W)
+        _, S, Vt = torch.linalg.svd(H, full_matrices=False)
+        keep = int((S[:self.k] > self.margin * edge).sum())
+        self.kept = keep
+        self.V = Vt[:keep].float().contiguous() if keep else None
+        return self.V
+
+
+# ----------------------------------------------------------------- optimizer
+class DPOptimizer:
+    """DP-SGD around a torch optimizer.  Each training step:
+        loss = opt.backward(x[idx], y[idx])   # idx from poisson_batches
+        opt.step()
+    backward() computes the per-example gradients, clips, noises (mode
+    "dpsgd", "gep" or "projection"; GEP and projection fall back to a plain
+    DP-SGD step while the basis source has no basis), writes the private
+    gradient into each parameter's .grad and charges the accountant one
+    subsampled-Gaussian step (q = sample_rate, noise multiplier).
+
+    max_grad_norm: C, the clip of plain DP-SGD and of the basis's rows.
+    embedding_clip, residual_clip: GEP's C_e (default C) and C_r (default C/2).
+    embedding_share: a, the share of the step's privacy on the embedding;
+      default the a that minimises the total noise energy
+      k C_e^2 / a + d C_r^2 / (1 - a): a / (1 - a) = sqrt(k / d) C_e / C_r.
+    seed: None (secure noise and sampling) or an int (reproducible, NOT private).
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, noise_multiplier: float,
+                 max_grad_norm: float, sample_rate: float, dataset_size: int, mode: str = "dpsgd",
+                 basis: Any = None, embedding_clip: Optional[float] = None, residual_clip: Optional[float] = None,
+                 embedding_share: Optional[float] = None, accountant: Optional[Accountant] = None,
+                 seed: Optional[int] = None, chunk: int = 512) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode != "dpsgd" and basis is None:
+            raise ValueError(f"mode {mode} needs a basis source (PrivateBasis, NoisyGradientBasis or FixedBasis)")
+        if not (noise_multiplier > 0 and max_grad_norm > 0 and 0 < sample_rate <= 1 and dataset_size >= 1):
+            raise ValueError("noise_multiplier and max_grad_norm must be > 0, sample_rate in (0, 1], dataset_size >= 1")
+        if embedding_share is not None and not 0 < embedding_share < 1:
+            raise ValueError(f"embedding_share must be in (0, 1), got {embedding_share}")
+        self.model, self.optimizer, self.mode, self.basis = model, optimizer, mode, basis
+        self.sigma, self.max_grad_norm, self.q, self.n = noise_multiplier, max_grad_norm, sample_rate, dataset_size
+        self.C_e = embedding_clip or max_grad_norm
+        self.C_r = residual_clip or max_grad_norm / 2
+        self.share = embedding_share
+        self.accountant = accountant if accountant is not None else Accountant()
+        self.noise = NoiseSource(seed, "dpsubspace.torch")
+        self.grads = PerExampleGradients(model, loss_fn, chunk)
+        self.loss_fn = loss_fn
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.steps = 0
+        self.last: Dict[str, float] = {}
+
+    def _noise(self, sd: float, n: int) -> torch.Tensor:
+        return torch.from_numpy(self.noise.gaussian(sd, n))
+
+    def backward(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """The private gradient of the sampled batch (x, y) into .grad; returns
+        the batch's mean loss (NaN for an empty batch; not private: for
+        progress lines only)."""
+        V = self.basis.update(self, self.steps) if self.basis is not None else None
+        d = self.grads.d
+        G = self.grads(x, y) if len(x) else torch.zeros((0, d))
+        with torch.no_grad():
+            loss = float(self.loss_fn(self.model(x), y)) if len(x) else math.nan
+        B = self.q * self.n  # the expected batch size: public
+        if self.mode == "dpsgd" or V is None:
+            clip_rows(G, self.max_grad_norm)
+            sd, sd_e, k = self.sigma * self.max_grad_norm, 0.0, 0
+            total = G.sum(0) + self._noise(sd, d)
+        else:
+            k = V.shape[0]
+            W = G @ V.T
+            R = G - W @ V
+            if self.mode == "projection":
+                clip_rows(W, self.C_e)
+                sd_e = self.sigma * self.C_e
+                total = (W.sum(0) + self._noise(sd_e, k)) @ V
+                sd = 0.0
+            else:
+                a = self.share
+                if a is None:
+                    r = math.sqrt(k / d) * self.C_e / self.C_r
+                    a = r / (1 + r)
+                clip_rows(W, self.C_e)
+                clip_rows(R, self.C_r)
+                sd_e, sd = self.sigma * self.C_e / math.sqrt(a), self.sigma * self.C_r / math.sqrt(1 - a)
+                total = (W.sum(0) + self._noise(sd_e, k)) @ V + R.sum(0) + self._noise(sd, d)
+        self.last = {"noise_sd": sd, "embedding_noise_sd": sd_e, "k": float(k)}
+        self.accountant.add_steps(self.q, self.sigma, 1)
+        if isinstance(self.basis, NoisyGradientBasis):
+            self.basis.record(total, sd, sd_e, k)
+        g = total / B
+        for p, part in zip(self.params, self.grads.unflatten(g)):
+            p.grad = part.to(p.dtype).clone()
+        self.steps += 1
+        return loss
+
+    def step(self) -> None:
+        """Apply the private gradient (the wrapped optimizer's step)."""
+        self.optimizer.step()
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def get_epsilon(self, delta: float) -> float:
+        """eps at delta of everything so far: the steps and the basis releases."""
+        return self.accountant.get_epsilon(delta)

@@ -1,0 +1,168 @@
+"""dpsubspace.torch: per-example gradients, the GEP / projection / DP-SGD
+step's arithmetic and noise scales, what each step and basis release charges
+the accountant, the noisy-gradient basis's noise floor, Poisson sampling.
+Small models and fixed seeds; the bounds are stated where they are used."""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import dpsubspace as dp  # noqa: E402
+from dpsubspace import torch as dpt  # noqa: E402
+from dpsubspace.noise import NoiseSource  # noqa: E402
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+
+
+def _data(n=40):
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(n, 6, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+LOSS = torch.nn.functional.cross_entropy
+
+
+def test_per_example_gradients_equal_autograd_one_by_one():
+    model, (x, y) = _model(), _data(7)
+    G = dpt.PerExampleGradients(model, LOSS, chunk=3)(x, y)
+    assert G.shape == (7, 6 * 5 + 5 + 5 * 3 + 3)
+    for i in range(7):
+        model.zero_grad()
+        LOSS(model(x[i:i + 1]), y[i:i + 1]).backward()
+        ref = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        assert torch.allclose(G[i], ref, atol=1e-6)
+
+
+def test_parameter_groups():
+    model = _model()
+    assert dpt.parameter_groups(model, "tensor") == [30, 5, 15, 3]
+    assert dpt.parameter_groups(model, "layer") == [35, 18]
+    with pytest.raises(ValueError):
+        dpt.parameter_groups(model, "neuron")
+
+
+def test_clip_rows():
+    G = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    dpt.clip_rows(G, 1.0)
+    assert torch.allclose(G, torch.tensor([[0.6, 0.8], [0.3, 0.4]]))
+
+
+def _opt(mode, basis=None, sigma=1e-9, **kw):
+    model = _model()
+    acct = dp.Accountant()
+    opt = dpt.DPOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), LOSS, noise_multiplier=sigma,
+                          max_grad_norm=kw.pop("C", 1e6), sample_rate=0.5, dataset_size=40, mode=mode, basis=basis,
+                          accountant=acct, seed=3, **kw)
+    return model, opt, acct
+
+
+def _flat_grad(model):
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def test_steps_without_noise_or_clipping_give_the_sum_over_the_expected_batch():
+    # sigma 1e-9 and clips of 1e6: no clipping, noise ~1e-3 at most: each mode's
+    # gradient is then exact: plain and GEP the sum / (q n); projection V^T V of it
+    x, y = _data(40)
+    ref_model = _model()
+    G = dpt.PerExampleGradients(ref_model, LOSS)(x, y).sum(0) / 20
+    d = G.numel()
+    V = torch.linalg.qr(torch.randn(d, 4, generator=torch.Generator().manual_seed(5)))[0].T.contiguous()
+    for mode, expect in (("dpsgd", G), ("gep", G), ("projection", V.T @ (V @ G))):
+        model, opt, _ = _opt(mode, dpt.FixedBasis(V) if mode != "dpsgd" else None, C=1e6,
+                             embedding_clip=1e6, residual_clip=1e6)
+        opt.backward(x, y)
+        assert torch.allclose(_flat_grad(model), expect, atol=1e-3), mode
+
+
+def test_gep_noise_scales_follow_the_share():
+    # an empty batch releases pure noise: off span(V) each coordinate is
+    # N(0, (sigma C_r / sqrt(1 - a))^2).  With V the first 4 coordinate axes,
+    # the other 49 of one step, over 200 steps (9 800 draws): the sample sd is
+    # within 4 sd of its estimate (relative sd 1/sqrt(2 * 9800) = 0.7%): 3%.
+    x, y = _data(40)
+    d = 53
+    V = torch.eye(d)[:4].contiguous()
+    model, opt, _ = _opt("gep", dpt.FixedBasis(V), sigma=2.0, C=1.0, embedding_clip=1.0, residual_clip=0.25,
+                         embedding_share=0.2)
+    draws, emb = [], []
+    for _ in range(200):
+        opt.backward(x[:0], y[:0])
+        g = _flat_grad(model) * 20  # undo the division by q n
+        draws.append(g[4:])
+        emb.append(g[:4])
+    sd = torch.cat(draws).std().item()
+    assert abs(sd / (2.0 * 0.25 / math.sqrt(0.8)) - 1) < 0.03
+    # in span(V): sigma C_e / sqrt(a) (800 draws: relative sd 2.5%: 10%)
+    sd_e = torch.cat(emb).std().item()
+    assert abs(sd_e / (2.0 * 1.0 / math.sqrt(0.2)) - 1) < 0.10
+
+
+def test_every_step_and_release_is_charged():
+    x, y = _data(40)
+    basis = dpt.PrivateBasis(x, y, 2, rho=0.4, basis_rate=1.0, every=3, mechanism="gaussian", seed=1)
+    model, opt, acct = _opt("gep", basis, sigma=1.5, C=1.0)
+    for _ in range(7):
+        opt.backward(x[:20], y[:20])
+        opt.step()
+    # releases at steps 0, 3, 6, each one gaussian step on its own sample: rho/2 = 0.2
+    assert basis.releases == 3 and basis.rho_charged == pytest.approx(0.6)
+    ref = dp.Accountant()
+    ref.add_steps(0.5, 1.5, 7)
+    ref.add_zcdp(0.6)
+    assert acct.steps == 7 and acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
+    V = basis.V
+    assert V.shape == (2, 53) and torch.allclose(V @ V.T, torch.eye(2), atol=1e-5)
+
+
+def test_noisy_gradient_basis_keeps_no_noise_and_finds_a_signal():
+    b = dpt.NoisyGradientBasis(3, window=50, every=1)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(50):  # pure noise, sd 1: its top singular value is about sqrt(50) + sqrt(2000) < the edge
+        b.record(torch.randn(2000, generator=g), 1.0, 0.0, 0)
+    assert b.update(None, 0) is None and b.kept == 0
+    u = torch.zeros(2000)
+    u[7] = 1.0
+    b2 = dpt.NoisyGradientBasis(3, window=50, every=1)
+    for _ in range(50):  # plus 60 u: singular value s = 60 sqrt(50) = 424 > 1.1 (7.1 + 44.7) = 57
+        b2.record(torch.randn(2000, generator=g) + 60 * u, 1.0, 0.0, 0)
+    V = b2.update(None, 0)
+    # the spike's right singular vector is off u by sin^2 ~ d / s^2 = 2000 / 180000: cos ~ 0.994
+    assert b2.kept == 1 and abs(float(V[0] @ u)) > 0.98
+
+
+def test_poisson_sample():
+    s = NoiseSource(seed=4)
+    sizes = [len(s.poisson_sample(10000, 0.05)) for _ in range(20)]
+    # each size is Binomial(10000, 0.05): mean 500, sd 21.8; the mean of 20 within 5 sd / sqrt(20) = 24
+    assert abs(np.mean(sizes) - 500) < 24
+    idx = s.poisson_sample(10000, 0.05)
+    assert np.all(np.diff(idx) > 0) and idx.min() >= 0 and idx.max() < 10000
+    assert np.array_equal(NoiseSource(seed=9).poisson_sample(1000, 0.1), NoiseSource(seed=9).poisson_sample(1000, 0.1))
+    assert len(s.poisson_sample(100, 0.0)) == 0 and len(s.poisson_sample(100, 1.0)) == 100
+    with pytest.raises(ValueError):
+        s.poisson_sample(10, 1.5)
+
+
+def test_noise_multiplier_meets_the_target():
+    sigma = dp.noise_multiplier(3.0, 1e-5, 2048 / 60000, 1171)
+    # Tramer-Boneh 2021 report eps 3 for sigma 2.15 with these q and steps
+    assert abs(sigma - 2.15) < 0.03
+    acct = dp.Accountant()
+    acct.add_steps(2048 / 60000, sigma, 1171)
+    assert 2.99 < acct.get_epsilon(1e-5) <= 3.0
+    with pytest.raises(ValueError, match="alone"):
+        dp.noise_multiplier(1.0, 1e-5, 0.01, 10, rho=5.0)
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="mode must be"):
+        _opt("sgd")
+    with pytest.raises(ValueError, match="needs a basis"):
+        _opt("gep")
+    with pytest.raises(ValueError, match="embedding_share"):
+        _opt("gep", dpt.FixedBasis(torch.eye(53)[:2]), embedding_share=1.5)
