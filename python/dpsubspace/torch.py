@@ -74,18 +74,23 @@ class PerExampleGradients:
         self.shapes = [p.shape for n, p in model.named_parameters() if p.requires_grad]
         self.d = sum(int(np.prod(s)) for s in self.shapes)
 
-        def loss_one(params: Dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            out = functional_call(self.model, params, (x.unsqueeze(0),))
-            return self.loss_fn(out, y.unsqueeze(0))
+        def loss_one(params: Dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor):
+            loss = self.loss_fn(functional_call(self.model, params, (x.unsqueeze(0),)), y.unsqueeze(0))
+            return loss, loss.detach()
 
-        self._grad = vmap(grad(loss_one), in_dims=(None, 0, 0))
+        self._grad = vmap(grad(loss_one, has_aux=True), in_dims=(None, 0, 0))
+        self.last_losses: Optional[torch.Tensor] = None
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The B x d per-example gradients; their losses in last_losses."""
         params = {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
         out = torch.empty((len(x), self.d), dtype=torch.float32)
+        losses = torch.empty(len(x))
         for s in range(0, len(x), self.chunk):
-            g = self._grad(params, x[s:s + self.chunk], y[s:s + self.chunk])
+            g, loss = self._grad(params, x[s:s + self.chunk], y[s:s + self.chunk])
             out[s:s + self.chunk] = torch.cat([g[n].reshape(g[n].shape[0], -1) for n in self.names], dim=1)
+            losses[s:s + self.chunk] = loss
+        self.last_losses = losses
         return out
 
     def unflatten(self, v: torch.Tensor) -> List[torch.Tensor]:
@@ -286,13 +291,15 @@ class DPOptimizer:
         V = self.basis.update(self, self.steps) if self.basis is not None else None
         d = self.grads.d
         G = self.grads(x, y) if len(x) else torch.zeros((0, d))
-        with torch.no_grad():
-            loss = float(self.loss_fn(self.model(x), y)) if len(x) else math.nan
+        loss = float(self.grads.last_losses.mean()) if len(x) else math.nan
         B = self.q * self.n  # the expected batch size: public
         if self.mode == "dpsgd" or V is None:
             clip_rows(G, self.max_grad_norm)
             sd, sd_e, k = self.sigma * self.max_grad_norm, 0.0, 0
-            total = G.sum(0) + self._noise(sd, d)
+            signal = G.sum(0)
+            noise = self._noise(sd, d)
+            total = signal + noise
+            where = {"signal": float(signal.norm()), "noise": float(noise.norm())}
         else:
             k = V.shape[0]
             W = G @ V.T
@@ -300,8 +307,11 @@ class DPOptimizer:
             if self.mode == "projection":
                 clip_rows(W, self.C_e)
                 sd_e = self.sigma * self.C_e
-                total = (W.sum(0) + self._noise(sd_e, k)) @ V
+                z_e = self._noise(sd_e, k)
+                total = (W.sum(0) + z_e) @ V
                 sd = 0.0
+                where = {"signal": float(W.sum(0).norm()), "noise": float(z_e.norm()),
+                         "signal_embedding": float(W.sum(0).norm()), "noise_embedding": float(z_e.norm())}
             else:
                 a = self.share
                 if a is None:
@@ -310,8 +320,14 @@ class DPOptimizer:
                 clip_rows(W, self.C_e)
                 clip_rows(R, self.C_r)
                 sd_e, sd = self.sigma * self.C_e / math.sqrt(a), self.sigma * self.C_r / math.sqrt(1 - a)
-                total = (W.sum(0) + self._noise(sd_e, k)) @ V + R.sum(0) + self._noise(sd, d)
-        self.last = {"noise_sd": sd, "embedding_noise_sd": sd_e, "k": float(k)}
+                z_e, z_r = self._noise(sd_e, k), self._noise(sd, d)
+                signal = W.sum(0) @ V + R.sum(0)
+                total = signal + z_e @ V + z_r
+                where = {"signal": float(signal.norm()), "noise": float((z_e @ V + z_r).norm()),
+                         "signal_embedding": float(W.sum(0).norm()), "noise_embedding": float(z_e.norm()),
+                         "signal_residual": float(R.sum(0).norm()), "noise_residual": float(z_r.norm())}
+        # where the noise goes (diagnostics; the norms of private sums: not for release)
+        self.last = {"noise_sd": sd, "embedding_noise_sd": sd_e, "k": float(k), **where}
         self.accountant.add_steps(self.q, self.sigma, 1)
         if isinstance(self.basis, NoisyGradientBasis):
             self.basis.record(total, sd, sd_e, k)

@@ -24,10 +24,12 @@ sigma is calibrated per row so that the steps plus the basis releases spend
 exactly the target eps (dpsubspace.noise_multiplier).  The test accuracy is
 the FINAL model's, never the best epoch's.
 
-Settings: smoke (in tools/check: 5 000 examples, ~100 steps, two rows;
-asserts only what must hold), quick (< 15 min: one eps, one seed, 2 epochs,
-every row), full (LONG: eps 1, 2, 4, 8, 3 seeds, 15 epochs; appends to the CSV
-and skips what is done, so it can be resumed).  `report` turns a CSV into
+Settings: smoke (in tools/check: 5 000 examples, 60 steps, two rows;
+asserts only what must hold; ~35 s), quick (~15 min: eps 4, one seed,
+2 epochs, the rows dpsgd, gep-oracle, gep-noisy, gep-power), full (LONG,
+about 7 min a run, 84 runs: eps 1, 2, 4, 8, 3 seeds, 5 epochs, every row;
+appends to the CSV and skips what is done, so it can be stopped and
+resumed; seed 0 of every eps first).  `report` turns a CSV into
 the README's table (mean and spread) and a PNG.
 """
 import argparse
@@ -41,17 +43,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
-ROWS = ("dpsgd", "gep-power", "gep-groups", "gep-noisy", "gep-oracle", "gep-random", "proj-power")
+ROWS = ("dpsgd", "gep-oracle", "gep-noisy", "gep-power", "gep-groups", "proj-power", "gep-random")
 FIELDS = ["setting", "row", "eps_target", "seed", "eps_spent", "delta", "sigma", "rho_basis", "basis_releases",
           "epochs", "steps", "n_train", "k", "test_acc", "train_loss", "captured", "captured_topk", "wall_s",
-          "private", "note"]
+          "snr", "snr_embedding", "snr_residual", "private", "note"]
 SETTINGS = {
     "smoke": dict(eps=[4.0], seeds=1, epochs=None, steps=60, n_train=5000, batch=256, rows=["dpsgd", "gep-power"],
                   basis_every_epochs=None, basis_releases=2, basis_rate=0.5, test_rows=1000),
-    "quick": dict(eps=[4.0], seeds=1, epochs=2, steps=None, n_train=60000, batch=2048, rows=list(ROWS),
+    "quick": dict(eps=[4.0], seeds=1, epochs=2, steps=None, n_train=60000, batch=2048,
+                  rows=["dpsgd", "gep-oracle", "gep-noisy", "gep-power"],
                   basis_every_epochs=1, basis_releases=None, basis_rate=0.1, test_rows=10000),
-    "full": dict(eps=[1.0, 2.0, 4.0, 8.0], seeds=3, epochs=15, steps=None, n_train=60000, batch=2048, rows=list(ROWS),
-                 basis_every_epochs=5, basis_releases=None, basis_rate=0.25, test_rows=10000),
+    "full": dict(eps=[1.0, 2.0, 4.0, 8.0], seeds=3, epochs=5, steps=None, n_train=60000, batch=2048, rows=list(ROWS),
+                 basis_every_epochs=1, basis_releases=None, basis_rate=0.25, test_rows=10000),
 }
 DELTA = 1e-5
 LR, MOMENTUM, CLIP = 4.0, 0.9, 0.1   # Tramer-Boneh 2021, Fashion-MNIST CNN
@@ -114,13 +117,14 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
     opt = dpt.DPOptimizer(model, torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM), loss_fn,
                           noise_multiplier=sigma, max_grad_norm=CLIP, sample_rate=q, dataset_size=n, mode=mode,
                           basis=basis, accountant=acct, seed=seed)
-    losses = []
+    losses, where = [], []
     for step, idx in enumerate(dpt.poisson_batches(n, q, steps, opt.noise)):
         ix = torch.as_tensor(idx)
         opt.zero_grad()
         loss = opt.backward(xtr[ix], ytr[ix])
         opt.step()
         losses.append(loss)
+        where.append(dict(opt.last))
         if (step + 1) % max(1, steps // 10) == 0 or step + 1 == steps:
             log(f"  {row} eps {eps:g} seed {seed}: step {step + 1}/{steps}  batch loss {loss:.3f}  "
                 f"eps so far {acct.get_epsilon(DELTA):.3f}")
@@ -145,9 +149,17 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
                basis_releases=getattr(basis, "releases", 0), epochs=round(steps * q, 3), steps=steps, n_train=n, k=K,
                test_acc=round(test_acc, 4), train_loss=round(float(np.mean(tail)), 4) if tail else math.nan,
                captured=round(captured, 4), captured_topk=round(captured_topk, 4), wall_s=round(time.time() - t0, 1),
+               snr=_snr(where, ""), snr_embedding=_snr(where, "_embedding"), snr_residual=_snr(where, "_residual"),
                private="no (oracle basis)" if row == "gep-oracle" else "yes",
                note=f"kept {basis.kept} directions" if row == "gep-noisy" else "")
     return out, opt
+
+
+def _snr(where, part):
+    """Where the noise goes: the mean over steps of ||signal sum|| / ||noise|| of
+    the whole gradient or one GEP part (NaN where the part did not exist)."""
+    r = [w["signal" + part] / w["noise" + part] for w in where if w.get("noise" + part)]
+    return round(float(np.mean(r)), 4) if r else math.nan
 
 
 def load(cfg, torch):
