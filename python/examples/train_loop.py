@@ -1,69 +1,65 @@
 #!/usr/bin/env python3
-"""train_loop.py - attach a training loop to a dps-collector: stream the
-per-example gradients to it (Producer) and project each update onto its latest
-private subspace (Subscriber): g <- V^T V g.
+"""train_loop.py - DP-SGD with GEP (dpsubspace.torch) on a basis that a
+dps-collector releases, with a stated (eps, delta) for the whole run.
 
-Model: multinomial logistic regression, W of shape (C, p+1): a gradient has
-d = C*(p+1) entries.  Data: Fashion-MNIST from Debian's dataset-fashion-mnist
-(d = 10*785 = 7850) when installed, else (or with --synthetic) 4 tight
-synthetic classes (d = 4*50 = 200).  numpy by default; --torch computes on
-PyTorch tensors (python3-torch) and sends the tensors themselves.
+Model: a PyTorch logistic regression (nn.Linear; d = its parameter count):
+Fashion-MNIST from Debian's dataset-fashion-mnist (784 -> 10, d = 7 850), or
+with --synthetic 4 tight synthetic classes (49 -> 4, d = 200).
 
-Each step: per-example gradients, clipped to norm --clip, go to the collector
-(each row is one unit of privacy there); the step's gradient is their mean
-plus N(0, (sigma*clip/batch)^2) noise per coordinate, projected onto the latest
-released basis V before W -= lr * g.  Before training, a warm-up streams
-gradients of the initial model until the first basis arrives.
+Each step draws a Poisson batch (rate batch/n), and DPOptimizer makes the
+private gradient: GEP, the per-example gradient's embedding on the latest
+basis and its residual clipped and noised apart, added back.  The basis:
+at step 0 and every --basis-every steps the loop draws its OWN Poisson sample
+of the examples (rate 0.9 t m / n), sends their clipped gradients to the
+collector padded with zero rows to exactly one epoch (t m rows; a sample
+larger than that is cut), and waits for that epoch's snapshot.
 
-Privacy spent: every epoch the collector closes is charged in its ledger,
-whoever sent the rows.  At the end the example prints the collector's total
-(a status query) and this run's share (the total at the end minus the total
-at the start: the epochs closed while it ran, rows of any other producer in
-them included); rows of ours still in the open epoch are charged when it
-closes.  What one basis cost (its rho_epoch) is not what the run cost.
-
-A collector that ran an earlier job still holds that job's last basis and
-sends it to every new subscriber.  The example asks for bases from the epoch
-that was open when it started on (--from-epoch, default that epoch) and warns
-if the first basis it gets predates the run (--from-epoch 0 takes the
-collector's latest basis, whatever made it).
-
-Honest scope: the basis is a DP release, so projecting onto it is
-post-processing (no further privacy cost).  The gradient noise here is
-illustrative: there is no DP-SGD accountant (sampling, composition over
-steps), so the trained weights carry NO stated privacy guarantee.  What to
-expect: on the synthetic classes the gradients lie near a 4-dim subspace, the
-basis keeps about half of the noisy gradient (a random one would keep
-sqrt(k/d) = 14%) and the loss falls.  On Fashion-MNIST the per-example
-gradients are not near a 9-dim subspace at the scale of a bucket (m rows):
-the buckets disagree, the private basis is close to random (it keeps about
-sqrt(9/7850) = 3%) and the loss barely moves.
+THE GUARANTEE of the run, printed at the end as (eps, delta): the steps are
+Poisson-subsampled Gaussian mechanisms (noise multiplier calibrated so that
+the whole run meets --eps at --delta); each basis release is the collector's
+Gaussian-covariance epoch (--aggregator gaussian: sum x x^T plus noise of sd
+1/sqrt(rho_epoch)) on an epoch made of our sample alone; adding one example
+puts one more row in a sample, which displaces a zero row (or, if the sample
+was cut, a row), so the epoch changes by one replaced row: rho_epoch-zCDP
+(the collector's own replace-one statement; rho_epoch/2 if no sample is
+cut).  The accountant (dpsubspace.Accountant) adds the steps and rho_epoch
+per release at each Renyi order.  Assumed: the collector is this run's alone
+(its open epoch is empty at the start, which is checked, and no other
+producer sends while it runs), its rho_epoch is --basis-rho (checked against
+every snapshot) and its aggregator gaussian (checked); the data, one example
+per person; the initial weights and every setting public.  The collector's
+ledger total is printed beside it: it counts the same releases under
+replace-one, and any other job's.
 
 Start a local collector first (plaintext only on ipc:// and loopback):
-  dps-collector --d 200 --k 4 --t 60 --m 32 --state-dir /tmp/dps-train --cap-rho 20 \
-      --insecure-plaintext --ingest ipc:///tmp/dps.in --publish ipc:///tmp/dps.pub --status ipc:///tmp/dps.st
-  (Fashion-MNIST: --d 7850 --k 9 --t 60 --m 40 instead of the first line's sizes)
-then:  PYTHONPATH=build/python python3 python/examples/train_loop.py --plaintext [--synthetic]
+  dps-collector --d 200 --k 4 --t 60 --m 8 --aggregator gaussian --rho-epoch 0.05 --state-dir /tmp/dps-train \
+      --cap-rho 20 --insecure-plaintext --ingest ipc:///tmp/dps.in --publish ipc:///tmp/dps.pub --status ipc:///tmp/dps.st
+  (Fashion-MNIST: --d 7850 --k 10 --t 100 --m 50 instead of the first line's sizes)
+then:  PYTHONPATH=build/python python3 python/examples/train_loop.py --plaintext --basis-rho 0.05 [--synthetic]
 With CURVE (a collector with --server-key and --authorized-keys; keys from dps-keygen):
   train_loop.py --ingest tcp://HOST:7780 --publish tcp://HOST:7781 --status tcp://HOST:7782 \
       --server-key keys/collector.key --key keys/trainer.key_secret
 """
 import argparse
 import gzip
+import math
 import os
 import sys
 import time
 
 import numpy as np
+import torch
 
+import dpsubspace as dp
 from dpsubspace import Producer, Subscriber, UnconfirmedBatchesError, load_keypair, load_public_key
+from dpsubspace import torch as dpt
 from dpsubspace.status import query_status
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
 def load_data(synthetic, rng, noise_sd=0.05):
-    """(X_train, y_train, X_test, y_test, C) with a bias column appended to X."""
+    """(X_train, y_train, X_test, y_test, classes, source) as torch tensors."""
     if not synthetic and os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
         def idx(name, offset):
             with gzip.open(os.path.join(FASHION, name)) as f:
@@ -73,15 +69,66 @@ def load_data(synthetic, rng, noise_sd=0.05):
         Xt = idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32)[:2000] / 255.0
         yt = idx("t10k-labels-idx1-ubyte.gz", 8).astype(np.int64)[:2000]
         C, src = 10, "Fashion-MNIST"
-    else:  # C tight classes: per-example gradients (p - e_y) x^T cluster near C directions (k = C)
+    else:  # C tight classes: per-example gradients cluster near C directions
         C, p, n = 4, 49, 22000
         means = rng.standard_normal((C, p))
         labels = rng.integers(0, C, n)
         feats = (means[labels] + noise_sd * rng.standard_normal((n, p))).astype(np.float32)
         X, y, Xt, yt = feats[:20000], labels[:20000], feats[20000:], labels[20000:]
         src = "synthetic data"
-    bias = lambda A: np.hstack([A, np.ones((len(A), 1), np.float32)])  # noqa: E731
-    return bias(X), y, bias(Xt), yt, C, src
+    T = torch.from_numpy
+    return T(np.ascontiguousarray(X)), T(y), T(np.ascontiguousarray(Xt)), T(yt), C, src
+
+
+class CollectorBasis:
+    """The basis source of DPOptimizer: one collector epoch per release, made
+    of this run's own Poisson sample padded with zero rows (see the module's
+    text for the guarantee); charges rho_epoch per release."""
+
+    def __init__(self, producer, sub, status, sec, X, Y, epoch_rows, every, basis_rho, clip, first_epoch):
+        self.producer, self.sub, self.status, self.sec = producer, sub, status, sec
+        self.X, self.Y, self.rows, self.every, self.rho, self.clip = X, Y, epoch_rows, every, basis_rho, clip
+        self.rate = min(1.0, 0.9 * epoch_rows / len(X))
+        self.V = None
+        self.releases, self.cut, self.next_epoch = 0, 0, first_epoch
+        self.first_basis_epoch = None
+
+    def update(self, opt, step):
+        if step % self.every:
+            return self.V
+        idx = opt.noise.poisson_sample(len(self.X), self.rate)
+        if len(idx) > self.rows:
+            idx, self.cut = idx[:self.rows], self.cut + 1
+        ix = torch.as_tensor(idx)
+        G = dpt.clip_rows(opt.grads(self.X[ix], self.Y[ix]), self.clip) if len(idx) else torch.zeros(0, opt.grads.d)
+        rows = torch.zeros(self.rows, opt.grads.d)
+        rows[:len(G)] = G
+        self.producer.send(rows.numpy())
+        self.producer.flush()  # the whole epoch now, not batch_rows at a time
+        want, end = self.next_epoch, time.monotonic() + 120
+        while time.monotonic() < end:
+            self.sub.update()
+            s = self.sub.latest
+            if s is not None and s.epoch >= want:
+                break
+            time.sleep(0.01)
+        else:
+            sys.exit(f"train_loop.py: no snapshot of epoch {want} within 120 s (is the collector closing epochs?)")
+        s = self.sub.latest
+        if s.epoch != want or s.rows_used != self.rows:
+            sys.exit(f"train_loop.py: the snapshot of epoch {s.epoch} (rows {s.rows_used}) is not the epoch of our "
+                     f"sample (epoch {want}, {self.rows} rows): another producer is sending to this collector")
+        if s.aggregator != "gaussian" or abs(s.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
+            sys.exit(f"train_loop.py: the collector runs {s.aggregator} at rho_epoch {s.rho_epoch:g}; this run's "
+                     f"guarantee is stated for --aggregator gaussian at --basis-rho {self.rho:g}")
+        opt.accountant.add_zcdp(s.rho_epoch)  # charged whatever the outcome: the epoch was released
+        self.releases += 1
+        self.next_epoch = s.epoch + 1
+        if s.status == "released":
+            self.V = torch.from_numpy(np.ascontiguousarray(s.basis, dtype=np.float32))
+            if self.first_basis_epoch is None:
+                self.first_basis_epoch = s.epoch
+        return self.V
 
 
 def main():
@@ -93,16 +140,17 @@ def main():
     ap.add_argument("--key", help="our .key_secret (CURVE); its .key in the collector's --authorized-keys")
     ap.add_argument("--plaintext", action="store_true", help="no CURVE (ipc:// or loopback only)")
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--batch", type=int, default=64, help="examples per step (rows sent per step)")
-    ap.add_argument("--lr", type=float, default=0.5)
-    ap.add_argument("--clip", type=float, default=1.0, help="per-example gradient norm bound")
-    ap.add_argument("--sigma", type=float, default=1.0, help="noise multiplier (illustrative, see above)")
+    ap.add_argument("--batch", type=int, default=256, help="expected examples per step (Poisson rate batch/n)")
+    ap.add_argument("--lr", type=float, default=2.0)
+    ap.add_argument("--clip", type=float, default=1.0, help="C, the per-example gradient norm bound")
+    ap.add_argument("--eps", type=float, default=8.0, help="the whole run's eps (steps and basis releases)")
+    ap.add_argument("--delta", type=float, default=1e-5, help="the whole run's delta")
+    ap.add_argument("--basis-every", type=int, default=50, help="steps between basis releases (one at step 0)")
+    ap.add_argument("--basis-rho", type=float, required=True,
+                    help="the collector's --rho-epoch (checked against each snapshot): each release costs that")
     ap.add_argument("--synthetic", action="store_true", help="synthetic data even if Fashion-MNIST is installed")
-    ap.add_argument("--torch", action="store_true", help="compute with PyTorch tensors")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the data order and the illustrative noise")
-    ap.add_argument("--from-epoch", type=int, default=None,
-                    help="use bases of this epoch on (default: the collector's open epoch at the start, so that "
-                         "no earlier job's basis is used; 0: any, the collector's latest included)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="reproducible noise and sampling (NOT private; default: the secure generator)")
     a = ap.parse_args()
     if a.plaintext:
         sec = dict(plaintext=True)
@@ -111,120 +159,85 @@ def main():
         sec = dict(server_public_key=load_public_key(a.server_key), public_key=pub, secret_key=secret)
     else:
         sys.exit("train_loop.py: give --plaintext (local collector) or --server-key and --key (CURVE)")
-    if a.torch:
-        import torch  # python3-torch
-    rng = np.random.default_rng(a.seed)
-    X, y, Xt, yt, C, src = load_data(a.synthetic, rng)
-    p1 = X.shape[1]
-    d = C * p1
+    if a.basis_every < 1 or a.steps < 1 or a.batch < 1 or not a.basis_rho > 0:
+        sys.exit("train_loop.py: --steps, --batch and --basis-every must be >= 1, --basis-rho > 0")
+    torch.manual_seed(0 if a.seed is None else a.seed)  # the initial weights (public)
+    X, Y, Xt, Yt, C, src = load_data(a.synthetic, np.random.default_rng(0 if a.seed is None else a.seed))
+    model = torch.nn.Linear(X.shape[1], C)
+    d = sum(p.numel() for p in model.parameters())
     try:
         st = query_status(a.status, 3000, **sec)
     except TimeoutError:
         sys.exit(f"train_loop.py: no collector answers on {a.status}; start one (see --help)")
     if st["d"] != d:
-        sys.exit(f"train_loop.py: the collector has d = {st['d']} but {src} needs d = {d}: restart it with --d {d}"
-                 " (see --help)")
+        sys.exit(f"train_loop.py: the collector has d = {st['d']} but the model on {src} has d = {d}: restart it "
+                 f"with --d {d} (see --help)")
+    start = st
     print(f"{src}: {len(X)} examples, {C} classes, d = {d}; collector k = {st['k']}, "
-          f"epoch = {st['epoch_rows']} rows ({'torch' if a.torch else 'numpy'})")
-    start = st  # the collector when this run started: its open epoch and what it had spent
-    from_epoch = start["epoch"] if a.from_epoch is None else a.from_epoch
+          f"epoch = {st['epoch_rows']} rows")
     print(f"collector at the start: epoch {start['epoch']} open ({start['rows_in_epoch']} rows in it), "
-          f"total spent so far rho {start['rho_spent']:g}; using bases of epoch {from_epoch} on")
+          f"total spent so far rho {start['rho_spent']:g}")
+    if start["rows_in_epoch"]:
+        sys.exit("train_loop.py: the collector's open epoch already holds rows of another producer; the guarantee "
+                 "needs epochs of this run's samples alone (wait for it to close, or use a collector of your own)")
+    n, q = len(X), a.batch / len(X)
+    releases = math.ceil(a.steps / a.basis_every)
+    try:
+        sigma = dp.noise_multiplier(a.eps, a.delta, q, a.steps, rho=releases * a.basis_rho)
+    except ValueError as e:
+        sys.exit(f"train_loop.py: --eps {a.eps:g} cannot hold {releases} basis releases at rho {a.basis_rho:g} "
+                 f"each ({e}): lower the collector's --rho-epoch, raise --basis-every or --eps")
+    print(f"plan: {a.steps} steps at q = {q:.4g} with noise multiplier {sigma:.4g}, {releases} basis releases at "
+          f"rho {a.basis_rho:g}: (eps {a.eps:g}, delta {a.delta:g}) for the whole run")
 
-    if a.torch:
-        T = lambda A: torch.from_numpy(np.ascontiguousarray(A))  # noqa: E731
-        X, Xt, y, yt = T(X), T(Xt), T(y), T(yt)
-        W = torch.zeros(C, p1)
-        softmax = lambda Z: torch.softmax(Z, dim=1)  # noqa: E731
-        onehot = lambda v: torch.nn.functional.one_hot(v, C).float()  # noqa: E731
-        to_np = lambda t: t.detach().cpu().numpy()  # noqa: E731
-        gen = torch.Generator().manual_seed(a.seed)
-        noise = lambda n, s: s * torch.randn(n, generator=gen)  # noqa: E731
-    else:
-        T = lambda A: A  # noqa: E731
-        W = np.zeros((C, p1), np.float32)
-
-        def softmax(Z):
-            E = np.exp(Z - Z.max(axis=1, keepdims=True))
-            return E / E.sum(axis=1, keepdims=True)
-        onehot = lambda v: np.eye(C, dtype=np.float32)[v]  # noqa: E731
-        to_np = lambda t: t  # noqa: E731
-        noise = lambda n, s: (s * rng.standard_normal(n)).astype(np.float32)  # noqa: E731
-
-    def loss_acc(W):
-        P = softmax(Xt @ W.T)
-        loss = -np.log(np.maximum(to_np(P)[np.arange(len(yt)), to_np(yt)], 1e-12)).mean()
-        return float(loss), float((to_np(P).argmax(1) == to_np(yt)).mean())
-
-    def clipped_grads(W):
-        """Per-example gradients of a random batch, each clipped to norm <= clip: (B, d)."""
-        idx = T(rng.integers(0, len(X), a.batch))
-        xb, yb = X[idx], y[idx]
-        G = ((softmax(xb @ W.T) - onehot(yb))[:, :, None] * xb[:, None, :]).reshape(a.batch, d)
-        scale = np.minimum(1.0, a.clip / np.maximum(to_np(G * G).sum(axis=1) ** 0.5, 1e-12)).astype(np.float32)
-        return G * T(scale)[:, None]
-
-    producer = Producer(a.ingest, d, batch_rows=a.batch, status_endpoint=a.status, **sec)
-    sub = Subscriber(a.publish, from_epoch=from_epoch, **sec)
+    producer = Producer(a.ingest, d, batch_rows=512, status_endpoint=a.status, **sec)
+    sub = Subscriber(a.publish, from_epoch=start["epoch"], **sec)
     if not producer.wait_ready(5000):
         sys.exit(f"train_loop.py: no handshake with the collector on {a.ingest}")
-    # A collector that has published before sends its latest snapshot on subscribing: take it (or skip it, by
-    # --from-epoch) before our own rows can close an epoch, so that "the first basis" means the same every run.
-    end = time.monotonic() + 2
-    while start["last_snapshot_seq"] and not sub.last_seq and time.monotonic() < end:
-        sub.update()
-        time.sleep(0.01)
-    # Warm-up: stream gradients at the initial model until the first private basis exists
-    # (a collector that already has one sends it on subscribing).
-    sent, end = 0, time.monotonic() + 120
-    while sub.latest is None and time.monotonic() < end:
-        producer.send(clipped_grads(W))
-        sent += a.batch
-        sub.update()
-        time.sleep(0.01)
-    if sub.latest is None:
-        sys.exit("train_loop.py: no released snapshot within 120 s (is the collector closing epochs?)")
-    loss, acc = loss_acc(W)
-    print(f"warm-up: {sent} rows sent before the first basis (epoch {sub.latest.epoch})")
-    if sub.latest.epoch < start["epoch"]:
-        print(f"WARNING: the first basis (epoch {sub.latest.epoch}) predates this run, which started during "
-              f"epoch {start['epoch']}: it was learned from rows sent before, by another job or an earlier run",
-              file=sys.stderr, flush=True)
-    elif sub.latest.epoch == start["epoch"] and start["rows_in_epoch"]:
-        print(f"note: the first basis (epoch {sub.latest.epoch}) also used the {start['rows_in_epoch']} rows that "
-              f"were in that epoch before this run started")
+    acct = dp.Accountant()
+    basis = CollectorBasis(producer, sub, a.status, sec, X, Y, st["epoch_rows"], a.basis_every, a.basis_rho,
+                           a.clip, start["epoch"])
+    loss_fn = torch.nn.functional.cross_entropy
+    opt = dpt.DPOptimizer(model, torch.optim.SGD(model.parameters(), lr=a.lr), loss_fn, noise_multiplier=sigma,
+                          max_grad_norm=a.clip, sample_rate=q, dataset_size=n, mode="gep", basis=basis,
+                          accountant=acct, seed=a.seed)
+
+    def test():
+        with torch.no_grad():
+            out = model(Xt)
+            return float(loss_fn(out, Yt)), float((out.argmax(1) == Yt).float().mean())
+
+    loss, acc = test()
     print(f"step    0  test loss {loss:.4f}  accuracy {acc:.3f}")
-    for step in range(1, a.steps + 1):
-        G = clipped_grads(W)
-        producer.send(G)                                        # rows to the collector
-        g = to_np(G.mean(0) + noise(d, a.sigma * a.clip / a.batch))  # the noisy clipped gradient
-        sub.update()                                            # take new snapshots, never blocks
-        g_low = sub.project(g).astype(np.float32)               # V^T V g: post-processing
-        kept = np.linalg.norm(g_low) / max(np.linalg.norm(g), 1e-12)
-        W = W - a.lr * T(g_low).reshape(C, p1)
+    for step, idx in enumerate(dpt.poisson_batches(n, q, a.steps, opt.noise), start=1):
+        ix = torch.as_tensor(idx)
+        opt.zero_grad()
+        opt.backward(X[ix], Y[ix])
+        opt.step()
+        if step == 1:
+            print(f"warm-up: {st['epoch_rows']} rows sent before the first basis (epoch {sub.latest.epoch})")
         if step % 10 == 0 or step == a.steps:
-            loss, acc = loss_acc(W)
-            print(f"step {step:4d}  test loss {loss:.4f}  accuracy {acc:.3f}  basis: epoch {sub.latest.epoch}"
-                  f" (keeps {100 * kept:.0f}% of the noisy gradient's norm)", flush=True)
+            loss, acc = test()
+            used = "none yet (plain DP-SGD steps)" if basis.V is None else f"epoch {sub.latest.epoch}"
+            print(f"step {step:4d}  test loss {loss:.4f}  accuracy {acc:.3f}  basis: {used}  "
+                  f"eps so far {acct.get_epsilon(a.delta):.3f}", flush=True)
     try:
         producer.close()  # flush and drain: the collector confirms every batch
     except UnconfirmedBatchesError as e:
         sys.exit(f"train_loop.py: {e}")
-    s = sub.latest
-    if s is not None:
-        print(f"last basis used: epoch {s.epoch}, which cost rho {s.rho_epoch:g} by itself ({s.describe()})")
     sub.close()
+    eps, order = acct.get_privacy_spent(a.delta)
+    print(f"privacy, this run: (eps {eps:.4g}, delta {a.delta:g}) for the whole run: {a.steps} steps "
+          f"(q {q:.4g}, sigma {sigma:.4g}) and {basis.releases} basis releases at rho {a.basis_rho:g} each "
+          f"({basis.cut} samples cut to one epoch); Renyi order {order}")
     end = query_status(a.status, 3000, **sec)
-    eps = lambda st: f"eps {st['eps_spent']:.3g} at delta {st['delta_target']:g}"  # noqa: E731
-    print(f"privacy, the collector's ledger total: rho {end['rho_spent']:g} ({eps(end)}) after "
-          f"{end['epoch']} epochs")
+    eps_c = lambda st: f"eps {st['eps_spent']:.3g} at delta {st['delta_target']:g}"  # noqa: E731
+    print(f"privacy, the collector's ledger total: rho {end['rho_spent']:g} ({eps_c(end)}) after "
+          f"{end['epoch']} epochs (replace-one, every job's releases)")
     closed = (f"epochs {start['epoch']} to {end['epoch'] - 1} closed while it ran" if end["epoch"] > start["epoch"]
               else "no epoch closed while it ran")
     print(f"privacy, this run's share: rho {end['rho_spent'] - start['rho_spent']:g} ({closed}; "
-          f"{producer.rows_sent} rows sent by it; rows of other producers in those epochs are included)")
-    if end["rows_in_epoch"]:
-        print(f"  not yet charged: {end['rows_in_epoch']} rows in the open epoch {end['epoch']}, charged when "
-              f"it closes")
+          f"{producer.rows_sent} rows sent by it)")
 
 
 if __name__ == "__main__":

@@ -260,17 +260,20 @@ def test_param_groups():
 
 
 def test_train_loop_example():
-    """python/examples/train_loop.py reports the collector's total and its own share, and a second job does
-    not start from the first job's basis."""
-    c = Collector("train", d=200, k=4, t=60, m=8, extra=["--cap-rho", "1000"]).start()
+    """python/examples/train_loop.py (DP-SGD with GEP on the collector's bases) states (eps, delta) for its
+    whole run within its target, prints the collector's total and its own share (its releases, rho 0.05
+    each), its first basis is of an epoch after its start, and it refuses a collector whose rho_epoch is not
+    the one its guarantee was computed with."""
+    c = Collector("train", d=200, k=4, t=60, m=8, extra=["--cap-rho", "1000", "--aggregator", "gaussian",
+                                                        "--rho-epoch", "0.05"]).start()
     example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "examples",
                            "train_loop.py")
     env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
 
     def run(*extra):
-        p = subprocess.run([sys.executable, example, "--plaintext", "--synthetic", "--steps", "20", "--ingest",
-                            c.ingest, "--publish", c.publish, "--status", c.status] + list(extra),
-                           capture_output=True, text=True, env=env, timeout=300)
+        p = subprocess.run([sys.executable, example, "--plaintext", "--synthetic", "--steps", "20", "--basis-every",
+                            "10", "--eps", "8", "--ingest", c.ingest, "--publish", c.publish, "--status",
+                            c.status] + list(extra), capture_output=True, text=True, env=env, timeout=300)
         out = p.stdout
 
         def num(pattern):
@@ -278,12 +281,13 @@ def test_train_loop_example():
             return float(m.group(1)) if m else None
         return dict(rc=p.returncode, out=out, err=p.stderr, start_epoch=num(r"at the start: epoch (\d+) open"),
                     first=num(r"before the first basis \(epoch (\d+)\)"),
+                    eps=num(r"privacy, this run: \(eps ([0-9.e+-]+), delta"),
                     total=num(r"the collector's ledger total: rho ([0-9.e+-]+)"),
                     share=num(r"this run's share: rho ([0-9.e+-]+)"))
 
     spent = []
     for job in range(2):
-        r = run()
+        r = run("--basis-rho", "0.05")
         check(r["rc"] == 0, f"job {job}: exit 0 ({r['err'].strip()[-300:]})")
         ledger_total, _ = ledger_invariants(c, f"train job {job}")
         st = c.query()
@@ -291,18 +295,18 @@ def test_train_loop_example():
               abs(st["rho_spent"] - ledger_total) < 1e-9,
               f"job {job}: prints the collector's total, rho {r['total']} = ledger {ledger_total}")
         want_share = ledger_total - (spent[-1] if spent else 0.0)
-        check(r["share"] is not None and abs(r["share"] - want_share) < 1e-9,
-              f"job {job}: prints its own share, rho {r['share']} (want {want_share})")
+        check(r["share"] is not None and abs(r["share"] - want_share) < 1e-9 and abs(want_share - 0.1) < 1e-9,
+              f"job {job}: prints its own share, rho {r['share']} (want {want_share}: 2 releases of 0.05)")
+        # sigma is calibrated to 0.1% so that the steps and releases meet eps 8
+        check(r["eps"] is not None and 7.9 < r["eps"] <= 8.0, f"job {job}: states eps {r['eps']} for its run (8)")
         check(r["first"] is not None and r["start_epoch"] is not None and r["first"] >= r["start_epoch"],
               f"job {job}: first basis of epoch {r['first']}, not before its start (epoch {r['start_epoch']})")
-        check("WARNING" not in r["err"], f"job {job}: no warning about an old basis")
         spent.append(ledger_total)
-        note(f"train job {job}: collector total rho {r['total']}, its share rho {r['share']}, "
-             f"first basis epoch {r['first']} (started at epoch {r['start_epoch']})")
-    # asking for any basis, a third job gets the second's last one first: it is told so
-    r = run("--from-epoch", "0")
-    check(r["rc"] == 0 and "predates this run" in r["err"], f"--from-epoch 0: warned that the first basis "
-          f"(epoch {r['first']}) predates the run (epoch {r['start_epoch']}): {r['err'].strip()[-200:]}")
+        note(f"train job {job}: eps {r['eps']} stated, collector total rho {r['total']}, its share rho "
+             f"{r['share']}, first basis epoch {r['first']} (started at epoch {r['start_epoch']})")
+    r = run("--basis-rho", "0.1")
+    check(r["rc"] != 0 and "rho_epoch 0.05" in r["err"], f"a collector at another rho_epoch is refused: "
+          f"{r['err'].strip()[-200:]}")
     c.stop()
 
 
