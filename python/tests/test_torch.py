@@ -100,6 +100,11 @@ def test_gep_noise_scales_follow_the_share():
     # in span(V): sigma C_e / sqrt(a) (800 draws: relative sd 2.5%: 10%)
     sd_e = torch.cat(emb).std().item()
     assert abs(sd_e / (2.0 * 1.0 / math.sqrt(0.2)) - 1) < 0.10
+    # the default share: a / (1 - a) = sqrt(f / (1 - f)) C_e / C_r = 1 * 4 at f = 1/2: a = 0.8
+    model, opt, _ = _opt("gep", dpt.FixedBasis(V), sigma=2.0, C=1.0, embedding_clip=1.0, residual_clip=0.25)
+    opt.backward(x[:0], y[:0])
+    assert opt.last["noise_sd"] == pytest.approx(2.0 * 0.25 / math.sqrt(0.2))
+    assert opt.last["embedding_noise_sd"] == pytest.approx(2.0 * 1.0 / math.sqrt(0.8))
 
 
 def test_every_step_and_release_is_charged():
