@@ -29,7 +29,8 @@ import numpy as np
 from . import native
 
 STREAMING = ("gaussian", "power", "reference", "projection", "histogram", "covariance")
-CENTRAL = ("analyze-gauss", "topk")
+CENTRAL = ("analyze-gauss", "iterative", "cov-laplace", "cov-gaussian", "exact", "topk")
+EPS_METHODS = ("iterative", "cov-laplace", "cov-gaussian", "exact")  # budgets in (eps, delta), not rho
 MECHANISMS = STREAMING + CENTRAL
 BATCH = 256           # rows per push, dps-estimate's --batch default (seeded runs match it bit for bit)
 _ONE_EPOCH_ROWS = 1 << 38  # dps-estimate's t*m for "every row in one epoch"
@@ -72,12 +73,19 @@ class SubspaceEstimator:
     """A private top-k subspace of the rows it is given, in process.
 
     n_components: k (with groups: each group's rank unless group_components).
-    rho: zCDP rho of each release (replace-one; see rho_add_remove()).
+    rho: zCDP rho of each release (replace-one; see rho_add_remove());
+      default 1.  Not for the eps methods.
     mechanism: one of MECHANISMS -- "gaussian" (DESIGN 7.1, d <= 16384 dense),
       "power" (noisy power iteration, 7.3, any d), the bucket aggregators
       "reference", "projection", "histogram" (sample-and-aggregate, 3.3),
-      "covariance" (Amin et al.), "analyze-gauss" (central, charged
-      (rho, delta)) and "topk" (NOT private: the exact top-k, a reference).
+      "covariance" (Amin et al., as an epoch aggregator), and the central
+      methods on all rows at once: "analyze-gauss" (charged (rho, delta)),
+      "iterative" (Amin et al.'s iterative eigenvector sampling, pure
+      eps-DP), "cov-laplace" (eps-DP), "cov-gaussian" ((eps, delta)-DP),
+      "exact" (Singhal-Steinke, for data exactly in a subspace) and "topk"
+      (NOT private: the exact top-k, a reference).  As dps-estimate --method.
+    eps: the budget of the eps methods (iterative, cov-laplace, cov-gaussian,
+      exact), charged as eps^2/2-zCDP (with delta for the last two).
     delta: the (eps, delta) mechanisms' delta per release.
     groups: widths of public parameter groups adding up to d (DESIGN 7.2;
       gaussian and power): one basis per group for the cost of one release.
@@ -91,7 +99,8 @@ class SubspaceEstimator:
     workers: threads for the bucket bases and BLAS (default: all CPUs).
     """
 
-    def __init__(self, n_components: int, rho: float = 1.0, mechanism: str = "gaussian", *, delta: float = 1e-8,
+    def __init__(self, n_components: int, rho: Optional[float] = None, mechanism: str = "gaussian", *,
+                 eps: Optional[float] = None, delta: float = 1e-8,
                  groups: Optional[Sequence[int]] = None, group_components: Optional[Sequence[int]] = None,
                  t: Optional[int] = None, m: Optional[int] = None, q: Optional[int] = None,
                  power_blocks: Optional[int] = None, power_oversample: Optional[int] = None,
@@ -102,8 +111,18 @@ class SubspaceEstimator:
             raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}; got {mechanism!r}")
         if not (isinstance(n_components, (int, np.integer)) and n_components >= 1):
             raise ValueError(f"n_components must be a whole number >= 1, got {n_components!r}")
-        if not (rho > 0 and math.isfinite(rho)):
-            raise ValueError(f"rho must be positive and finite, got {rho!r}")
+        if mechanism in EPS_METHODS:
+            if rho is not None:
+                raise ValueError(f"{mechanism} is (eps, delta)-DP: give eps, not rho")
+            if eps is None or not (eps > 0 and math.isfinite(eps)):
+                raise ValueError(f"{mechanism} needs eps > 0 (its privacy budget), got {eps!r}")
+            rho = 0.0
+        else:
+            if eps is not None:
+                raise ValueError(f"{mechanism} takes rho, not eps")
+            rho = 1.0 if rho is None else rho
+            if not (rho > 0 and math.isfinite(rho)):
+                raise ValueError(f"rho must be positive and finite, got {rho!r}")
         if (t is None) != (m is None):
             raise ValueError("give both t and m (epochs of t*m rows), or neither (one release per fit)")
         if t is not None and mechanism in CENTRAL:
@@ -113,7 +132,7 @@ class SubspaceEstimator:
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         self.n_components = int(n_components)
-        self.rho, self.delta, self.mechanism = float(rho), float(delta), mechanism
+        self.rho, self.eps, self.delta, self.mechanism = float(rho), eps, float(delta), mechanism
         self.groups = list(groups) if groups is not None else None
         self.group_components = list(group_components) if group_components is not None else None
         self.t, self.m, self.q = t, m, q
@@ -294,16 +313,36 @@ class SubspaceEstimator:
     def _central(self, A: np.ndarray) -> Release:
         L, (n, d), k = native.lib(), A.shape, self.n_components
         V = np.zeros((k, d), dtype=np.float32)
+        if self.workers is None:  # the central SVDs use OpenBLAS threads, as dps-estimate's (same rounding)
+            c = native.Config()
+            L.dps_config_init(ctypes.byref(c), d, k)
+            L.dps_blas_set_threads(c.workers)
+        else:
+            L.dps_blas_set_threads(int(self.workers))
         if self.mechanism == "topk":
             X = np.where(np.isfinite(A).all(axis=1, keepdims=True), A, 0).astype(np.float32)
             native.check(L.dps_topk_basis(X.ctypes.data_as(native.c_float_p), n, d, k,
                                           V.ctypes.data_as(native.c_float_p), None), "the top-k SVD")
             return Release(len(self.releases_), "released", f"NOT PRIVATE: the exact top-{k} subspace of the rows",
                            n, 0.0, 0.0, math.nan, False, V, rho_add_remove=0.0)
-        cost = native.Zcdp(self.rho, self.delta)
+        costs = {"analyze-gauss": lambda: native.Zcdp(self.rho, self.delta),
+                 "iterative": lambda: L.dps_zcdp_from_pure(self.eps),
+                 "cov-laplace": lambda: L.dps_zcdp_from_pure(self.eps),
+                 "cov-gaussian": lambda: L.dps_zcdp_from_dp(self.eps, self.delta)}
+        if self.mechanism == "exact":
+            plan = native.ExactStats()
+            native.check(L.dps_exact_plan(k, self.eps, self.delta, 0, ctypes.byref(plan)), "exact")
+            cost = plan.cost  # (eps, delta + the candidates' sampling delta): public before it runs
+        else:
+            cost = costs[self.mechanism]()
         if self._would_pass_cap(cost):
-            return Release(len(self.releases_), "refused", "running Analyze Gauss would pass the privacy budget "
-                           "cap: nothing was spent", n, 0.0, 0.0, math.nan, False, None)
+            return Release(len(self.releases_), "refused", f"running {self.mechanism} would pass the privacy "
+                           "budget cap: nothing was spent", n, 0.0, 0.0, math.nan, False, None)
+        C = None
+        if self.mechanism in ("iterative", "cov-laplace", "cov-gaussian"):  # C before any charge (not private)
+            C = np.zeros((d, d), dtype=np.float64)
+            native.check(L.dps_cov_accumulate(A.ctypes.data_as(native.c_float_p), n, d,
+                                              C.ctypes.data_as(native.c_dbl_p), None), self.mechanism)
         rng = ctypes.c_void_p()
         if self.seed is None:
             native.check(L.dps_rng_new_secure(ctypes.byref(rng)), "the secure generator")
@@ -312,16 +351,35 @@ class SubspaceEstimator:
                                                 self._central_draws), "the seeded generator")
         self._central_draws += 1
         self._spent = native.Zcdp(self._spent.rho + cost.rho, self._spent.delta + cost.delta)  # before any noise
+        Vp = V.ctypes.data_as(native.c_float_p)
+        released = ctypes.c_int(1)
         try:
-            released = ctypes.c_int()
-            native.check(L.dps_analyze_gauss(A.ctypes.data_as(native.c_float_p), n, d, k, self.rho / 2, self.delta,
-                                             rng, V.ctypes.data_as(native.c_float_p), ctypes.byref(released)),
-                         "Analyze Gauss")
+            if self.mechanism == "analyze-gauss":  # it spends (2 rho', delta) for the rho' it is given
+                rc = L.dps_analyze_gauss(A.ctypes.data_as(native.c_float_p), n, d, k, self.rho / 2, self.delta,
+                                         rng, Vp, ctypes.byref(released))
+            elif self.mechanism == "exact":
+                rc = L.dps_exact_subspace(A.ctypes.data_as(native.c_float_p), n, d, k, self.eps, self.delta, 0,
+                                          rng, Vp, ctypes.byref(released), None)
+            elif self.mechanism == "iterative":
+                p = native.IterativeParams(k, self.eps, 0.0, 0)  # subspace only, uniform split (dps-estimate's)
+                rc = L.dps_cov_iterative(C.ctypes.data_as(native.c_dbl_p), n, d, ctypes.byref(p), rng, Vp, None,
+                                         None, None)
+            else:
+                Ch = np.zeros_like(C)
+                Cp, Chp = C.ctypes.data_as(native.c_dbl_p), Ch.ctypes.data_as(native.c_dbl_p)
+                rc = (L.dps_cov_laplace(Cp, n, d, self.eps, rng, Chp) if self.mechanism == "cov-laplace"
+                      else L.dps_cov_gaussian(Cp, n, d, self.eps, self.delta, rng, Chp))
+                if rc == native.DPS_OK:
+                    rc = L.dps_cov_topk(Chp, d, k, Vp, None)
         finally:
             L.dps_rng_destroy(ctypes.byref(rng))
+        if rc != native.DPS_OK:  # after the charge: a FAILED release, as dps-estimate's
+            return Release(len(self.releases_), "failed", f"{self.mechanism}: {L.dps_strerror(rc).decode()} "
+                           "(budget spent)", n, cost.rho, cost.delta, math.nan, False, None)
         ok = bool(released.value)
-        return Release(len(self.releases_), "released" if ok else "failed",
-                       "" if ok else "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent",
+        why = {"analyze-gauss": "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent",
+               "exact": "no subspace held a stable majority of the rows (FAIL): budget spent"}
+        return Release(len(self.releases_), "released" if ok else "failed", "" if ok else why[self.mechanism],
                        n, cost.rho, cost.delta, math.nan, False, V if ok else None)
 
     def _would_pass_cap(self, cost: native.Zcdp) -> bool:

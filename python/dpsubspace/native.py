@@ -73,6 +73,17 @@ class Stats(ctypes.Structure):
                 ("epochs_closed", c_u64), ("epochs_internal_error", c_u64)]
 
 
+class IterativeParams(ctypes.Structure):
+    """dps_iterative_params: Amin et al.'s iterative eigenvector sampling."""
+    _fields_ = [("k", c_size), ("eps", c_dbl), ("eps_values", c_dbl), ("split", c_int)]
+
+
+class ExactStats(ctypes.Structure):
+    """dps_exact_stats: the exact-case estimator's public bookkeeping (and private counters)."""
+    _fields_ = [("candidates", c_size), ("bound", c_dbl), ("delta_sampling", c_dbl), ("delta_total", c_dbl),
+                ("cost", Zcdp), ("primes", c_size), ("score", c_dbl), ("members", c_size), ("scored", c_size)]
+
+
 # name: (result type, argument types)
 _SIGNATURES = {
     "dps_version": (ctypes.c_char_p, []),
@@ -105,6 +116,17 @@ _SIGNATURES = {
     "dps_analyze_gauss": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, ctypes.c_void_p, c_float_p,
                                   ctypes.POINTER(c_int)]),
     "dps_zcdp_eps_total": (c_dbl, [Zcdp, c_dbl]),
+    "dps_zcdp_from_dp": (Zcdp, [c_dbl, c_dbl]),
+    "dps_zcdp_from_pure": (Zcdp, [c_dbl]),
+    "dps_cov_accumulate": (c_int, [c_float_p, c_size, c_size, c_dbl_p, ctypes.POINTER(c_u64)]),
+    "dps_cov_iterative": (c_int, [c_dbl_p, c_size, c_size, ctypes.POINTER(IterativeParams), ctypes.c_void_p,
+                                  c_float_p, c_dbl_p, c_dbl_p, ctypes.c_void_p]),
+    "dps_cov_laplace": (c_int, [c_dbl_p, c_size, c_size, c_dbl, ctypes.c_void_p, c_dbl_p]),
+    "dps_cov_gaussian": (c_int, [c_dbl_p, c_size, c_size, c_dbl, c_dbl, ctypes.c_void_p, c_dbl_p]),
+    "dps_cov_topk": (c_int, [c_dbl_p, c_size, c_size, c_float_p, c_dbl_p]),
+    "dps_exact_plan": (c_int, [c_size, c_dbl, c_dbl, c_size, ctypes.POINTER(ExactStats)]),
+    "dps_exact_subspace": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, c_size, ctypes.c_void_p,
+                                   c_float_p, ctypes.POINTER(c_int), ctypes.POINTER(ExactStats)]),
 }
 
 _lib: Optional[ctypes.CDLL] = None

@@ -38,6 +38,9 @@ CASES = [
     ("analyze-gauss", {}, ["--method", "analyze-gauss"]),
     ("topk", {}, ["--method", "topk"]),
     ("reference", {}, ["--method", "estimator", "--aggregator", "reference", "--close-partial"]),
+    ("iterative", {"eps": 2.0}, ["--method", "iterative", "--eps", "2"]),
+    ("cov-laplace", {"eps": 2.0}, ["--method", "cov-laplace", "--eps", "2"]),
+    ("cov-gaussian", {"eps": 2.0, "delta": 1e-6}, ["--method", "cov-gaussian", "--eps", "2", "--delta", "1e-6"]),
     ("projection", {"t": 60, "m": 25}, ["--method", "estimator", "--aggregator", "projection", "--t", "60", "--m",
                                         "25"]),  # two whole epochs
 ]
@@ -52,12 +55,33 @@ def test_seeded_release_equals_dps_estimate_bit_for_bit(planted, tmp_path, mecha
     X, _ = planted
     np.save(tmp_path / "X.npy", X)
     k = sum(kwargs["group_components"]) if "group_components" in kwargs else K
-    est = dp.SubspaceEstimator(K, rho=1.0, mechanism=mechanism, seed=7, **kwargs).fit(X)
-    subprocess.run([exe, str(tmp_path / "X.npy"), "--k", str(K), "--rho", "1", "--seed", "7", "--quiet", "--json",
-                    str(tmp_path / "o.json"), "--out", str(tmp_path / "V.npy")] + flags, check=True)
+    rho = [] if "eps" in kwargs else ["--rho", "1"]
+    kwargs = dict(kwargs) if "eps" in kwargs else dict(kwargs, rho=1.0)
+    subprocess.run([exe, str(tmp_path / "X.npy"), "--k", str(K), "--seed", "7", "--quiet", "--json",
+                    str(tmp_path / "o.json"), "--out", str(tmp_path / "V.npy")] + rho + flags, check=True)
+    est = dp.SubspaceEstimator(K, mechanism=mechanism, seed=7, **kwargs).fit(X)
     V = np.load(tmp_path / "V.npy")
     assert V.shape == (k, D)
     assert np.array_equal(est.components_, V)
+
+
+def test_exact_case_equals_dps_estimate(tmp_path):
+    """Singhal-Steinke's estimator on rows exactly in a 2-dim subspace (integer
+    combinations of two integer vectors: exact in float), 150 of 200 rows."""
+    exe = os.environ.get("DPS_ESTIMATE")
+    if not exe:
+        pytest.skip("DPS_ESTIMATE not set")
+    rng = np.random.default_rng(3)
+    B = rng.integers(-3, 4, (2, 12))
+    X = np.vstack([rng.integers(-5, 6, (150, 2)) @ B, rng.integers(-9, 10, (50, 12))]).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    subprocess.run([exe, str(tmp_path / "X.npy"), "--method", "exact", "--k", "2", "--eps", "1", "--delta", "1e-6",
+                    "--seed", "7", "--quiet", "--json", str(tmp_path / "o.json"), "--out", str(tmp_path / "V.npy")],
+                   check=True)
+    est = dp.SubspaceEstimator(2, mechanism="exact", eps=1.0, delta=1e-6, seed=7).fit(X)
+    assert np.array_equal(est.components_, np.load(tmp_path / "V.npy"))
+    rho, delta = est.spent_
+    assert rho == pytest.approx(0.5) and 1e-6 <= delta <= 1.01e-6  # eps^2/2, delta + the sampling's delta / 100
 
 
 def test_gaussian_finds_the_planted_subspace(planted):
@@ -134,6 +158,12 @@ def test_bad_input_is_refused_clearly(planted):
         dp.SubspaceEstimator(K, mechanism="nope")
     with pytest.raises(ValueError, match="rho must be positive"):
         dp.SubspaceEstimator(K, rho=-1)
+    with pytest.raises(ValueError, match="needs eps"):
+        dp.SubspaceEstimator(K, mechanism="iterative")
+    with pytest.raises(ValueError, match="give eps, not rho"):
+        dp.SubspaceEstimator(K, mechanism="cov-laplace", eps=1, rho=1)
+    with pytest.raises(ValueError, match="takes rho, not eps"):
+        dp.SubspaceEstimator(K, mechanism="gaussian", eps=1)
     with pytest.raises(ValueError, match="n_components"):
         dp.SubspaceEstimator(0)
     with pytest.raises(ValueError, match="both t and m"):

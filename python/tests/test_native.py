@@ -20,7 +20,8 @@ def _probe():
                 for line in out.splitlines())
 
 
-@pytest.mark.parametrize("name", ["Zcdp", "Budget", "Config", "SnapshotInfo", "Stats"])
+@pytest.mark.parametrize("name", ["Zcdp", "Budget", "Config", "SnapshotInfo", "Stats", "IterativeParams",
+                                  "ExactStats"])
 def test_struct_layout_matches_the_compiler(name):
     layout = _probe()
     cls = getattr(native, name)

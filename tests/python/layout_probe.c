@@ -48,5 +48,14 @@ int main(void)
     F("Stats", dps_stats, buckets_completed); F("Stats", dps_stats, rows_in_epoch);
     F("Stats", dps_stats, buckets_done_epoch); F("Stats", dps_stats, epochs_closed);
     F("Stats", dps_stats, epochs_internal_error);
+    Z("IterativeParams", dps_iterative_params);
+    F("IterativeParams", dps_iterative_params, k); F("IterativeParams", dps_iterative_params, eps);
+    F("IterativeParams", dps_iterative_params, eps_values); F("IterativeParams", dps_iterative_params, split);
+    Z("ExactStats", dps_exact_stats);
+    F("ExactStats", dps_exact_stats, candidates); F("ExactStats", dps_exact_stats, bound);
+    F("ExactStats", dps_exact_stats, delta_sampling); F("ExactStats", dps_exact_stats, delta_total);
+    F("ExactStats", dps_exact_stats, cost); F("ExactStats", dps_exact_stats, primes);
+    F("ExactStats", dps_exact_stats, score); F("ExactStats", dps_exact_stats, members);
+    F("ExactStats", dps_exact_stats, scored);
     return 0;
 }
