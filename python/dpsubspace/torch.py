@@ -12,6 +12,8 @@ per-example gradients are functorch's vmap(grad)).
                            poisson_batches(); get_epsilon(delta)
     PrivateBasis        -- a basis from the library's estimator on a fresh
                            Poisson sample's clipped gradients (costs rho)
+    CollectorBasis      -- a basis from a dps-collector this run feeds
+                           (its own samples, one epoch each; costs rho_epoch)
     NoisyGradientBasis  -- a basis from the already released noisy gradients
                            (post-processing: free)
     FixedBasis          -- a given basis (random: a lower bound; a non-private
@@ -42,6 +44,7 @@ is under it, and dpsubspace.Accountant sums them at each Renyi order):
     without looking at these examples), and nothing else reads them.
 """
 import math
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -193,6 +196,69 @@ class PrivateBasis:
         self.releases += 1
         if rel.basis is not None:
             self.V = torch.from_numpy(rel.basis.copy())
+        return self.V
+
+
+class CollectorBasis:
+    """A basis from a dps-collector (--aggregator gaussian) that this run
+    alone feeds: at step 0 and every `every` steps, the clipped gradients of
+    the run's own Poisson sample (rate 0.9 epoch_rows / n) go to it through
+    `producer`, padded with zero rows to exactly one epoch (epoch_rows = t m;
+    a larger sample is cut), and the basis is that epoch's snapshot, taken
+    from `subscriber`.  Each release is charged rho_epoch, the collector's
+    own replace-one statement: adding an example puts one more row in a
+    sample, which displaces a zero row (or, if the sample was cut, a row), so
+    the epoch changes by one replaced row (rho_epoch / 2 if no sample is
+    cut; the bound charged covers both).  Checked on every snapshot: it is
+    the epoch of our sample, with our row count, from the gaussian
+    aggregator at rho_epoch = basis_rho; RuntimeError otherwise (another
+    producer is feeding the collector, or it runs another mechanism: the
+    guarantee would not hold).  TimeoutError if no snapshot comes in
+    `timeout` seconds."""
+
+    def __init__(self, producer: Any, subscriber: Any, data_x: torch.Tensor, data_y: torch.Tensor,
+                 epoch_rows: int, every: int, basis_rho: float, first_epoch: int = 0, timeout: float = 120.0) -> None:
+        if every < 1 or epoch_rows < 1 or not basis_rho > 0:
+            raise ValueError("every and epoch_rows must be >= 1, basis_rho > 0")
+        self.producer, self.sub, self.X, self.Y = producer, subscriber, data_x, data_y
+        self.rows, self.every, self.rho, self.timeout = epoch_rows, every, basis_rho, timeout
+        self.rate = min(1.0, 0.9 * epoch_rows / len(data_x))
+        self.V: Optional[torch.Tensor] = None
+        self.releases, self.cut, self.next_epoch = 0, 0, first_epoch
+
+    def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
+        if step % self.every:
+            return self.V
+        idx = opt.noise.poisson_sample(len(self.X), self.rate)
+        if len(idx) > self.rows:
+            idx, self.cut = idx[:self.rows], self.cut + 1
+        rows = torch.zeros(self.rows, opt.grads.d)
+        if len(idx):
+            ix = torch.as_tensor(idx)
+            rows[:len(idx)] = clip_rows(opt.grads(self.X[ix], self.Y[ix]), opt.max_grad_norm)
+        self.producer.send(rows.numpy())
+        self.producer.flush()  # the whole epoch now
+        want, end = self.next_epoch, time.monotonic() + self.timeout
+        while True:
+            self.sub.update()
+            s = self.sub.latest
+            if s is not None and s.epoch >= want:
+                break
+            if time.monotonic() > end:
+                raise TimeoutError(f"no snapshot of epoch {want} within {self.timeout:g} s "
+                                   "(is the collector closing epochs?)")
+            time.sleep(0.01)
+        if s.epoch != want or s.rows_used != self.rows:
+            raise RuntimeError(f"the snapshot of epoch {s.epoch} ({s.rows_used} rows) is not the epoch of our "
+                               f"sample (epoch {want}, {self.rows} rows): another producer is feeding the collector")
+        if s.aggregator != "gaussian" or abs(s.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
+            raise RuntimeError(f"the collector runs {s.aggregator} at rho_epoch {s.rho_epoch:g}; the guarantee "
+                               f"is stated for --aggregator gaussian at rho_epoch {self.rho:g}")
+        opt.accountant.add_zcdp(s.rho_epoch)  # charged whatever the outcome: the epoch was released
+        self.releases += 1
+        self.next_epoch = s.epoch + 1
+        if s.status == "released" and s.basis is not None:
+            self.V = torch.from_numpy(np.ascontiguousarray(s.basis, dtype=np.float32))
         return self.V
 
 

@@ -8,8 +8,8 @@ with --synthetic 4 tight synthetic classes (49 -> 4, d = 200).
 
 Each step draws a Poisson batch (rate batch/n), and DPOptimizer makes the
 private gradient: GEP, the per-example gradient's embedding on the latest
-basis and its residual clipped and noised apart, added back.  The basis:
-at step 0 and every --basis-every steps the loop draws its OWN Poisson sample
+basis and its residual clipped and noised apart, added back.  The basis
+(dpsubspace.torch.CollectorBasis): at step 0 and every --basis-every steps the loop draws its OWN Poisson sample
 of the examples (rate 0.9 t m / n), sends their clipped gradients to the
 collector padded with zero rows to exactly one epoch (t m rows; a sample
 larger than that is cut), and waits for that epoch's snapshot.
@@ -45,7 +45,6 @@ import gzip
 import math
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -78,57 +77,6 @@ def load_data(synthetic, rng, noise_sd=0.05):
         src = "synthetic data"
     T = torch.from_numpy
     return T(np.ascontiguousarray(X)), T(y), T(np.ascontiguousarray(Xt)), T(yt), C, src
-
-
-class CollectorBasis:
-    """The basis source of DPOptimizer: one collector epoch per release, made
-    of this run's own Poisson sample padded with zero rows (see the module's
-    text for the guarantee); charges rho_epoch per release."""
-
-    def __init__(self, producer, sub, status, sec, X, Y, epoch_rows, every, basis_rho, clip, first_epoch):
-        self.producer, self.sub, self.status, self.sec = producer, sub, status, sec
-        self.X, self.Y, self.rows, self.every, self.rho, self.clip = X, Y, epoch_rows, every, basis_rho, clip
-        self.rate = min(1.0, 0.9 * epoch_rows / len(X))
-        self.V = None
-        self.releases, self.cut, self.next_epoch = 0, 0, first_epoch
-        self.first_basis_epoch = None
-
-    def update(self, opt, step):
-        if step % self.every:
-            return self.V
-        idx = opt.noise.poisson_sample(len(self.X), self.rate)
-        if len(idx) > self.rows:
-            idx, self.cut = idx[:self.rows], self.cut + 1
-        ix = torch.as_tensor(idx)
-        G = dpt.clip_rows(opt.grads(self.X[ix], self.Y[ix]), self.clip) if len(idx) else torch.zeros(0, opt.grads.d)
-        rows = torch.zeros(self.rows, opt.grads.d)
-        rows[:len(G)] = G
-        self.producer.send(rows.numpy())
-        self.producer.flush()  # the whole epoch now, not batch_rows at a time
-        want, end = self.next_epoch, time.monotonic() + 120
-        while time.monotonic() < end:
-            self.sub.update()
-            s = self.sub.latest
-            if s is not None and s.epoch >= want:
-                break
-            time.sleep(0.01)
-        else:
-            sys.exit(f"train_loop.py: no snapshot of epoch {want} within 120 s (is the collector closing epochs?)")
-        s = self.sub.latest
-        if s.epoch != want or s.rows_used != self.rows:
-            sys.exit(f"train_loop.py: the snapshot of epoch {s.epoch} (rows {s.rows_used}) is not the epoch of our "
-                     f"sample (epoch {want}, {self.rows} rows): another producer is sending to this collector")
-        if s.aggregator != "gaussian" or abs(s.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
-            sys.exit(f"train_loop.py: the collector runs {s.aggregator} at rho_epoch {s.rho_epoch:g}; this run's "
-                     f"guarantee is stated for --aggregator gaussian at --basis-rho {self.rho:g}")
-        opt.accountant.add_zcdp(s.rho_epoch)  # charged whatever the outcome: the epoch was released
-        self.releases += 1
-        self.next_epoch = s.epoch + 1
-        if s.status == "released":
-            self.V = torch.from_numpy(np.ascontiguousarray(s.basis, dtype=np.float32))
-            if self.first_basis_epoch is None:
-                self.first_basis_epoch = s.epoch
-        return self.V
 
 
 def main():
@@ -195,8 +143,8 @@ def main():
     if not producer.wait_ready(5000):
         sys.exit(f"train_loop.py: no handshake with the collector on {a.ingest}")
     acct = dp.Accountant()
-    basis = CollectorBasis(producer, sub, a.status, sec, X, Y, st["epoch_rows"], a.basis_every, a.basis_rho,
-                           a.clip, start["epoch"])
+    basis = dpt.CollectorBasis(producer, sub, X, Y, st["epoch_rows"], a.basis_every, a.basis_rho,
+                               first_epoch=start["epoch"])
     loss_fn = torch.nn.functional.cross_entropy
     opt = dpt.DPOptimizer(model, torch.optim.SGD(model.parameters(), lr=a.lr), loss_fn, noise_multiplier=sigma,
                           max_grad_norm=a.clip, sample_rate=q, dataset_size=n, mode="gep", basis=basis,
@@ -212,7 +160,10 @@ def main():
     for step, idx in enumerate(dpt.poisson_batches(n, q, a.steps, opt.noise), start=1):
         ix = torch.as_tensor(idx)
         opt.zero_grad()
-        opt.backward(X[ix], Y[ix])
+        try:
+            opt.backward(X[ix], Y[ix])
+        except (TimeoutError, RuntimeError) as e:  # the collector did not give our epoch's basis
+            sys.exit(f"train_loop.py: {e}")
         opt.step()
         if step == 1:
             print(f"warm-up: {st['epoch_rows']} rows sent before the first basis (epoch {sub.latest.epoch})")
