@@ -11,8 +11,9 @@ private gradient: GEP, the per-example gradient's embedding on the latest
 basis and its residual clipped and noised apart, added back.  The basis
 (dpsubspace.torch.CollectorBasis): at step 0 and every --basis-every steps
 the loop draws its OWN Poisson sample of the examples (rate 0.9 t m / n),
-sends their clipped gradients to the collector padded with zero rows to exactly one epoch (t m rows; a sample
-larger than that is cut), and waits for that epoch's snapshot.
+sends their clipped gradients to the collector padded with zero rows to
+exactly one epoch (t m rows; a sample larger than that is cut), and waits
+for that epoch's snapshot.
 
 THE GUARANTEE of the run, printed at the end as (eps, delta): the steps are
 Poisson-subsampled Gaussian mechanisms (noise multiplier calibrated so that
