@@ -70,6 +70,7 @@ class Accountant:
         self._rdp: Dict[int, float] = {a: 0.0 for a in self.orders}
         self.steps = 0
         self.rho = 0.0
+        self.sampled_releases = 0
 
     def add_steps(self, q: float, sigma: float, steps: int = 1) -> None:
         """Account `steps` DP-SGD steps at sampling rate q and noise multiplier sigma."""
@@ -88,6 +89,25 @@ class Accountant:
             self._rdp[a] += a * rho
         self.rho += rho
 
+    def add_sampled_release(self, q: float, sigma: float) -> None:
+        """Account one release that is itself a Poisson-subsampled Gaussian
+        mechanism (add/remove): a sum over a Poisson sample (rate q) of
+        per-example terms of norm <= 1, plus N(0, sigma^2) on every
+        coordinate -- a one-step gaussian or power basis release on its own
+        sample, sigma = 1/sqrt(its rho) (dpsubspace.torch.PrivateBasis).
+        Amplification by sampling applies to it as to a DP-SGD step; it is
+        not counted in `steps`."""
+        for a in self.orders:
+            self._rdp[a] += rdp_subsampled_gaussian(q, sigma, a)
+        self.sampled_releases += 1
+
+    def copy(self) -> "Accountant":
+        """An independent copy (the same orders and sums)."""
+        other = Accountant(self.orders)
+        other._rdp = dict(self._rdp)
+        other.steps, other.rho, other.sampled_releases = self.steps, self.rho, self.sampled_releases
+        return other
+
     def rdp(self) -> Dict[int, float]:
         """The composed RDP at each order."""
         return dict(self._rdp)
@@ -104,19 +124,19 @@ class Accountant:
 
 
 def noise_multiplier(target_eps: float, delta: float, sample_rate: float, steps: int, rho: float = 0.0,
-                     orders: Optional[Iterable[int]] = None) -> float:
+                     orders: Optional[Iterable[int]] = None, base: Optional[Accountant] = None) -> float:
     """The smallest noise multiplier sigma (to 0.1%) with which `steps`
     Poisson-subsampled Gaussian steps at sample_rate, plus releases adding up
-    to `rho` (zCDP, add/remove), stay within (target_eps, delta) -- as
-    Opacus' get_noise_multiplier.  ValueError if the releases alone pass it."""
-    base = Accountant(orders)
-    base.add_zcdp(rho)
-    if base.get_epsilon(delta) >= target_eps:
-        raise ValueError(f"the releases' rho {rho:g} alone spend eps {base.get_epsilon(delta):.3g} >= {target_eps:g}")
+    to `rho` (zCDP, add/remove) and whatever `base` already holds, stay
+    within (target_eps, delta) -- as Opacus' get_noise_multiplier.
+    ValueError if the releases alone pass it."""
+    start = base.copy() if base is not None else Accountant(orders)
+    start.add_zcdp(rho)
+    if start.get_epsilon(delta) >= target_eps:
+        raise ValueError(f"the releases alone spend eps {start.get_epsilon(delta):.3g} >= {target_eps:g}")
 
     def eps(sigma: float) -> float:
-        acc = Accountant(orders)
-        acc.add_zcdp(rho)
+        acc = start.copy()
         acc.add_steps(sample_rate, sigma, steps)
         return acc.get_epsilon(delta)
 

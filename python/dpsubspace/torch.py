@@ -160,39 +160,54 @@ class FixedBasis:
 class PrivateBasis:
     """A basis released by SubspaceEstimator from the clipped per-example
     gradients of its own Poisson sample of the training examples (rate
-    basis_rate), at step 0 and then every `every` steps.  Each release
-    charges its add/remove rho (Release.rho_add_remove) to the optimizer's
-    accountant.  A failed or refused release keeps the previous basis.
-    mechanism, rho, groups and the other keywords go to SubspaceEstimator
-    (one estimator for the run: a power iteration warm-starts from the last
-    released basis, which is public)."""
+    basis_rate), at step 0 and then every `every` steps.  A failed or
+    refused release keeps the previous basis.  mechanism, rho, groups and
+    the other keywords go to SubspaceEstimator (one estimator for the run:
+    a power iteration warm-starts from the last released basis, public).
+
+    What a release is charged: a one-step gaussian or power release (every
+    fit of the default mode; Release.power_blocks_run <= 1) is a sum over the
+    Poisson sample of per-example terms of norm <= 1 under add/remove (the
+    upper triangle of x x^T, or x x^T X with ||X||_2 <= 1) plus Gaussian noise
+    of sd 1/sqrt(rho) on every coordinate: a Poisson-subsampled Gaussian
+    mechanism with sigma = 1/sqrt(rho), charged as such
+    (Accountant.add_sampled_release: amplification by sampling applies, as
+    to a DP-SGD step).  amplify=False, or a release of several power blocks,
+    charges Release.rho_add_remove as zCDP instead (no amplification)."""
 
     def __init__(self, data_x: torch.Tensor, data_y: torch.Tensor, n_components: int, rho: float,
                  basis_rate: float, every: int, mechanism: str = "gaussian", seed: Optional[int] = None,
-                 **estimator_kwargs: Any) -> None:
+                 amplify: bool = True, **estimator_kwargs: Any) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
-        self.data_x, self.data_y, self.rate, self.every = data_x, data_y, basis_rate, every
+        if mechanism not in ("gaussian", "power", "topk"):
+            raise ValueError(f"mechanism must be gaussian or power (topk: NOT private, for experiments), "
+                             f"got {mechanism!r}")
+        self.data_x, self.data_y, self.rate, self.every, self.amplify = data_x, data_y, basis_rate, every, amplify
         self.estimator = SubspaceEstimator(n_components, rho=rho, mechanism=mechanism, seed=seed,
                                            **estimator_kwargs)
-        self.rho_charged = 0.0
         self.V: Optional[torch.Tensor] = None
         self.releases = 0
+        self.amplified = 0
 
     def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
         if step % self.every:
             return self.V
         idx = opt.noise.poisson_sample(len(self.data_x), self.rate)
-        if len(idx) == 0:
-            return self.V
-        ix = torch.as_tensor(idx)
-        G = clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm)
+        if len(idx):
+            ix = torch.as_tensor(idx)
+            G = clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm)
+        else:  # the mechanism on an empty sample: a zero row adds nothing to the sum, the noise is drawn
+            G = torch.zeros((1, opt.grads.d))
         self.estimator.fit(G)
         rel = self.estimator.releases_[-1]
         if rel.rho_add_remove is None:
             raise ValueError(f"{self.estimator.mechanism} has no add/remove statement: use gaussian or power")
-        opt.accountant.add_zcdp(rel.rho_add_remove)
-        self.rho_charged += rel.rho_add_remove
+        if rel.rho > 0 and self.amplify and rel.power_blocks_run <= 1:
+            opt.accountant.add_sampled_release(self.rate, 1.0 / math.sqrt(rel.rho))
+            self.amplified += 1
+        else:
+            opt.accountant.add_zcdp(rel.rho_add_remove)
         self.releases += 1
         if rel.basis is not None:
             self.V = torch.from_numpy(rel.basis.copy())

@@ -114,14 +114,33 @@ def test_every_step_and_release_is_charged():
     for _ in range(7):
         opt.backward(x[:20], y[:20])
         opt.step()
-    # releases at steps 0, 3, 6, each one gaussian step on its own sample: rho/2 = 0.2
-    assert basis.releases == 3 and basis.rho_charged == pytest.approx(0.6)
+    # releases at steps 0, 3, 6, each one gaussian step on its own sample (rate 1: no amplification): a
+    # Gaussian of sigma 1/sqrt(0.4) and sensitivity 1, i.e. rho/2 = 0.2 each
+    assert basis.releases == 3 and basis.amplified == 3
     ref = dp.Accountant()
     ref.add_steps(0.5, 1.5, 7)
     ref.add_zcdp(0.6)
     assert acct.steps == 7 and acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
     V = basis.V
     assert V.shape == (2, 53) and torch.allclose(V @ V.T, torch.eye(2), atol=1e-5)
+    # on a Poisson sample at rate 0.25 the release is charged as a subsampled Gaussian (amplified) ...
+    sub = dpt.PrivateBasis(x, y, 2, rho=0.4, basis_rate=0.25, every=3, mechanism="gaussian", seed=1)
+    _, opt2, acct2 = _opt("gep", sub, sigma=1.5, C=1.0)
+    opt2.backward(x[:20], y[:20])
+    ref2 = dp.Accountant()
+    ref2.add_steps(0.5, 1.5, 1)
+    ref2.add_sampled_release(0.25, 1 / math.sqrt(0.4))
+    assert acct2.get_epsilon(1e-5) == pytest.approx(ref2.get_epsilon(1e-5))
+    # ... which costs less than the same release without amplification
+    ref3 = dp.Accountant()
+    ref3.add_steps(0.5, 1.5, 1)
+    ref3.add_zcdp(0.2)
+    assert acct2.get_epsilon(1e-5) < ref3.get_epsilon(1e-5)
+    # amplify=False charges rho/2 as zCDP
+    plain = dpt.PrivateBasis(x, y, 2, rho=0.4, basis_rate=0.25, every=3, mechanism="gaussian", seed=1, amplify=False)
+    _, opt4, acct4 = _opt("gep", plain, sigma=1.5, C=1.0)
+    opt4.backward(x[:20], y[:20])
+    assert acct4.get_epsilon(1e-5) == pytest.approx(ref3.get_epsilon(1e-5))
 
 
 def test_noisy_gradient_basis_keeps_no_noise_and_finds_a_signal():
