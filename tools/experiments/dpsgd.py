@@ -228,6 +228,8 @@ def load(cfg, torch):
 
 
 def cmd_run(a):
+    global K
+    K = a.k
     import torch
     import dpsubspace as dp
     torch.set_num_threads(a.threads)
@@ -364,6 +366,8 @@ def main(argv=None):
     r.add_argument("--seeds", type=int, help="seeds 0..N-1 (default: the setting's)")
     r.add_argument("--epochs", type=float, help="epochs (default: the setting's)")
     r.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    r.add_argument("--k", type=int, default=K, help=f"basis dimension (default {K}; the CSV does not key on it: "
+                   "give another --out for another k)")
     p = sub.add_parser("report", help="the table (mean ± sd over seeds) and a PNG from a CSV")
     p.add_argument("csv")
     p.add_argument("--png", help="write the plot here")
