@@ -2,7 +2,7 @@
 """test_accountant - dpsubspace.accountant against published values and exact identities.
 
 Run by ctest (py_accountant): /usr/bin/python3 tests/python/test_accountant.py BUILD
-(the package as the build tree has it, BUILD/python, with its descriptor set).
+(the package as the build tree has it, BUILD/python).
 Prints "N passed, N failed"; exits 1 on a failure."""
 import math
 import os
