@@ -343,6 +343,8 @@ def cmd_report(a):
             s = [np.std(stats[(name, e)]) for e in es]
             ax.errorbar(es, m, yerr=s, marker="o", capsize=3, label=name)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(eps_list)
+        ax.set_xticklabels([f"{e:g}" for e in eps_list])
         ax.set_xlabel("total eps (delta = 1e-5), basis releases included")
         ax.set_ylabel("test accuracy of the final model")
         ax.set_title("Fashion-MNIST, tanh CNN: DP-SGD with and without private subspaces")
