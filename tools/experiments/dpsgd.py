@@ -235,7 +235,12 @@ def cmd_run(a):
     torch.set_num_threads(a.threads)
     cfg = dict(SETTINGS[a.setting])
     if a.eps:
-        cfg["eps"] = [float(e) for e in a.eps.split(",")]
+        try:
+            cfg["eps"] = [float(e) for e in a.eps.split(",")]
+        except ValueError:
+            sys.exit(f"dpsgd.py: --eps {a.eps!r} is not a comma-separated list of numbers")
+        if not all(e > 0 and math.isfinite(e) for e in cfg["eps"]):
+            sys.exit(f"dpsgd.py: every --eps must be positive and finite, got {a.eps}")
     if a.rows:
         bad = [r for r in a.rows.split(",") if r not in ROWS]
         if bad:
@@ -306,6 +311,8 @@ def smoke_checks(out, opt, torch):
 
 
 def cmd_report(a):
+    if not os.path.exists(a.csv):
+        sys.exit(f"dpsgd.py: {a.csv}: no such file (dpsgd.py run writes OUT/dpsgd-SETTING.csv)")
     with open(a.csv) as f:
         rows = list(csv.DictReader(f))
     if not rows:
