@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 ROWS = ("dpsgd", "gep-oracle", "gep-noisy", "gep-power", "gep-groups", "proj-power", "gep-random")
 FIELDS = ["setting", "row", "eps_target", "seed", "eps_spent", "delta", "sigma", "rho_basis", "basis_releases",
           "epochs", "steps", "n_train", "k", "test_acc", "train_loss", "captured", "captured_topk", "wall_s",
-          "snr", "snr_embedding", "snr_residual", "private", "note"]
+          "snr", "snr_embedding", "snr_residual", "private", "note", "model"]
 SETTINGS = {
     "smoke": dict(eps=[4.0], seeds=1, epochs=None, steps=60, n_train=5000, batch=256, rows=["dpsgd", "gep-power"],
                   basis_every_epochs=None, basis_releases=2, basis_rate=0.5, test_rows=1000),
@@ -59,6 +59,7 @@ SETTINGS = {
 DELTA = 1e-5
 LR, MOMENTUM, CLIP = 4.0, 0.9, 0.1   # Tramer-Boneh 2021, Fashion-MNIST CNN
 K = 10
+MODEL = "cnn"  # or "logreg" (--model): 784 -> 10, d = 7 850, where a private basis is affordable
 BASIS_SHARE = 0.1  # of the budget in rho units, for rows whose basis costs privacy
 # The private basis's sample rate, chosen from the privacy arithmetic alone (basis_rho): at a fixed cost
 # the basis's signal over its noise goes as (rows) sqrt(rho); with 5 releases at 10% of the budget that
@@ -129,7 +130,7 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
     from dpsubspace import torch as dpt
     t0 = time.time()
     torch.manual_seed(seed)  # the initial weights: public randomness
-    model = tanh_cnn(torch)
+    model = tanh_cnn(torch) if MODEL == "cnn" else torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
     (xtr, ytr), (xte, yte) = data
     n = len(xtr)
     q = cfg["batch"] / n
@@ -205,6 +206,7 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
                captured=round(captured, 4), captured_topk=round(captured_topk, 4), wall_s=round(time.time() - t0, 1),
                snr=_snr(where, ""), snr_embedding=_snr(where, "_embedding"), snr_residual=_snr(where, "_residual"),
                private="no (oracle basis)" if row == "gep-oracle" else "yes",
+               model=MODEL,
                note=f"kept {basis.kept} directions" if row == "gep-noisy" else "")
     return out, opt
 
@@ -228,8 +230,8 @@ def load(cfg, torch):
 
 
 def cmd_run(a):
-    global K
-    K = a.k
+    global K, MODEL
+    K, MODEL = a.k, a.model
     import torch
     import dpsubspace as dp
     torch.set_num_threads(a.threads)
@@ -270,8 +272,12 @@ def cmd_run(a):
                 log(f"  -> test acc {out['test_acc']:.4f}, eps spent {out['eps_spent']:.3f}, sigma {out['sigma']}, "
                     f"captured {out['captured']} (top-{K} {out['captured_topk']}), {out['wall_s']} s")
                 new = not os.path.exists(path)
+                fields = FIELDS
+                if not new:  # append in the file's own columns (a CSV begun by an older version has fewer)
+                    with open(path, newline="") as f:
+                        fields = next(csv.reader(f))
                 with open(path, "a", newline="") as f:
-                    w = csv.DictWriter(f, FIELDS)
+                    w = csv.DictWriter(f, fields, extrasaction="ignore")
                     if new:
                         w.writeheader()
                     w.writerow(out)
@@ -375,6 +381,8 @@ def main(argv=None):
     r.add_argument("--seeds", type=int, help="seeds 0..N-1 (default: the setting's)")
     r.add_argument("--epochs", type=float, help="epochs (default: the setting's)")
     r.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    r.add_argument("--model", choices=["cnn", "logreg"], default="cnn",
+                   help="the tanh CNN (default) or logistic regression (give another --out: the CSV does not key on it)")
     r.add_argument("--k", type=int, default=K, help=f"basis dimension (default {K}; the CSV does not key on it: "
                    "give another --out for another k)")
     p = sub.add_parser("report", help="the table (mean ± sd over seeds) and a PNG from a CSV")
