@@ -140,28 +140,29 @@ def noise_multiplier(target_eps: float, delta: float, sample_rate: float, steps:
         acc.add_steps(sample_rate, sigma, steps)
         return acc.get_epsilon(delta)
 
-    lo, hi = 0.05, 1.0
-    while eps(hi) > target_eps:
-        lo, hi = hi, hi * 2
-        if hi > 1e4:
-            raise ValueError(f"no sigma below 1e4 reaches eps {target_eps:g}")
-    while hi - lo > 1e-3 * hi:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if eps(mid) > target_eps else (lo, mid)
-    return hi
+    return boundary(lambda sigma: eps(sigma) <= target_eps, 0.05, 1.0, 1e-3, limit=1e4,
+                    what=f"no sigma below 1e4 reaches eps {target_eps:g}")[1]
 
 
 def rho_for_eps(target_eps: float, delta: float, orders: Optional[Iterable[int]] = None) -> float:
     """The zCDP rho whose (eps, delta) by this accountant's conversion is
     target_eps: the whole budget in rho units (to split it between steps and
     releases)."""
-    lo, hi = 0.0, 1.0
-    while _eps_of_rho(hi, delta, orders) < target_eps:
+    return boundary(lambda rho: _eps_of_rho(rho, delta, orders) >= target_eps, 0.0, 1.0, 1e-6)[0]
+
+
+def boundary(pred, lo: float, hi: float, rel: float, limit: float = math.inf, what: str = "") -> Tuple[float, float]:
+    """(a, b) with pred(a) false (or a = lo) and pred(b) true, b - a <= rel b, for
+    a pred that turns from false to true once as x grows: hi doubles until
+    pred(hi) (ValueError(what) past limit), then bisection."""
+    while not pred(hi):
         lo, hi = hi, hi * 2
-    while hi - lo > 1e-6 * hi:
+        if hi > limit:
+            raise ValueError(what)
+    while hi - lo > rel * hi:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _eps_of_rho(mid, delta, orders) < target_eps else (lo, mid)
-    return lo
+        lo, hi = (lo, mid) if pred(mid) else (mid, hi)
+    return lo, hi
 
 
 def _eps_of_rho(rho: float, delta: float, orders: Optional[Iterable[int]]) -> float:

@@ -343,12 +343,7 @@ class SubspaceEstimator:
             C = np.zeros((d, d), dtype=np.float64)
             native.check(L.dps_cov_accumulate(A.ctypes.data_as(native.c_float_p), n, d,
                                               C.ctypes.data_as(native.c_dbl_p), None), self.mechanism)
-        rng = ctypes.c_void_p()
-        if self.seed is None:
-            native.check(L.dps_rng_new_secure(ctypes.byref(rng)), "the secure generator")
-        else:
-            native.check(L.dps_rng_new_labelled(ctypes.byref(rng), int(self.seed), _CENTRAL_LABEL,
-                                                self._central_draws), "the seeded generator")
+        rng = native.new_rng(self.seed, _CENTRAL_LABEL, self._central_draws)
         self._central_draws += 1
         self._spent = native.Zcdp(self._spent.rho + cost.rho, self._spent.delta + cost.delta)  # before any noise
         Vp = V.ctypes.data_as(native.c_float_p)

@@ -172,6 +172,18 @@ def lib() -> ctypes.CDLL:
     return handle
 
 
+def new_rng(seed: Optional[int], label: bytes, index: int = 0) -> ctypes.c_void_p:
+    """A dps_rng: the system's secure generator when seed is None, else the
+    stream labelled (label, index) of seed (reproducible: NOT private).
+    The caller destroys it with dps_rng_destroy."""
+    L, rng = lib(), ctypes.c_void_p()
+    if seed is None:
+        check(L.dps_rng_new_secure(ctypes.byref(rng)), "the secure generator")
+    else:
+        check(L.dps_rng_new_labelled(ctypes.byref(rng), int(seed), label, int(index)), "the seeded generator")
+    return rng
+
+
 def check(rc: int, what: str) -> None:
     """Raise for a library error code: MemoryError for DPS_ENOMEM, ValueError
     for bad input (EINVAL, EDIM, EEMPTY, ELIMIT), RuntimeError otherwise."""

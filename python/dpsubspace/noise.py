@@ -17,13 +17,7 @@ class NoiseSource:
     seeded stream labelled `label` (tests and reproducible experiments only)."""
 
     def __init__(self, seed: Optional[int] = None, label: str = "dpsubspace noise") -> None:
-        L = native.lib()
-        self._rng = ctypes.c_void_p()
-        if seed is None:
-            native.check(L.dps_rng_new_secure(ctypes.byref(self._rng)), "the secure generator")
-        else:
-            native.check(L.dps_rng_new_labelled(ctypes.byref(self._rng), int(seed), label.encode(), 0),
-                         "the seeded generator")
+        self._rng = native.new_rng(seed, label.encode())
         self.seeded = seed is not None
 
     def gaussian(self, sigma: float, n: int) -> np.ndarray:

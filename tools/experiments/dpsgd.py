@@ -112,13 +112,8 @@ def basis_rho(dp, eps, releases, rate):
             acc.add_sampled_release(rate, 1 / math.sqrt(rho))
         return acc.get_epsilon(DELTA)
 
-    lo, hi = 1e-8, 1.0
-    while spent(hi) < target:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1e-4 * hi:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if spent(mid) < target else (lo, mid)
-    return lo
+    from dpsubspace.accountant import boundary
+    return boundary(lambda rho: spent(rho) >= target, 1e-8, 1.0, 1e-4)[0]
 
 
 def log(msg):
