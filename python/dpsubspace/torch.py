@@ -91,7 +91,11 @@ class PerExampleGradients:
         losses = torch.empty(len(x))
         for s in range(0, len(x), self.chunk):
             g, loss = self._grad(params, x[s:s + self.chunk], y[s:s + self.chunk])
-            out[s:s + self.chunk] = torch.cat([g[n].reshape(g[n].shape[0], -1) for n in self.names], dim=1)
+            col = 0
+            for n in self.names:  # each parameter's block straight into its columns (no concatenated copy)
+                block = g[n].reshape(g[n].shape[0], -1)
+                out[s:s + self.chunk, col:col + block.shape[1]] = block
+                col += block.shape[1]
             losses[s:s + self.chunk] = loss
         self.last_losses = losses
         return out
@@ -161,7 +165,9 @@ class PrivateBasis:
     """A basis released by SubspaceEstimator from the clipped per-example
     gradients of its own Poisson sample of the training examples (rate
     basis_rate), at step 0 and then every `every` steps.  A failed or
-    refused release keeps the previous basis.  mechanism, rho, groups and
+    refused release keeps the previous basis.  The sample's gradients are
+    streamed to the estimator `chunk` examples at a time (memory: chunk x d,
+    not the sample's rows x d).  mechanism, rho, groups and
     the other keywords go to SubspaceEstimator (one estimator for the run:
     a power iteration warm-starts from the last released basis, public).
 
@@ -177,13 +183,13 @@ class PrivateBasis:
 
     def __init__(self, data_x: torch.Tensor, data_y: torch.Tensor, n_components: int, rho: float,
                  basis_rate: float, every: int, mechanism: str = "gaussian", seed: Optional[int] = None,
-                 amplify: bool = True, **estimator_kwargs: Any) -> None:
+                 amplify: bool = True, chunk: int = 4096, **estimator_kwargs: Any) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
-        if mechanism not in ("gaussian", "power", "topk"):
-            raise ValueError(f"mechanism must be gaussian or power (topk: NOT private, for experiments), "
-                             f"got {mechanism!r}")
+        if mechanism not in ("gaussian", "power"):  # the streaming mechanisms with an add/remove statement
+            raise ValueError(f"mechanism must be gaussian or power, got {mechanism!r}")
         self.data_x, self.data_y, self.rate, self.every, self.amplify = data_x, data_y, basis_rate, every, amplify
+        self.chunk = chunk
         self.estimator = SubspaceEstimator(n_components, rho=rho, mechanism=mechanism, seed=seed,
                                            **estimator_kwargs)
         self.V: Optional[torch.Tensor] = None
@@ -194,13 +200,12 @@ class PrivateBasis:
         if step % self.every:
             return self.V
         idx = opt.noise.poisson_sample(len(self.data_x), self.rate)
-        if len(idx):
-            ix = torch.as_tensor(idx)
-            G = clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm)
-        else:  # the mechanism on an empty sample: a zero row adds nothing to the sum, the noise is drawn
-            G = torch.zeros((1, opt.grads.d))
-        self.estimator.fit(G)
-        rel = self.estimator.releases_[-1]
+        if not len(idx):  # the mechanism on an empty sample: a zero row adds nothing to the sum, the noise is drawn
+            self.estimator.partial_fit(torch.zeros((1, opt.grads.d)))
+        for s in range(0, len(idx), self.chunk):  # streamed: chunk x d gradients in memory, not the sample's
+            ix = torch.as_tensor(idx[s:s + self.chunk])
+            self.estimator.partial_fit(clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm))
+        rel = self.estimator.release()
         if rel.rho_add_remove is None:
             raise ValueError(f"{self.estimator.mechanism} has no add/remove statement: use gaussian or power")
         if rel.rho > 0 and self.amplify and rel.power_blocks_run <= 1:
@@ -401,7 +406,6 @@ class DPOptimizer:
         else:
             k = V.shape[0]
             W = G @ V.T
-            R = G - W @ V
             if self.mode == "projection":
                 clip_rows(W, self.C_e)
                 sd_e = self.sigma * self.C_e
@@ -416,6 +420,7 @@ class DPOptimizer:
                     f = self.basis_energy
                     r = math.sqrt(f / (1 - f)) * self.C_e / self.C_r
                     a = r / (1 + r)
+                R = G.addmm_(W, V, alpha=-1)  # the residual, in G's memory (G is not needed again)
                 clip_rows(W, self.C_e)
                 clip_rows(R, self.C_r)
                 sd_e, sd = self.sigma * self.C_e / math.sqrt(a), self.sigma * self.C_r / math.sqrt(1 - a)
