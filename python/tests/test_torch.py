@@ -143,6 +143,22 @@ def test_every_step_and_release_is_charged():
     assert acct4.get_epsilon(1e-5) == pytest.approx(ref3.get_epsilon(1e-5))
 
 
+def test_private_basis_streams_its_sample_in_chunks_as_one_release():
+    # PrivateBasis feeds the estimator `chunk` examples at a time: the same mechanism (the same seeded
+    # sample and noise) as one push of the whole sample; only the float sums' grouping may differ, far
+    # below 1e-4 in the projection V^T V (the rows are unit-clipped and the noise sd 1/sqrt(0.4) ~ 1.6)
+    x, y = _data(40)
+    bases = []
+    for chunk in (7, 4096):
+        basis = dpt.PrivateBasis(x, y, 2, rho=0.4, basis_rate=1.0, every=3, mechanism="gaussian", seed=1,
+                                 chunk=chunk)
+        _, opt, _ = _opt("gep", basis, sigma=1.5, C=1.0)
+        opt.backward(x[:20], y[:20])
+        assert basis.releases == 1
+        bases.append(basis.V.double().T @ basis.V.double())
+    assert torch.allclose(bases[0], bases[1], atol=1e-4)
+
+
 def test_noisy_gradient_basis_keeps_no_noise_and_finds_a_signal():
     b = dpt.NoisyGradientBasis(3, window=50, every=1)
     g = torch.Generator().manual_seed(2)
