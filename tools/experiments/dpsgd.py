@@ -60,6 +60,7 @@ DELTA = 1e-5
 LR, MOMENTUM, CLIP = 4.0, 0.9, 0.1   # Tramer-Boneh 2021, Fashion-MNIST CNN
 K = 10
 MODEL = "cnn"  # or "logreg" (--model): 784 -> 10, d = 7 850, where a private basis is affordable
+GEP = dict(embedding_clip=1.0, residual_clip=0.5, embedding_share=None)  # C_e, C_r as fractions of C; a (None: the rule)
 BASIS_SHARE = 0.1  # of the budget in rho units, for rows whose basis costs privacy
 # The private basis's sample rate, chosen from the privacy arithmetic alone (basis_rho): at a fixed cost
 # the basis's signal over its noise goes as (rows) sqrt(rho); with 5 releases at 10% of the budget that
@@ -166,7 +167,8 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
         basis = dpt.FixedBasis(np.linalg.qr(g.standard_normal((d, K)))[0].T)
     opt = dpt.DPOptimizer(model, torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM), loss_fn,
                           noise_multiplier=sigma, max_grad_norm=CLIP, sample_rate=q, dataset_size=n, mode=mode,
-                          basis=basis, accountant=acct, seed=seed)
+                          basis=basis, accountant=acct, seed=seed, embedding_clip=GEP["embedding_clip"] * CLIP,
+                          residual_clip=GEP["residual_clip"] * CLIP, embedding_share=GEP["embedding_share"])
     losses, where = [], []
     for step, idx in enumerate(dpt.poisson_batches(n, q, steps, opt.noise)):
         ix = torch.as_tensor(idx)
@@ -202,7 +204,9 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
                snr=_snr(where, ""), snr_embedding=_snr(where, "_embedding"), snr_residual=_snr(where, "_residual"),
                private="no (oracle basis)" if row == "gep-oracle" else "yes",
                model=MODEL,
-               note=f"kept {basis.kept} directions" if row == "gep-noisy" else "")
+               note=" ".join(([f"kept {basis.kept} directions"] if row == "gep-noisy" else []) +
+                             ([f"C_e {GEP['embedding_clip']:g}C C_r {GEP['residual_clip']:g}C a "
+                               f"{GEP['embedding_share'] or 'rule'}"] if mode != "dpsgd" else [])))
     return out, opt
 
 
@@ -245,6 +249,10 @@ def keep_freed_memory():
 def cmd_run(a):
     global K, MODEL
     K, MODEL = a.k, a.model
+    GEP.update(embedding_clip=a.embedding_clip, residual_clip=a.residual_clip, embedding_share=a.embedding_share)
+    if not (GEP["embedding_clip"] > 0 and GEP["residual_clip"] > 0) or \
+            (a.embedding_share is not None and not 0 < a.embedding_share < 1):
+        sys.exit("dpsgd.py: --embedding-clip and --residual-clip must be > 0, --embedding-share in (0, 1)")
     keep_freed_memory()
     import torch
     import dpsubspace as dp
@@ -407,6 +415,12 @@ def main(argv=None):
                    help="the tanh CNN (default) or logistic regression (give another --out: the CSV does not key on it)")
     r.add_argument("--k", type=int, default=K, help=f"basis dimension (default {K}; the CSV does not key on it: "
                    "give another --out for another k)")
+    r.add_argument("--embedding-clip", type=float, default=GEP["embedding_clip"],
+                   help="GEP's C_e as a fraction of C (default %(default)s; another --out for another value)")
+    r.add_argument("--residual-clip", type=float, default=GEP["residual_clip"],
+                   help="GEP's C_r as a fraction of C (default %(default)s; another --out for another value)")
+    r.add_argument("--embedding-share", type=float, default=None,
+                   help="GEP's a, the embedding's share of each step's privacy (default: DPOptimizer's rule)")
     p = sub.add_parser("report", help="the table (mean ± sd over seeds) and a PNG from a CSV")
     p.add_argument("csv")
     p.add_argument("--png", help="write the plot here")
