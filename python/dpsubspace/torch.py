@@ -345,9 +345,17 @@ class DPOptimizer:
       basis_energy.  (Minimising the noise's total energy instead,
       a / (1 - a) = sqrt(k / d) C_e / C_r, puts a ~ 0.04 and 5 times plain
       DP-SGD's noise on each basis direction at k = 10, d = 26 010: where
-      the signal is.  Any a has at least 1/sqrt(a) times DP-SGD's noise per
-      basis direction when C_e = C: GEP gains only where C_r / sqrt(1 - a)
-      is well below C.)
+      the signal is.)  At that a the cost is sigma^2 (sqrt(f) C_e +
+      sqrt(1 - f) C_r)^2, plain DP-SGD's sigma^2 C^2.  When every gradient
+      is clipped to C (small C, as Tramer-Boneh's 0.1) its parts have norms
+      sqrt(f) C and sqrt(1 - f) C, and clips that do not cut them give
+      sqrt(f) C_e + sqrt(1 - f) C_r >= f C + (1 - f) C = C: no less
+      noise cost than plain DP-SGD (equal at C_e = sqrt(f) C, C_r =
+      sqrt(1 - f) C, a = f).  GEP lowers it only by clipping a part below
+      its norm (C_r < sqrt(1 - f) C: bias traded for noise), or where the
+      curvature is more concentrated in the basis than the energy is.  At
+      the defaults (C_e = C, C_r = C/2, a = 2/3) and f = 0.7 it is 1.28
+      times DP-SGD's (1.23 at the best a).
     basis_energy: f above, the share of gradient energy the basis is assumed
       to hold (default 0.5; a public choice, not measured on the data).
     seed: None (secure noise and sampling) or an int (reproducible, NOT private).

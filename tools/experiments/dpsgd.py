@@ -372,6 +372,22 @@ def cmd_report(a):
         wall = np.mean([float(r["wall_s"]) for r in mine])
         cap_s = f"{np.mean(cap):.3f} ({np.mean(top):.3f})" if cap else f"- ({np.mean(top):.3f})"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {cap_s} | {wall:.0f} |")
+    # paired by seed: each row's accuracy minus plain DP-SGD's in the same (eps, seed), which cancels
+    # what the seed does to both (the initial weights are the seed's; the noise and sampling too)
+    base = {(float(r["eps_target"]), int(r["seed"])): float(r["test_acc"]) for r in rows if r["row"] == "dpsgd"}
+    if base:
+        lines += ["", "accuracy minus plain DP-SGD's, paired by seed (mean ± sd over seeds):", "",
+                  "| row | " + " | ".join(f"eps {e:g}" for e in eps_list) + " |", "|---|" + "---|" * len(eps_list)]
+        for name in names:
+            if name == "dpsgd":
+                continue
+            cells = []
+            for e in eps_list:
+                dif = [float(r["test_acc"]) - base[(e, int(r["seed"]))] for r in rows
+                       if r["row"] == name and float(r["eps_target"]) == e and (e, int(r["seed"])) in base]
+                cells.append(f"{np.mean(dif):+.3f} ± {np.std(dif):.3f} (n={len(dif)})" if len(dif) > 1
+                             else f"{dif[0]:+.3f} (n=1)" if dif else "")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
     if a.png:
         import matplotlib
