@@ -418,7 +418,10 @@ DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);
    check dps_estimator_epoch_full), DPS_EFULL when the epoch filled before all
    were taken (close it, then push the rest), DPS_EDIM / DPS_EEMPTY for a refused batch
    (counted, nothing taken).  May block while workers catch up (memory bound).
-   Not thread-safe: push and close from one thread. */
+   DPS_ESTATE (nothing taken) when the epoch would begin while the one before
+   is sealed and not yet released and the mechanism's release feeds the next
+   epoch (the power iteration's warm start: release first).
+   Push, seal and close from one thread (the pushing thread). */
 DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
                                    size_t dim, size_t *n_taken);
 /* 1 when the open epoch has t*m rows. */
@@ -433,15 +436,31 @@ DPS_EXPORT int  dps_estimator_epoch_full(const dps_estimator *est);
    a gap (the snapshot is allocated before the charge).
    Returns DPS_ECOMMIT if the commit hook failed (no snapshot, no charge kept,
    the epoch's rows dropped), or DPS_ENOMEM before the charge (nothing spent,
-   the epoch stays open and may be closed again). */
+   the epoch stays sealed and the next close releases it).
+   close_epoch is dps_estimator_seal then dps_estimator_release_sealed. */
 DPS_EXPORT int  dps_estimator_close_epoch(dps_estimator *est, dps_snapshot **out);
+/* The pipeline: release an epoch on another thread while the next one fills.
+   seal (pushing thread) ends the open epoch's input: waits for its buckets,
+   drops the rows of buckets left open; the next row begins the next epoch.
+   DPS_ESTATE if an epoch is still sealed (at most one: seal again once it is
+   released).  release_sealed (any ONE thread at a time, concurrently with
+   push and seal) is the rest of close_epoch for the sealed epoch, same
+   returns; DPS_ESTATE if none is sealed.  Snapshots come in epoch order (one
+   sealed at a time); a seeded estimator gives the same snapshots either way
+   (each epoch draws from its own generator, forked in epoch order).  Memory:
+   a second epoch's state (dps_estimator_memory_bound each) is made the first
+   time an epoch begins while the one before is still sealed. */
+DPS_EXPORT int  dps_estimator_seal(dps_estimator *est);
+DPS_EXPORT int  dps_estimator_release_sealed(dps_estimator *est, dps_snapshot **out);
+/* 1 while an epoch is sealed and not yet released (any thread). */
+DPS_EXPORT int  dps_estimator_release_pending(const dps_estimator *est);
+/* From the pushing thread (dps_estimator_spent: any thread). */
 DPS_EXPORT void dps_estimator_get_stats(const dps_estimator *est, dps_stats *out);
 DPS_EXPORT dps_zcdp dps_estimator_spent(const dps_estimator *est);
 /* Replace the budget cap (cfg.cap), e.g. when a collector reloads its
    configuration: the next close checks against it; what was spent stays, and
    a cap below it refuses every later epoch.  DPS_EINVAL for a cap out of range
-   (as dps_config_check says), and then nothing changes.  Call it from the
-   thread that closes epochs. */
+   (as dps_config_check says), and then nothing changes.  Any thread. */
 DPS_EXPORT int dps_estimator_set_cap(dps_estimator *est, const dps_budget *cap);
 /* Upper bound on the bytes an epoch holds (rows, bases, reference points). */
 DPS_EXPORT size_t dps_estimator_memory_bound(const dps_config *cfg);

@@ -28,7 +28,10 @@
      valid ones only.
    - create once, at dps_estimator_new, for a configuration that passed
      dps_config_check; destroy once, after the workers have stopped.
-   - per epoch: begin at the epoch's first row, before any take_* (it gets
+   - per epoch, on each state (the stream may hold two states of a mechanism
+     without `warm`, one taking an epoch's rows while the other releases the
+     epoch before, on another thread): begin at the epoch's first row,
+     before any take_* (it gets
      the stream's noise generator: see begin below); then
      take_bucket (BUCKETS) or take_row (ROWS) for its input; then, at the
      close, release, only if enough came in (BUCKETS: at least
@@ -38,9 +41,9 @@
      (too little input, refused, the commit failed) just ends: the next row
      calls begin again.
    - take_bucket runs on a worker thread, concurrently with other buckets'
-     calls: it may write only bucket `bucket`'s part of the state.  Every
-     other hook runs on the thread that pushes and closes, while no take_bucket
-     runs.
+     calls: it may write only bucket `bucket`'s part of the state.  begin and
+     take_row run on the thread that pushes; release on the thread that
+     releases, while no other hook runs on the same state.
 
    WHO OWNS WHAT.  The mechanism owns its state: create allocates all it needs
    from epoch to epoch, sized by the (public) configuration; begin and take_*
@@ -140,6 +143,13 @@ typedef struct {
        spectral norm), both functions of the configuration. */
     const char *(*group_method)(const dps_config *c, size_t g);
     double (*noise_floor)(const dps_config *c, size_t g);
+    /* Optional (NULL: 0): 1 when a release feeds the next epoch's begin (the
+       power iteration's warm start from the last released basis).  Such a
+       mechanism keeps one state: the next epoch begins only once the
+       previous one is released, so a pipelined stream (the estimator's
+       seal / release_sealed) waits there; the others get a state per epoch
+       in flight and never wait. */
+    int (*warm)(const dps_config *c);
 
     /* State: DPS_ENOMEM from create leaves *out NULL. */
     int (*create)(epoch_state **out, const dps_config *c, dps_pool *pool);

@@ -93,6 +93,8 @@ static int s_any_power(const dps_config *c)
     return 0;
 }
 
+int moment_warm(const dps_config *c) { return s_any_power(c); }
+
 double moment_noise_sd(const dps_config *c) { return power_noise_sd(c->rho_epoch); }
 
 /* T: power_blocks, or by default (0) 3 blocks while no epoch has been

@@ -37,6 +37,8 @@ void moment_take_row(epoch_state *st, const float *row);
 int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out);
 const char *moment_group_method(const dps_config *c, size_t g);
 double moment_noise_floor(const dps_config *c, size_t g);
+/* 1 when a group is a power iteration (its warm start carries over epochs). */
+int moment_warm(const dps_config *c);
 
 /* Every hook of a table entry built on this module (all but id and name;
    epoch_rows_* are second_moment.h's). */
@@ -44,7 +46,7 @@ double moment_noise_floor(const dps_config *c, size_t g);
     .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS, .check = moment_check,                                   \
     .min_buckets = epoch_rows_min_buckets, .memory = moment_memory, .cost = epoch_rows_cost,                  \
     .radius_unrelated = epoch_rows_radius_unrelated, .group_method = moment_group_method,                     \
-    .noise_floor = moment_noise_floor, .create = moment_create, .destroy = moment_destroy,                    \
+    .noise_floor = moment_noise_floor, .warm = moment_warm, .create = moment_create, .destroy = moment_destroy,                    \
     .begin = moment_begin, .take_row = moment_take_row, .release = moment_release
 
 #endif

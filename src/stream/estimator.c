@@ -4,16 +4,27 @@
    The way of an epoch: its first row begins it (the mechanism's begin, then
    the bucket pipeline's first window); each row is admitted (row_unit) and
    goes to a random bucket (buckets.c) or, for a mechanism without buckets,
-   straight to the mechanism; at the close the estimator checks that enough
-   came in and that the cost fits the cap, makes the charge durable (the
-   commit hook), charges the accountant and has the mechanism release into a
-   snapshot.  The mechanism is one entry of the table of
-   src/mechanisms/epoch_mechanism.h; nothing here depends on which.
+   straight to the mechanism; the seal ends its input (its buckets finish);
+   the release checks that enough came in and that the cost fits the cap,
+   makes the charge durable (the commit hook), charges the accountant and has
+   the mechanism release into a snapshot.  The mechanism is one entry of the
+   table of src/mechanisms/epoch_mechanism.h; nothing here depends on which.
+
+   PIPELINE.  An epoch lives in a slot: its mechanism state, its bucket
+   pipeline and its own noise generator (forked from the estimator's at its
+   begin, in epoch order: a seeded run gives the same snapshots whether each
+   epoch is released at once or while the next one fills).  Two slots at
+   most: one taking rows, one sealed or releasing; a mechanism whose release
+   feeds the next begin (epoch_mechanism.warm) has one, and its next epoch
+   begins once the last is released.  The second slot is made at the first
+   seal that finds a release pending, so a stream that closes each epoch at
+   once (dps_estimator_close_epoch) holds one.
 
    Who owns what: the estimator owns the configuration, the accountant, the
-   generators (noise, and the partition's, forked from it), the worker pool,
-   the bucket pipeline and the mechanism's state.  One thread pushes and
-   closes. */
+   generators, the worker pool and the slots.  One thread pushes and seals
+   (it owns the open slot and the push counters); one thread at a time
+   releases (it owns the sealed slot); the mutex guards the accountant, the
+   cap, the slots' hand-over and the release counters. */
 #include "buckets.h"
 #include "epoch_mechanism.h"
 #include "estimator_internal.h"
@@ -21,26 +32,68 @@
 #include "rows.h"
 #include "snapshot.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+typedef struct {
+    epoch_state *mech_state;
+    bucket_pipe *buckets; /* EPOCH_BUCKETS only */
+    dps_rng *noise;       /* this epoch's mechanism noise (from its begin) */
+    uint64_t epoch;
+    uint64_t rows;        /* sealed: rows taken */
+    size_t completed;     /* sealed: completed buckets (public) */
+} epoch_slot;
+
+enum { SLOT_FREE, SLOT_OPEN, SLOT_SEALED, SLOT_RELEASING };
 
 struct dps_estimator {
     dps_config cfg;
     const epoch_mechanism *mech;
-    epoch_state *mech_state;
-    dps_accountant *acc;
-    dps_rng *noise;       /* mechanism noise: secure, or seeded in tests */
+    int warm;             /* the mechanism's release feeds the next begin */
+    dps_accountant *acc;  /* guarded by mu */
+    dps_rng *noise;       /* the parent of the epochs' generators (pushing thread) */
     dps_rng *part;        /* partition choices (forked from noise) */
     dps_pool *pool;
-    bucket_pipe *buckets;
     float *row;           /* EPOCH_ROWS: one admitted row */
 
-    uint64_t epoch;
-    int epoch_started;
-    dps_stats stats;      /* owned by the pushing thread */
+    epoch_slot slot[2];
+    int state[2];         /* SLOT_*, guarded by mu */
+    int open;             /* the slot taking rows */
+    int sealed;           /* the slot sealed or releasing, or -1 (guarded) */
+    pthread_mutex_t mu;
+    pthread_cond_t released; /* a sealed slot was released */
+
+    uint64_t epoch;       /* the open epoch's number */
+    int open_started;     /* the open epoch has begun (its first row came) */
+    dps_stats stats;      /* the push counters: owned by the pushing thread */
+    uint64_t closed, internal_errors; /* guarded by mu */
+    dps_bucket_hook hook; /* tests */
+    void *hook_arg;
 };
 
 /* -------------------------------------------------------------- lifecycle */
+static int s_slot_make(dps_estimator *e, epoch_slot *sl)
+{
+    const dps_config *c = &e->cfg;
+    int rc = e->mech->create(&sl->mech_state, c, e->pool);
+    if (!rc && e->mech->intake == EPOCH_BUCKETS) {
+        rc = buckets_new(&sl->buckets, c, e->part, e->pool, e->mech, sl->mech_state);
+        if (!rc)
+            buckets_set_hook(sl->buckets, e->hook, e->hook_arg);
+    }
+    return rc;
+}
+
+/* Call once the pool has no job left. */
+static void s_slot_free(dps_estimator *e, epoch_slot *sl)
+{
+    buckets_free(&sl->buckets);
+    if (sl->mech_state)
+        e->mech->destroy(&sl->mech_state);
+    dps_rng_destroy(&sl->noise);
+}
+
 int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
 {
     if (!out)
@@ -56,8 +109,13 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
     e->cfg = *cfg;
     const dps_config *c = &e->cfg;
     e->mech = epoch_mechanism_for(c->aggregator);
+    e->warm = e->mech->warm && e->mech->warm(c);
     e->epoch = c->first_epoch;
     e->stats.epoch = e->epoch;
+    e->sealed = -1;
+    e->state[0] = SLOT_OPEN;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->released, NULL);
     rc = dps_accountant_new(&e->acc, &c->cap, &c->spent_before);
     if (!rc)
         rc = c->seeded ? dps_rng_new_seeded(&e->noise, c->seed) : dps_rng_new_secure(&e->noise);
@@ -66,9 +124,7 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
     if (!rc)
         rc = (e->pool = pool_new(c->workers)) ? DPS_OK : DPS_ENOMEM;
     if (!rc)
-        rc = e->mech->create(&e->mech_state, c, e->pool);
-    if (!rc && e->mech->intake == EPOCH_BUCKETS) /* EPOCH_ROWS: no pipe (e->buckets stays NULL) */
-        rc = buckets_new(&e->buckets, c, e->part, e->pool, e->mech, e->mech_state);
+        rc = s_slot_make(e, &e->slot[0]);
     if (!rc && e->mech->intake == EPOCH_ROWS)
         rc = (e->row = malloc(c->d * sizeof *e->row)) ? DPS_OK : DPS_ENOMEM;
     if (rc) {
@@ -88,28 +144,56 @@ void dps_estimator_destroy(dps_estimator **pe)
         pool_wait(e->pool);
         pool_free(&e->pool);
     }
-    buckets_free(&e->buckets);
-    if (e->mech)
-        e->mech->destroy(&e->mech_state);
+    for (int i = 0; i < 2; i++)
+        s_slot_free(e, &e->slot[i]);
     free(e->row);
     dps_rng_destroy(&e->noise);
     dps_rng_destroy(&e->part);
     dps_accountant_destroy(&e->acc);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->released);
     free(e);
     *pe = NULL;
 }
 
 /* ------------------------------------------------------------------- push */
-/* Start the open epoch lazily, at its first row: the mechanism's begin (e.g.
-   the public reference points), then the first window of buckets. */
+/* Start the open epoch lazily, at its first row, in a slot no release holds:
+   the slot of the last epoch if it was released, else the other one (made
+   the first time it is needed); a warm mechanism has one slot and waits for
+   its release (DPS_ESTATE: release first).  Then the epoch's own generator
+   (forked in epoch order), the mechanism's begin (e.g. the public reference
+   points), the first window of buckets. */
 static int s_epoch_begin(dps_estimator *e)
 {
-    int rc = e->mech->begin(e->mech_state, e->epoch, e->noise);
-    if (!rc && e->mech->intake == EPOCH_BUCKETS)
-        rc = buckets_begin(e->buckets, e->epoch);
+    pthread_mutex_lock(&e->mu);
+    int pending = e->sealed == e->open;
+    pthread_mutex_unlock(&e->mu);
+    if (pending) {
+        if (e->warm)
+            return DPS_ESTATE;
+        int other = 1 - e->open;
+        if (!e->slot[other].mech_state) {
+            int rc = s_slot_make(e, &e->slot[other]);
+            if (rc) {
+                s_slot_free(e, &e->slot[other]);
+                return rc;
+            }
+        }
+        e->open = other;
+    }
+    epoch_slot *sl = &e->slot[e->open];
+    int rc = dps_rng_fork(e->noise, &sl->noise);
     if (!rc)
-        e->epoch_started = 1;
-    return rc;
+        rc = e->mech->begin(sl->mech_state, e->epoch, sl->noise);
+    if (!rc && sl->buckets)
+        rc = buckets_begin(sl->buckets, e->epoch);
+    if (rc) {
+        dps_rng_destroy(&sl->noise);
+        return rc;
+    }
+    e->open_started = 1;
+    sl->epoch = e->epoch;
+    return DPS_OK;
 }
 
 /* A row was admitted by row_unit (src/core/rows.c): normalised to norm 1 (at
@@ -150,15 +234,16 @@ int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_
             rc = DPS_EFULL;
             break;
         }
-        if (!e->epoch_started && (rc = s_epoch_begin(e)) != DPS_OK)
+        if (!e->open_started && (rc = s_epoch_begin(e)) != DPS_OK)
             break;
+        epoch_slot *sl = &e->slot[e->open];
         const float *src = rows + taken * c->d;
         row_kind kind;
         if (e->mech->intake == EPOCH_ROWS) { /* every row of the epoch, nothing discarded */
             kind = row_unit(src, c->d, ROW_NORMALISE, e->row);
-            e->mech->take_row(e->mech_state, e->row);
+            e->mech->take_row(sl->mech_state, e->row);
         } else {
-            rc = buckets_add(e->buckets, src, &kind);
+            rc = buckets_add(sl->buckets, src, &kind);
         }
         s_count(e, kind);
         taken++;
@@ -177,68 +262,102 @@ int dps_estimator_epoch_full(const dps_estimator *e)
     return e->stats.rows_in_epoch >= e->cfg.t * e->cfg.m;
 }
 
-/* ------------------------------------------------------------------ close */
-/* Every outcome says what the cap leaves, after its charge if any. */
+/* ------------------------------------------------------------------- seal */
+int dps_estimator_seal(dps_estimator *e)
+{
+    if (!e)
+        return DPS_EINVAL;
+    pthread_mutex_lock(&e->mu);
+    int pending = e->sealed >= 0;
+    pthread_mutex_unlock(&e->mu);
+    if (pending)
+        return DPS_ESTATE;
+    epoch_slot *sl = &e->slot[e->open];
+    /* public: the completed count depends only on how many rows arrived */
+    sl->completed = buckets_close(sl->buckets, &e->stats.rows_discarded);
+    sl->rows = e->stats.rows_in_epoch;
+    sl->epoch = e->epoch;
+    pthread_mutex_lock(&e->mu);
+    e->sealed = e->open;
+    pthread_mutex_unlock(&e->mu);
+    e->epoch++;
+    e->open_started = 0;
+    e->stats.epoch = e->epoch;
+    e->stats.rows_in_epoch = 0;
+    return DPS_OK;
+}
+
+/* ---------------------------------------------------------------- release */
+/* Every outcome says what the cap leaves, after its charge if any (e->mu held). */
 static void s_budget_left(const dps_estimator *e, dps_snapshot_info *info)
 {
     info->budget_left = dps_accountant_left(e->acc);
     info->budget_unit = dps_budget_unit(&e->cfg.cap);
 }
 
-/* The epoch's end: its rows are used once, the next epoch starts empty (its
-   first row begins it). */
-static void s_epoch_end(dps_estimator *e)
+/* The sealed epoch's end: its rows are used once, its slot is free for the
+   epoch after next (the next begin of a warm mechanism waits for this). */
+static void s_slot_end(dps_estimator *e, epoch_slot *sl, int internal_error)
 {
-    if (e->buckets)
-        buckets_end(e->buckets);
-    e->epoch++;
-    e->epoch_started = 0;
-    e->stats.epoch = e->epoch;
-    e->stats.epochs_closed++;
-    e->stats.rows_in_epoch = 0;
+    if (sl->buckets)
+        buckets_end(sl->buckets);
+    dps_rng_destroy(&sl->noise);
+    pthread_mutex_lock(&e->mu);
+    e->closed++;
+    e->internal_errors += (uint64_t)internal_error;
+    e->sealed = -1;
+    pthread_cond_broadcast(&e->released);
+    pthread_mutex_unlock(&e->mu);
 }
 
-/* A snapshot that did not run the mechanism (nothing charged), and the end of
-   the epoch. */
-static int s_finish(dps_estimator *e, dps_snapshot_info *info, const float *basis, dps_snapshot **out)
+/* A snapshot that did not run the mechanism (nothing charged; e->mu held),
+   and the end of the epoch. */
+static int s_finish(dps_estimator *e, epoch_slot *sl, dps_snapshot_info *info, dps_snapshot **out)
 {
     s_budget_left(e, info);
-    int rc = dps_snapshot_new(out, info, basis);
-    s_epoch_end(e);
+    info->total = dps_accountant_spent(e->acc);
+    info->eps_total = dps_accountant_eps(e->acc, info->delta_target);
+    pthread_mutex_unlock(&e->mu);
+    int rc = dps_snapshot_new(out, info, NULL);
+    s_slot_end(e, sl, 0);
     return rc;
 }
 
 /* NULL when enough came in for the mechanism to run, else why not (in why). */
-static const char *s_too_little(const dps_estimator *e, size_t completed, char *why, size_t len)
+static const char *s_too_little(const dps_estimator *e, const epoch_slot *sl, char *why, size_t len)
 {
     if (e->mech->intake == EPOCH_ROWS) {
-        if (e->stats.rows_in_epoch >= 1)
+        if (sl->rows >= 1)
             return NULL;
         snprintf(why, len, "no rows arrived in this epoch: the mechanism did not run, nothing was spent");
         return why;
     }
     size_t need = e->mech->min_buckets(&e->cfg);
-    if (completed >= need)
+    if (sl->completed >= need)
         return NULL;
     snprintf(why, len,
              "only %zu buckets completed and the mechanism needs %zu to succeed: it did not run, nothing was "
-             "spent", completed, need);
+             "spent", sl->completed, need);
     return why;
 }
 
-int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
+int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
 {
     if (!e || !out)
         return DPS_EINVAL;
     *out = NULL;
+    pthread_mutex_lock(&e->mu);
+    int i = e->sealed;
+    pthread_mutex_unlock(&e->mu);
+    if (i < 0)
+        return DPS_ESTATE;
+    epoch_slot *sl = &e->slot[i];
     const dps_config *c = &e->cfg;
     const epoch_mechanism *mech = e->mech;
     int rows_intake = mech->intake == EPOCH_ROWS;
-    size_t t_eff = buckets_close(e->buckets, &e->stats.rows_discarded); /* public: it depends only on how
-                                                                             many rows arrived */
     dps_snapshot_info info;
     memset(&info, 0, sizeof info);
-    info.epoch = e->epoch;
+    info.epoch = sl->epoch;
     info.d = c->d;
     info.k = c->k;
     if (c->groups > 1) {
@@ -247,28 +366,27 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
         info.group_k = c->group_k;
     }
     info.aggregator = c->aggregator;
-    info.buckets_used = t_eff;
-    info.rows_used = rows_intake ? e->stats.rows_in_epoch : (uint64_t)t_eff * c->m;
+    info.buckets_used = sl->completed;
+    info.rows_used = rows_intake ? sl->rows : (uint64_t)sl->completed * c->m;
     info.seeded = c->seeded;
     info.public_seed = c->public_seed;
     info.radius_unrelated = mech->radius_unrelated(c);
-    info.delta_target = c->cap.delta_target > 0 ? c->cap.delta_target : 1e-5;
     info.reason = "";
     dps_zcdp cost = mech->cost(c);
 
     char why[200];
-    const char *too_little = s_too_little(e, t_eff, why, sizeof why);
+    const char *too_little = s_too_little(e, sl, why, sizeof why);
+    pthread_mutex_lock(&e->mu); /* the cap's check, the commit and the charge: one step */
+    info.delta_target = c->cap.delta_target > 0 ? c->cap.delta_target : 1e-5;
     if (too_little) {
         info.status = DPS_SNAP_FAILED;
         info.reason = too_little;
-    } else if (!dps_accountant_fits(e->acc, cost)) {
+        return s_finish(e, sl, &info, out);
+    }
+    if (!dps_accountant_fits(e->acc, cost)) {
         info.status = DPS_SNAP_REFUSED;
         info.reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
-    }
-    if (too_little || info.status == DPS_SNAP_REFUSED) {
-        info.total = dps_accountant_spent(e->acc);
-        info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
-        return s_finish(e, &info, NULL, out);
+        return s_finish(e, sl, &info, out);
     }
 
     /* Everything the release needs that could fail for want of memory is
@@ -276,37 +394,41 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     dps_snapshot *snap = snapshot_reserve();
     float *basis = dps_aligned_calloc(c->k * c->d, sizeof(float));
     if (!snap || !basis) {
+        pthread_mutex_unlock(&e->mu);
         free(snap);
         free(basis);
-        return DPS_ENOMEM; /* before the charge: nothing spent, the epoch stays open */
+        return DPS_ENOMEM; /* before the charge: nothing spent, the epoch stays sealed */
     }
     dps_zcdp before = dps_accountant_spent(e->acc);
     dps_zcdp after = {before.rho + cost.rho, before.delta + cost.delta};
-    if (c->commit && c->commit(c->commit_arg, e->epoch, cost, after) != 0) {
+    if (c->commit && c->commit(c->commit_arg, sl->epoch, cost, after) != 0) {
+        pthread_mutex_unlock(&e->mu);
         free(snap);
         free(basis);
-        s_epoch_end(e); /* the epoch's rows are dropped */
+        s_slot_end(e, sl, 0); /* the epoch's rows are dropped */
         return DPS_ECOMMIT;
     }
     /* From here on the charge is on disk: every path ends in *out = snap. */
     int rc = dps_accountant_charge(e->acc, cost); /* cannot fail: it fits (checked above) */
+    info.epoch_cost = cost;
+    info.total = dps_accountant_spent(e->acc);
+    info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
+    s_budget_left(e, &info);
+    pthread_mutex_unlock(&e->mu);
 
     /* The completed buckets in bucket order.  Buckets finish in order of
        their ids only when W = t... any order is fine for privacy, but keep
        only the done ones, packed, so the input is the same on every run. */
-    epoch_input in = {.epoch = e->epoch, .buckets = t_eff, .rows = e->stats.rows_in_epoch, .noise = e->noise};
+    epoch_input in = {.epoch = sl->epoch, .buckets = sl->completed, .rows = sl->rows, .noise = sl->noise};
     if (!rows_intake)
-        in.V = buckets_pack(e->buckets, &in.done);
+        in.V = buckets_pack(sl->buckets, &in.done);
     epoch_outcome res;
     memset(&res, 0, sizeof res);
     if (!rc)
-        rc = dps_rng_new_labelled(&in.pub, c->public_seed, "aggregate", e->epoch);
+        rc = dps_rng_new_labelled(&in.pub, c->public_seed, "aggregate", sl->epoch);
     if (!rc)
-        rc = mech->release(e->mech_state, &in, basis, &res);
+        rc = mech->release(sl->mech_state, &in, basis, &res);
     dps_rng_destroy(&in.pub);
-    info.epoch_cost = cost;
-    info.total = dps_accountant_spent(e->acc);
-    info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
     info.radius = res.radius;
     info.w_hat = res.w_hat;
     info.noise_level = rc || res.failed ? 0 : res.noise_level; /* only with a basis */
@@ -339,41 +461,86 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
                  "FAILED; budget spent", dps_strerror(rc));
         info.status = DPS_SNAP_FAILED;
         info.reason = internal;
-        e->stats.epochs_internal_error++;
     } else if (res.failed) {
         info.status = DPS_SNAP_FAILED;
         info.reason = res.reason;
     } else {
         info.status = DPS_SNAP_RELEASED;
     }
-    s_budget_left(e, &info);
     snapshot_fill(snap, &info, basis); /* takes basis */
-    s_epoch_end(e);
+    s_slot_end(e, sl, rc != 0);
     *out = snap;
     return DPS_OK;
 }
 
-void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)
+int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
 {
-    size_t done_epoch = 0;
-    *out = e->stats;
-    buckets_counts(e->buckets, &out->buckets_completed, &done_epoch);
-    out->buckets_done_epoch = e->epoch_started ? done_epoch : 0;
+    if (!e || !out)
+        return DPS_EINVAL;
+    *out = NULL;
+    pthread_mutex_lock(&e->mu);
+    int pending = e->sealed >= 0; /* left sealed by an earlier DPS_ENOMEM: that one first */
+    pthread_mutex_unlock(&e->mu);
+    int rc = pending ? DPS_OK : dps_estimator_seal(e);
+    return rc ? rc : dps_estimator_release_sealed(e, out);
 }
 
-dps_zcdp dps_estimator_spent(const dps_estimator *e) { return dps_accountant_spent(e->acc); }
+void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)
+{
+    *out = e->stats;
+    uint64_t total = 0;
+    size_t done_epoch = 0;
+    for (int i = 0; i < 2; i++) {
+        uint64_t t = 0;
+        size_t d = 0;
+        buckets_counts(e->slot[i].buckets, &t, &d);
+        total += t;
+        if (i == e->open)
+            done_epoch = e->open_started ? d : 0;
+    }
+    out->buckets_completed = total;
+    out->buckets_done_epoch = done_epoch;
+    dps_estimator *m = (dps_estimator *)e; /* the mutex only */
+    pthread_mutex_lock(&m->mu);
+    out->epochs_closed = e->closed;
+    out->epochs_internal_error = e->internal_errors;
+    pthread_mutex_unlock(&m->mu);
+}
+
+dps_zcdp dps_estimator_spent(const dps_estimator *e)
+{
+    dps_estimator *m = (dps_estimator *)e; /* the mutex only */
+    pthread_mutex_lock(&m->mu);
+    dps_zcdp z = dps_accountant_spent(e->acc);
+    pthread_mutex_unlock(&m->mu);
+    return z;
+}
+
+int dps_estimator_release_pending(const dps_estimator *e)
+{
+    dps_estimator *m = (dps_estimator *)e; /* the mutex only */
+    pthread_mutex_lock(&m->mu);
+    int pending = e->sealed >= 0;
+    pthread_mutex_unlock(&m->mu);
+    return pending;
+}
 
 int dps_estimator_set_cap(dps_estimator *e, const dps_budget *cap)
 {
     if (!e || !cap)
         return DPS_EINVAL;
+    pthread_mutex_lock(&e->mu);
     int rc = dps_accountant_set_cap(e->acc, cap);
     if (rc == DPS_OK)
         e->cfg.cap = *cap;
+    pthread_mutex_unlock(&e->mu);
     return rc;
 }
 
 void dps_estimator_set_bucket_hook(dps_estimator *e, dps_bucket_hook fn, void *arg)
 {
-    buckets_set_hook(e->buckets, fn, arg);
+    e->hook = fn;
+    e->hook_arg = arg;
+    for (int i = 0; i < 2; i++)
+        buckets_set_hook(e->slot[i].buckets, fn, arg);
 }
