@@ -64,6 +64,18 @@ void collector_fault(const char *point)
     }
 }
 
+/* Test-only: DPS_FAULT=<point> holds the calling thread there for ms
+   (the pipeline test: a release slow enough to watch ingest go on). */
+void collector_hold(const char *point, unsigned ms)
+{
+    const char *f = getenv("DPS_FAULT");
+    if (f && strcmp(f, point) == 0) {
+        log_warn("fault injection: holding %u ms at %s", ms, point);
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* ---------------------------------------------------------------- setup */
 static int s_server_socket(collector *c, void *sock, const char *endpoint, const char *domain,
                            const dps_keypair *kp, char *err, size_t errlen)
@@ -169,6 +181,7 @@ void collector_config(const collector_options *o, const ledger *led, dps_config 
    after the state directory was opened comes through here. */
 static void s_teardown(collector *c)
 {
+    collector_release_stop(c);
     if (c->pull) {
         net_monitor_stop(c->pull, &c->pull_mon);
         int zero = 0;
@@ -202,6 +215,10 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     int rc = dps_estimator_new(&c->est, cfg);
     if (rc) {
         fprintf(stderr, "dps-collector: cannot start the estimator: %s\n", dps_strerror(rc));
+        return 1;
+    }
+    if (collector_release_start(c) != 0) {
+        fprintf(stderr, "dps-collector: cannot start the release thread: %s\n", strerror(errno));
         return 1;
     }
 
@@ -293,14 +310,18 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             if (removals != c->sub_removals && collector_rebind_publish(c) == 0)
                 c->sub_removals = removals;
         }
-        zmq_pollitem_t items[3] = {
-            {c->pull, 0, ZMQ_POLLIN, 0}, {c->xpub, 0, ZMQ_POLLIN, 0}, {c->rep, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 3, 100);
+        zmq_pollitem_t items[4] = {{c->pull, 0, ZMQ_POLLIN, 0},
+                                   {c->xpub, 0, ZMQ_POLLIN, 0},
+                                   {c->rep, 0, ZMQ_POLLIN, 0},
+                                   {NULL, c->rel_pipe[0], ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 4, 100);
         if (n < 0 && errno != EINTR) {
             log_error("poll failed: %s", zmq_strerror(errno));
             break;
         }
         if (n > 0) {
+            if (items[3].revents & ZMQ_POLLIN) /* a release is done: publish it first */
+                collector_release_poll(c);
             if (items[2].revents & ZMQ_POLLIN)
                 collector_status(c);
             if (items[1].revents & ZMQ_POLLIN)
@@ -322,9 +343,10 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         if (c->o.epoch_seconds > 0 && net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
             dps_stats es;
             dps_estimator_get_stats(c->est, &es);
-            if (es.rows_in_epoch > 0)
-                collector_close_epoch(c);
-            else
+            if (es.rows_in_epoch > 0) {
+                if (!dps_estimator_release_pending(c->est)) /* else at a later turn: the loop never waits here */
+                    collector_seal(c);
+            } else
                 c->epoch_started_ms = net_now_ms();
         }
         if (c->o.exit_after && c->published >= c->o.exit_after) {
@@ -332,6 +354,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             break;
         }
     }
+    collector_release_stop(c); /* an epoch already sealed is charged: release and publish it */
     dps_stats es;
     dps_estimator_get_stats(c->est, &es);
     if (es.rows_in_epoch)

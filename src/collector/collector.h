@@ -2,8 +2,9 @@
 
    The daemon is one loop (collector.c: setup, the loop, teardown) that calls
    the modules in the order of the data: ingest.c takes batches (and bounds
-   their memory), publish.c closes epochs (the ledger hook, then store and
-   publish), status_reply.c answers the status endpoint (counters and
+   their memory) and seals full epochs, release.c releases them on its own
+   thread while the loop ingests the next, publish.c holds the ledger hook
+   and stores and publishes each snapshot, status_reply.c answers the status endpoint (counters and
    producers' credit), reload.c applies SIGHUP.  Who owns what: main()
    (collector.c) owns everything in the struct; the modules borrow it. */
 #ifndef DPS_COLLECTOR_H
@@ -22,6 +23,7 @@
 #include "zap.h"
 
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -49,18 +51,45 @@ typedef struct {
     uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
     uint64_t watched_ms;       /* when s_ingest_watch last counted */
     int watch_due;             /* a producer without credit came on a new connection */
+    /* the release thread (release.c); the hand-over fields under rel_mu */
+    pthread_t rel_thread;
+    int rel_started;
+    pthread_mutex_t rel_mu;
+    pthread_cond_t rel_cv;
+    int rel_pipe[2];           /* the thread writes a byte when a release is done; the loop polls [0] */
+    int rel_asked;             /* an epoch is sealed for the thread to release */
+    int rel_busy;              /* the thread is releasing it */
+    int rel_has;               /* a release is done, waiting for the loop to publish it */
+    int rel_stop;
+    dps_snapshot *rel_snap;    /* ... its snapshot, return code, time, epoch */
+    int rel_rc;
+    uint64_t rel_ms, rel_epoch;
+    pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
 } collector;
 
 /* Set by SIGINT/SIGTERM, or to stop after an unrecoverable ledger error. */
 extern volatile sig_atomic_t collector_stop;
 /* Test-only fault injection: DPS_FAULT=<point> kills the process there. */
 void collector_fault(const char *point);
+/* Test-only: DPS_FAULT=<point> holds the calling thread there for ms. */
+void collector_hold(const char *point, unsigned ms);
 
 /* publish.c: the ledger hook given to the estimator (the charge on disk
-   before the mechanism runs), and closing the open epoch (its snapshot
-   numbered, stored, published; logged). */
+   before the mechanism runs; on the release thread), and a released epoch's
+   snapshot numbered, stored, published and logged (on the loop). */
 int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after);
-int collector_close_epoch(collector *c);
+int collector_publish(collector *c, dps_snapshot *snap);
+
+/* release.c: the release thread.  start it (before the loop; -1 if it
+   cannot), seal the open epoch and hand it over (waits first if the last is
+   still releasing), publish a finished release (the loop, when rel_pipe[0]
+   is readable), wait until every sealed epoch is published, and stop (the
+   epoch already sealed is released and published first). */
+int collector_release_start(collector *c);
+int collector_seal(collector *c);
+void collector_release_poll(collector *c);
+void collector_release_wait(collector *c);
+void collector_release_stop(collector *c);
 
 /* ingest.c: one batch from the PULL socket (0 if none was waiting); the
    ingest memory bound set on the socket before bind, reported at start-up

@@ -1,7 +1,7 @@
 /* ingest.c - batches into dps-collector: decode and validate a message
    (refused and counted as a whole when malformed), check its key is still
-   authorized, push its rows into the estimator (closing epochs as they
-   fill), count per producer; and the ingest memory bound (below).
+   authorized, push its rows into the estimator (sealing epochs as they
+   fill, for the release thread), count per producer; and the ingest memory bound (below).
    Who owns what: borrows the collector (collector.h); each message is
    released here. */
 #include "collector.h"
@@ -102,14 +102,16 @@ int collector_ingest(collector *c)
         int rc = dps_estimator_push(c->est, wr.rows + done * wr.dim, wr.n - done, wr.dim, &taken);
         done += taken;
         if (rc == DPS_EFULL) {
-            collector_close_epoch(c);
+            collector_seal(c);
+        } else if (rc == DPS_ESTATE) { /* a warm mechanism's next epoch begins after the last release */
+            collector_release_wait(c);
         } else if (rc) {
             log_error("push failed: %s", dps_strerror(rc));
             break;
         }
     }
     if (dps_estimator_epoch_full(c->est) && !collector_stop)
-        collector_close_epoch(c);
+        collector_seal(c);
     if (done == wr.n) { /* taken: a producer draining may now disconnect */
         /* Connections that ended before this batch arrived, first: the kernel
            may have given this batch's connection the fd of one of them. */

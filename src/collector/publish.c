@@ -1,7 +1,8 @@
 /* publish.c - an epoch's end in dps-collector: the ledger hook (the cost
    appended and fsync'ed BEFORE the mechanism runs), then the snapshot
    numbered, stored (atomic file) and published (XPUB, and the welcome
-   message of late subscribers), and its log line.
+   message of late subscribers), and its log line.  The hook runs on the
+   release thread (release.c), the rest on the loop.
    Who owns what: borrows the collector (collector.h); the snapshot the
    estimator returns is freed here once published. */
 #include "collector.h"
@@ -28,7 +29,9 @@ int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
     collector *c = arg;
     (void)after;
     collector_fault("before-commit");
+    pthread_mutex_lock(&c->led_mu);
     int rc = ledger_append(&c->led, "commit", epoch, cost, NULL);
+    pthread_mutex_unlock(&c->led_mu);
     if (rc) {
         log_error("could not write the ledger (%s): epoch %" PRIu64 " is not released", dps_strerror(rc), epoch);
         return -1;
@@ -92,14 +95,18 @@ static int s_release(collector *c, dps_snapshot *snap)
         dps_snapshot_destroy(&numbered);
         return rc;
     }
+    pthread_mutex_lock(&c->led_mu);
     if (in.status == DPS_SNAP_REFUSED)
         ledger_append(&c->led, "refused", in.epoch, (dps_zcdp){0, 0}, NULL);
+    pthread_mutex_unlock(&c->led_mu);
     if (store_put(c->o.state_dir, in.epoch, buf, len) != DPS_OK)
         log_error("could not store the snapshot of epoch %" PRIu64 " in %s/snapshots (publishing it anyway)",
                   in.epoch, c->o.state_dir);
     char extra[96];
     snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_status_name(in.status), in.seq);
+    pthread_mutex_lock(&c->led_mu);
     ledger_append(&c->led, "outcome", in.epoch, (dps_zcdp){0, 0}, extra);
+    pthread_mutex_unlock(&c->led_mu);
     collector_fault("after-store");
     if (zmq_send(c->xpub, buf, len, 0) < 0)
         log_warn("publishing epoch %" PRIu64 " failed: %s", in.epoch, zmq_strerror(errno));
@@ -119,28 +126,13 @@ static int s_release(collector *c, dps_snapshot *snap)
     return DPS_OK;
 }
 
-int collector_close_epoch(collector *c)
+int collector_publish(collector *c, dps_snapshot *snap)
 {
-    dps_snapshot *snap = NULL;
-    dps_stats st;
-    dps_estimator_get_stats(c->est, &st);
-    uint64_t t0 = net_now_ms();
-    int rc = dps_estimator_close_epoch(c->est, &snap);
-    c->epoch_started_ms = net_now_ms();
-    if (rc == DPS_ECOMMIT) {
-        log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", st.epoch);
-        collector_stop = 1;
-        return rc;
-    }
-    if (rc) { /* before the charge (dps_estimator_close_epoch): nothing spent, the epoch stays open */
-        log_error("closing epoch %" PRIu64 " failed before its charge: %s", st.epoch, dps_strerror(rc));
-        return rc;
-    }
-    log_debug("epoch %" PRIu64 " aggregated in %" PRIu64 " ms", st.epoch, net_now_ms() - t0);
-    rc = s_release(c, snap);
+    dps_snapshot_info in;
+    dps_snapshot_get_info(snap, &in);
+    int rc = s_release(c, snap);
     if (rc) /* only memory for the numbered copy or its encoding (sizes public): a resource failure, loud */
         log_error("epoch %" PRIu64 " was charged and computed but could not be published (%s): its charge stays "
-                  "in the ledger, its snapshot is lost", st.epoch, dps_strerror(rc));
-    dps_snapshot_destroy(&snap);
+                  "in the ledger, its snapshot is lost", in.epoch, dps_strerror(rc));
     return rc;
 }

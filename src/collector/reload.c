@@ -37,7 +37,9 @@ void collector_reload_config(collector *c)
         log_error("SIGHUP: configuration not reloaded, the running one stays: %s", err);
         return;
     }
+    pthread_mutex_lock(&c->led_mu);
     collector_config(&next, &c->led, &cfg);
+    pthread_mutex_unlock(&c->led_mu);
     if (dps_config_check(&cfg, &why) != DPS_OK) {
         log_error("SIGHUP: configuration not reloaded, the running one stays: %s", why);
         return;

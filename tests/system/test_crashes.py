@@ -37,9 +37,12 @@ def test_crashes():
     for point in ("before-commit", "after-commit", "after-store"):
         c = Collector("crash-" + point, d=40, k=2, t=60, env={"DPS_FAULT": point}).start()
         sub = c.subscriber()
-        # the collector dies while it takes the one batch (240 rows) that closes the epoch
+        # the collector dies while it releases the epoch the one batch (240 rows) filled, on the release
+        # thread while the loop goes on, so that batch may already be confirmed
+        # (confirmed means taken into an epoch, never released: a kill loses an open epoch's confirmed
+        # rows too, case (a)); what must hold is below: the ledger, the store and the restart
         lost = fill_until_killed(c, 1, rng)
-        check(lost == 1, f"{point}: the producer's close() says 1 batch was not confirmed ({lost})")
+        check(lost in (0, 1), f"{point}: at most the one batch unconfirmed ({lost})")
         c.proc.wait(20)
         check(c.proc.returncode == -signal.SIGKILL, f"{point}: died by the injected kill")
         got = sub.recv(500)
