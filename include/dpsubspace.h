@@ -440,8 +440,9 @@ DPS_EXPORT int  dps_estimator_epoch_full(const dps_estimator *est);
    close_epoch is dps_estimator_seal then dps_estimator_release_sealed. */
 DPS_EXPORT int  dps_estimator_close_epoch(dps_estimator *est, dps_snapshot **out);
 /* The pipeline: release an epoch on another thread while the next one fills.
-   seal (pushing thread) ends the open epoch's input: waits for its buckets,
-   drops the rows of buckets left open; the next row begins the next epoch.
+   seal (pushing thread) ends the open epoch's input: drops the rows of
+   buckets left open (its full buckets' bases go on being computed; the
+   release waits for them); the next row begins the next epoch.
    DPS_ESTATE if an epoch is still sealed (at most one: seal again once it is
    released).  release_sealed (any ONE thread at a time, concurrently with
    push and seal) is the rest of close_epoch for the sealed epoch, same

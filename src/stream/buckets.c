@@ -7,8 +7,9 @@
    generator, never on the rows: a row with NaN/Inf or zero norm takes its
    slot as the zero vector (DESIGN 2), so one changed row changes one bucket.
 
-   Threads: the mutex guards the buffer free list, the per-bucket "done" flags
-   and the completed-bucket counters. */
+   Threads: the mutex guards the buffer free list, the per-bucket "done" flags,
+   the completed-bucket counters and the count of this pipe's jobs in flight
+   (two pipes share the pool when an epoch releases while the next fills). */
 #include "buckets.h"
 #include "internal.h"
 #include "linalg.h"
@@ -48,6 +49,8 @@ struct bucket_pipe {
 
     pthread_mutex_t mu;
     pthread_cond_t buf_back; /* a buffer came back */
+    pthread_cond_t idle;     /* in_flight reached 0 */
+    size_t in_flight;        /* this pipe's bucket jobs queued or running (guarded) */
     float **free_bufs;
     size_t n_free_bufs, n_bufs, max_bufs;
     size_t buckets_done;     /* this epoch (guarded) */
@@ -77,6 +80,7 @@ int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool 
     *p = (bucket_pipe){.cfg = c, .part = part, .pool = pool, .mech = mech, .mech_state = mech_state};
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->buf_back, NULL);
+    pthread_cond_init(&p->idle, NULL);
     size_t w = DPS_MIN(c->window, c->t);
     p->max_bufs = w + (size_t)c->workers + 1;
     p->V = dps_aligned_alloc(c->t * c->k * c->d, sizeof(float)); /* a bucket's rows are written before read */
@@ -116,6 +120,7 @@ void buckets_free(bucket_pipe **pp)
     free(p->V);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->buf_back);
+    pthread_cond_destroy(&p->idle);
     free(p);
     *pp = NULL;
 }
@@ -184,6 +189,8 @@ static void s_bucket_job(void *arg, int worker)
     p->done[j->id] = (unsigned char)usable;
     p->buckets_done += (size_t)usable;
     p->buckets_total += (size_t)usable;
+    if (--p->in_flight == 0)
+        pthread_cond_broadcast(&p->idle);
     pthread_mutex_unlock(&p->mu);
     free(j);
 }
@@ -236,20 +243,26 @@ int buckets_add(bucket_pipe *p, const float *row, row_kind *kind)
         return DPS_ENOMEM;
     *j = (bucket_job){p, b->id, b->rows};
     b->rows = NULL;
+    pthread_mutex_lock(&p->mu);
+    p->in_flight++;
+    pthread_mutex_unlock(&p->mu);
     int rc = pool_submit(p->pool, s_bucket_job, j);
     if (rc != DPS_OK) {
+        pthread_mutex_lock(&p->mu);
+        p->in_flight--;
+        pthread_mutex_unlock(&p->mu);
         free(j);
         return rc;
     }
     return p->next_bucket < c->t ? s_open_bucket(p, oi) : DPS_OK;
 }
 
-size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded)
+void buckets_seal(bucket_pipe *p, uint64_t *rows_discarded)
 {
     if (!p)
-        return 0;
-    pool_wait(p->pool);
-    /* Drop the rows of buckets still open (each row belongs to one epoch only). */
+        return;
+    /* Drop the rows of buckets still open (each row belongs to one epoch only);
+       the full ones are the workers' until their bases are written. */
     pthread_mutex_lock(&p->mu);
     for (size_t i = 0; i < p->n_open; i++) {
         bucket *b = &p->open[i];
@@ -259,10 +272,20 @@ size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded)
             b->rows = NULL;
         }
     }
-    size_t completed = p->buckets_done;
     pthread_mutex_unlock(&p->mu);
     p->n_open = 0;
     p->nfree = 0;
+}
+
+size_t buckets_wait(bucket_pipe *p)
+{
+    if (!p)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    while (p->in_flight)
+        pthread_cond_wait(&p->idle, &p->mu);
+    size_t completed = p->buckets_done;
+    pthread_mutex_unlock(&p->mu);
     return completed;
 }
 

@@ -35,14 +35,17 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch);
    whatever the return; a full bucket goes to a worker and the next bucket
    opens: DPS_ENOMEM if either could not be done. */
 int buckets_add(bucket_pipe *p, const float *row, row_kind *kind);
-/* A row-intake (EPOCH_ROWS) estimator has no pipe: buckets_close,
+/* A row-intake (EPOCH_ROWS) estimator has no pipe: buckets_seal, buckets_wait,
    buckets_counts and buckets_set_hook take p = NULL as a pipe without
    buckets (0 completed, nothing discarded). */
 
-/* The end of the epoch's input: wait for the workers, drop the rows of the
-   buckets still open (added to *rows_discarded).  Returns the number of
-   completed buckets (public: it depends only on how many rows arrived). */
-size_t buckets_close(bucket_pipe *p, uint64_t *rows_discarded);
+/* The end of the epoch's input (the adding thread): drop the rows of the
+   buckets still open (added to *rows_discarded); the full buckets' jobs go
+   on.  Then buckets_wait (any one thread) waits for this pipe's jobs only
+   and returns the number of completed buckets (public: it depends only on
+   how many rows arrived). */
+void buckets_seal(bucket_pipe *p, uint64_t *rows_discarded);
+size_t buckets_wait(bucket_pipe *p);
 /* The epoch is over (released, or dropped): its completed buckets are
    forgotten, so that closing again before the next epoch's first row finds
    none (they must never be released twice). */

@@ -4,8 +4,8 @@
    The way of an epoch: its first row begins it (the mechanism's begin, then
    the bucket pipeline's first window); each row is admitted (row_unit) and
    goes to a random bucket (buckets.c) or, for a mechanism without buckets,
-   straight to the mechanism; the seal ends its input (its buckets finish);
-   the release checks that enough came in and that the cost fits the cap,
+   straight to the mechanism; the seal ends its input; the release waits for
+   its buckets' bases, checks that enough came in and that the cost fits the cap,
    makes the charge durable (the commit hook), charges the accountant and has
    the mechanism release into a snapshot.  The mechanism is one entry of the
    table of src/mechanisms/epoch_mechanism.h; nothing here depends on which.
@@ -42,7 +42,7 @@ typedef struct {
     dps_rng *noise;       /* this epoch's mechanism noise (from its begin) */
     uint64_t epoch;
     uint64_t rows;        /* sealed: rows taken */
-    size_t completed;     /* sealed: completed buckets (public) */
+    size_t completed;     /* released: completed buckets (public) */
 } epoch_slot;
 
 enum { SLOT_FREE, SLOT_OPEN, SLOT_SEALED, SLOT_RELEASING };
@@ -273,8 +273,7 @@ int dps_estimator_seal(dps_estimator *e)
     if (pending)
         return DPS_ESTATE;
     epoch_slot *sl = &e->slot[e->open];
-    /* public: the completed count depends only on how many rows arrived */
-    sl->completed = buckets_close(sl->buckets, &e->stats.rows_discarded);
+    buckets_seal(sl->buckets, &e->stats.rows_discarded); /* its full buckets' bases: waited for by the release */
     sl->rows = e->stats.rows_in_epoch;
     sl->epoch = e->epoch;
     pthread_mutex_lock(&e->mu);
@@ -352,6 +351,8 @@ int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
     if (i < 0)
         return DPS_ESTATE;
     epoch_slot *sl = &e->slot[i];
+    /* public: the completed count depends only on how many rows arrived */
+    sl->completed = buckets_wait(sl->buckets);
     const dps_config *c = &e->cfg;
     const epoch_mechanism *mech = e->mech;
     int rows_intake = mech->intake == EPOCH_ROWS;
