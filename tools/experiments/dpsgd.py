@@ -27,9 +27,10 @@ the FINAL model's, never the best epoch's.
 Settings: smoke (in tools/check: 5 000 examples, 60 steps, two rows;
 asserts only what must hold; ~35 s), quick (~15 min: eps 4, one seed,
 2 epochs, the rows dpsgd, gep-oracle, gep-noisy, gep-power), full (LONG,
-about 7 min a run, 84 runs: eps 1, 2, 4, 8, 3 seeds, 5 epochs, every row;
-appends to the CSV and skips what is done, so it can be stopped and
-resumed; seed 0 of every eps first).  `report` turns a CSV into
+2-6 min a run, 84 runs, about 3.5 hours as two processes on 2 cores:
+`--threads 1 --shard 0/2` and `--shard 1/2`; eps 1, 2, 4, 8, 3 seeds, 5
+epochs, every row; appends to the CSV and skips what is done, so it can be
+stopped and resumed; seed 0 of every eps first).  `report` turns a CSV into
 the README's table (mean and spread) and a PNG.
 """
 import argparse
