@@ -420,7 +420,8 @@ DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);
    (counted, nothing taken).  May block while workers catch up (memory bound).
    DPS_ESTATE (nothing taken) when the epoch would begin while the one before
    is sealed and not yet released and the mechanism's release feeds the next
-   epoch (the power iteration's warm start: release first).
+   epoch (the power iteration's warm start), or there is no memory for a
+   second epoch's state: release first.
    Push, seal and close from one thread (the pushing thread). */
 DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
                                    size_t dim, size_t *n_taken);

@@ -279,9 +279,6 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         log_info("%s", plan[i]);
     if (near_random)
         log_warn("with these settings at least one group's basis will be near random (see the plan above)");
-    log_info("pipeline: an epoch is released on its own thread while the next one fills, so the estimator may "
-             "hold two epochs, up to %.1f MB (with a power-iteration group the next epoch waits for the release "
-             "instead: its warm start)", 2.0 * (double)dps_estimator_memory_bound(cfg) / 1e6);
     dps_accountant *acc = NULL; /* the budget as the ledger left it */
     if (dps_accountant_new(&acc, &cfg->cap, &c->led.total) == DPS_OK) {
         double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);

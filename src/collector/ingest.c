@@ -103,7 +103,8 @@ int collector_ingest(collector *c)
         done += taken;
         if (rc == DPS_EFULL) {
             collector_seal(c);
-        } else if (rc == DPS_ESTATE) { /* a warm mechanism's next epoch begins after the last release */
+        } else if (rc == DPS_ESTATE) { /* the next epoch begins after the last release (a warm mechanism,
+                                           or no memory for a second epoch) */
             collector_release_wait(c);
         } else if (rc) {
             log_error("push failed: %s", dps_strerror(rc));
@@ -223,11 +224,12 @@ static uint64_t s_proc_kb(const char *field)
 void collector_ingest_report(collector *c, const dps_config *cfg)
 {
     const double mb = 1 << 20;
-    double est = (double)dps_estimator_memory_bound(cfg) / mb;
+    double est = 2.0 * (double)dps_estimator_memory_bound(cfg) / mb; /* one epoch releasing, the next filling */
     log_info("ingest buffer %.0f MB for all producers: batches up to %.1f MB (--max-batch-rows %" PRIu64
              " at d %" PRIu64 "); producers that take credit (a status endpoint) share %" PRIu64 " batches "
              "whatever their number; each that does not can queue %" PRIu64 " (%" PRIu64 " in its queue + 2), "
-             "so the buffer holds %" PRIu64 " of those (see --help).  The estimator adds at most %.0f MB",
+             "so the buffer holds %" PRIu64 " of those (see --help).  The estimator adds at most %.0f MB "
+             "(two epochs: one releasing on its own thread while the next fills)",
              (double)c->plan.budget / mb, (double)c->plan.msg_max / mb, c->o.max_batch_rows, c->o.d,
              c->credit.capacity, options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->plan.producers, est);
     struct rlimit rl;
