@@ -376,6 +376,7 @@ def cmd_report(a):
     # paired by seed: each row's accuracy minus plain DP-SGD's in the same (eps, seed), which cancels
     # what the seed does to both (the initial weights are the seed's; the noise and sampling too)
     base = {(float(r["eps_target"]), int(r["seed"])): float(r["test_acc"]) for r in rows if r["row"] == "dpsgd"}
+    diffs = {}
     if base:
         lines += ["", "accuracy minus plain DP-SGD's, paired by seed (mean ± sd over seeds):", "",
                   "| row | " + " | ".join(f"eps {e:g}" for e in eps_list) + " |", "|---|" + "---|" * len(eps_list)]
@@ -386,6 +387,7 @@ def cmd_report(a):
             for e in eps_list:
                 dif = [float(r["test_acc"]) - base[(e, int(r["seed"]))] for r in rows
                        if r["row"] == name and float(r["eps_target"]) == e and (e, int(r["seed"])) in base]
+                diffs[(name, e)] = dif
                 cells.append(f"{np.mean(dif):+.3f} ± {np.std(dif):.3f} (n={len(dif)})" if len(dif) > 1
                              else f"{dif[0]:+.3f} (n=1)" if dif else "")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -394,20 +396,33 @@ def cmd_report(a):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        # left: accuracy, rows far below the others (projection only) left out so that the ones that
+        # learn stay readable (named under the axis); right: the difference from plain DP-SGD, paired by seed
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8))
+        best = max(np.mean(v) for v in stats.values() if v)
+        low = [n for n in names if max((np.mean(stats[(n, e)]) for e in eps_list if stats[(n, e)]), default=0)
+               < best - 0.3]
         for name in names:
             es = [e for e in eps_list if stats[(name, e)]]
-            m = [np.mean(stats[(name, e)]) for e in es]
-            s = [np.std(stats[(name, e)]) for e in es]
-            ax.errorbar(es, m, yerr=s, marker="o", capsize=3, label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(eps_list)
-        ax.set_xticklabels([f"{e:g}" for e in eps_list])
-        ax.set_xlabel("total eps (delta = 1e-5), basis releases included")
-        ax.set_ylabel("test accuracy of the final model")
-        ax.set_title("Fashion-MNIST, tanh CNN: DP-SGD with and without private subspaces")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+            if name not in low:
+                ax.errorbar(es, [np.mean(stats[(name, e)]) for e in es], yerr=[np.std(stats[(name, e)]) for e in es],
+                            marker="o", capsize=3, label=name, color=f"C{ROWS.index(name)}")
+            de = [e for e in eps_list if diffs.get((name, e))]
+            if name != "dpsgd" and name not in low and de:
+                bx.errorbar(de, [np.mean(diffs[(name, e)]) for e in de], yerr=[np.std(diffs[(name, e)]) for e in de],
+                            marker="o", capsize=3, label=name, color=f"C{ROWS.index(name)}")  # one colour a row
+        bx.axhline(0, color="black", lw=1)
+        for axis in (ax, bx):
+            axis.set_xscale("log", base=2)
+            axis.set_xticks(eps_list)
+            axis.set_xticklabels([f"{e:g}" for e in eps_list])
+            axis.set_xlabel("total eps (delta = 1e-5), basis releases included" +
+                            (f"\nnot shown (below {best - 0.3:.2f}): {', '.join(low)}" if low else ""))
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=8)
+        ax.set_ylabel("test accuracy of the final model (mean, sd over seeds)")
+        bx.set_ylabel("minus plain DP-SGD's, same seed")
+        fig.suptitle("Fashion-MNIST, tanh CNN: DP-SGD with and without private subspaces")
         fig.tight_layout()
         fig.savefig(a.png, dpi=120)
         print(f"wrote {a.png}")
