@@ -333,9 +333,9 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         net_monitor_poll(&c->pull_mon, 0);
         collector_ingest_watch(c);
         /* Silent producers' credit comes back, but only once the PULL queue
-           was found empty: after this loop was blocked (an epoch's
-           aggregation), the batches queued meanwhile are taken first and
-           make their producers heard. */
+           was found empty: after this loop was blocked (waiting for the
+           last epoch's release while the next one is full), the batches
+           queued meanwhile are taken first and make their producers heard. */
         if (n >= 0 && !(items[0].revents & ZMQ_POLLIN) && net_now_ms() - c->credit_swept_ms >= 1000) {
             c->credit_swept_ms = net_now_ms();
             credit_reclaim(&c->credit, c->credit_swept_ms, CREDIT_SILENCE_MS);
