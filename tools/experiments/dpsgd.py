@@ -25,7 +25,7 @@ exactly the target eps (dpsubspace.noise_multiplier).  The test accuracy is
 the FINAL model's, never the best epoch's.
 
 Settings: smoke (in tools/check: 5 000 examples, 60 steps, two rows;
-asserts only what must hold; ~35 s), quick (~15 min: eps 4, one seed,
+asserts only what must hold; ~35 s), quick (12 min on 2 cores shared with two other runs: eps 4, one seed,
 2 epochs, the rows dpsgd, gep-oracle, gep-noisy, gep-power), full (LONG,
 2-6 min a run, 84 runs, about 3.5 hours as two processes on 2 cores:
 `--threads 1 --shard 0/2` and `--shard 1/2`; eps 1, 2, 4, 8, 3 seeds, 5
