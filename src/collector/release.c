@@ -96,11 +96,17 @@ static void s_take(collector *c)
     pthread_cond_broadcast(&c->rel_cv);
 }
 
-void collector_release_poll(collector *c)
+/* Empty the wake-up pipe (non-blocking). */
+static void s_drain_pipe(collector *c)
 {
     char buf[64];
     while (read(c->rel_pipe[0], buf, sizeof buf) > 0)
         ;
+}
+
+void collector_release_poll(collector *c)
+{
+    s_drain_pipe(c);
     pthread_mutex_lock(&c->rel_mu);
     if (c->rel_has)
         s_take(c);
@@ -118,9 +124,7 @@ void collector_release_wait(collector *c)
         pthread_cond_wait(&c->rel_cv, &c->rel_mu);
     }
     pthread_mutex_unlock(&c->rel_mu);
-    char buf[64];
-    while (read(c->rel_pipe[0], buf, sizeof buf) > 0)
-        ;
+    s_drain_pipe(c);
 }
 
 int collector_seal(collector *c)

@@ -156,6 +156,16 @@ void dps_estimator_destroy(dps_estimator **pe)
     *pe = NULL;
 }
 
+/* An epoch sealed and not yet released (any thread; the mutex only is written). */
+static int s_pending(const dps_estimator *e)
+{
+    pthread_mutex_t *mu = (pthread_mutex_t *)&e->mu;
+    pthread_mutex_lock(mu);
+    int pending = e->sealed >= 0;
+    pthread_mutex_unlock(mu);
+    return pending;
+}
+
 /* ------------------------------------------------------------------- push */
 /* Start the open epoch lazily, at its first row, in a slot no release holds:
    the slot of the last epoch if it was released, else the other one (made
@@ -267,10 +277,7 @@ int dps_estimator_seal(dps_estimator *e)
 {
     if (!e)
         return DPS_EINVAL;
-    pthread_mutex_lock(&e->mu);
-    int pending = e->sealed >= 0;
-    pthread_mutex_unlock(&e->mu);
-    if (pending)
+    if (s_pending(e))
         return DPS_ESTATE;
     epoch_slot *sl = &e->slot[e->open];
     buckets_seal(sl->buckets, &e->stats.rows_discarded); /* its full buckets' bases: waited for by the release */
@@ -479,10 +486,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     if (!e || !out)
         return DPS_EINVAL;
     *out = NULL;
-    pthread_mutex_lock(&e->mu);
-    int pending = e->sealed >= 0; /* left sealed by an earlier DPS_ENOMEM: that one first */
-    pthread_mutex_unlock(&e->mu);
-    int rc = pending ? DPS_OK : dps_estimator_seal(e);
+    int rc = s_pending(e) ? DPS_OK : dps_estimator_seal(e); /* one left sealed by a DPS_ENOMEM: that first */
     return rc ? rc : dps_estimator_release_sealed(e, out);
 }
 
@@ -517,14 +521,7 @@ dps_zcdp dps_estimator_spent(const dps_estimator *e)
     return z;
 }
 
-int dps_estimator_release_pending(const dps_estimator *e)
-{
-    dps_estimator *m = (dps_estimator *)e; /* the mutex only */
-    pthread_mutex_lock(&m->mu);
-    int pending = e->sealed >= 0;
-    pthread_mutex_unlock(&m->mu);
-    return pending;
-}
+int dps_estimator_release_pending(const dps_estimator *e) { return s_pending(e); }
 
 int dps_estimator_set_cap(dps_estimator *e, const dps_budget *cap)
 {
