@@ -466,6 +466,10 @@ DPS_EXPORT dps_zcdp dps_estimator_spent(const dps_estimator *est);
 DPS_EXPORT int dps_estimator_set_cap(dps_estimator *est, const dps_budget *cap);
 /* Upper bound on the bytes an epoch holds (rows, bases, reference points). */
 DPS_EXPORT size_t dps_estimator_memory_bound(const dps_config *cfg);
+/* The same while one epoch is released and the next fills (seal /
+   release_sealed, the collector): twice the epoch's, or once for a
+   mechanism whose next epoch waits for the release (a warm start). */
+DPS_EXPORT size_t dps_estimator_memory_bound_pipelined(const dps_config *cfg);
 
 /* ------------------------------------------------- central (whole-data) tools */
 /* Non-private top-k right singular basis of an n x d matrix (finite rows);

@@ -15,9 +15,11 @@ size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t m
         return 0;
     snprintf(lines[n++], CLI_PLAN_LINE,
              "plan: an epoch of %llu rows (t %zu x m %zu), d %zu, k %zu, aggregator %s, rho %g per release "
-             "(charged rho %g, delta %g); memory %.1f MB",
+             "(charged rho %g, delta %g); memory %.1f MB for an epoch, %.1f MB while one is released and the "
+             "next fills (the collector)",
              (unsigned long long)p.rows, c->t, c->m, c->d, c->k, dps_aggregator_name(c->aggregator),
-             c->rho_epoch, p.cost.rho, p.cost.delta, (double)p.memory / 1e6);
+             c->rho_epoch, p.cost.rho, p.cost.delta, (double)p.memory / 1e6,
+             (double)dps_estimator_memory_bound_pipelined(c) / 1e6);
     for (size_t g = 0, col = 0; g < p.groups && n < max; g++) {
         size_t dg = c->groups > 1 ? c->group_d[g] : c->d, kg = c->groups > 1 ? c->group_k[g] : c->k;
         char where[64] = "";

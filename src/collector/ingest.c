@@ -224,7 +224,7 @@ static uint64_t s_proc_kb(const char *field)
 void collector_ingest_report(collector *c, const dps_config *cfg)
 {
     const double mb = 1 << 20;
-    double est = 2.0 * (double)dps_estimator_memory_bound(cfg) / mb; /* one epoch releasing, the next filling */
+    double est = (double)dps_estimator_memory_bound_pipelined(cfg) / mb; /* one epoch releasing, the next filling */
     log_info("ingest buffer %.0f MB for all producers: batches up to %.1f MB (--max-batch-rows %" PRIu64
              " at d %" PRIu64 "); producers that take credit (a status endpoint) share %" PRIu64 " batches "
              "whatever their number; each that does not can queue %" PRIu64 " (%" PRIu64 " in its queue + 2), "

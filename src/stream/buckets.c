@@ -7,6 +7,16 @@
    generator, never on the rows: a row with NaN/Inf or zero norm takes its
    slot as the zero vector (DESIGN 2), so one changed row changes one bucket.
 
+   Memory (DESIGN 3.1): with W = t every bucket is open from the epoch's
+   first row, and a bucket fills only when its last row comes, so the
+   epoch's rows must all be held: t*m*d floats is the floor of an exact
+   uniform partition.  The pipe then holds nothing more: bucket j's rows are
+   block j of one region of t*m*d floats, and its basis, computed into the
+   worker's k x d scratch, is written over the block's first k rows
+   ("in place"); the release packs the bases to the region's front.  With
+   W < t a bucket's block is reused for the next bucket, so the bases have
+   their own t*k*d floats and the W + workers + 1 blocks are recycled.
+
    Threads: the mutex guards the buffer free list, the per-bucket "done" flags,
    the completed-bucket counters and the count of this pipe's jobs in flight
    (two pipes share the pool when an epoch releases while the next fills). */
@@ -38,7 +48,9 @@ struct bucket_pipe {
     la_ws **ws;     /* one per worker */
 
     uint64_t epoch;
-    float *V;       /* t*k x d */
+    int in_place;   /* W = t: V is the region of the t row blocks (above) */
+    float *V;       /* t*k x d bases, or in place t x (m x d) row blocks */
+    float **scratch; /* in place: a k x d basis per worker */
     unsigned char *done;
 
     bucket *open;   /* window entries */
@@ -60,14 +72,20 @@ struct bucket_pipe {
     void *hook_arg;
 };
 
+static int s_force_separate; /* tests only (estimator_internal.h) */
+void dps_buckets_force_separate_bases(int on) { s_force_separate = on; }
+
+static int s_in_place(const dps_config *c) { return c->window >= c->t && !s_force_separate; }
+
 size_t buckets_memory(const dps_config *c, epoch_intake intake)
 {
     if (intake == EPOCH_ROWS)
         return c->d * sizeof(float); /* no pipe: one admitted row, straight to the mechanism */
-    size_t bases = c->t * c->k * c->d * sizeof(float);
     size_t workers = (size_t)(c->workers < 1 ? 1 : c->workers);
-    size_t bufs = c->window + workers + 1;
-    return bufs * c->m * c->d * sizeof(float) + bases;
+    size_t block = c->m * c->d * sizeof(float), basis = c->k * c->d * sizeof(float);
+    if (s_in_place(c))
+        return c->t * block + workers * basis;
+    return (c->window + workers + 1) * block + c->t * basis;
 }
 
 int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool *pool, const epoch_mechanism *mech,
@@ -82,14 +100,22 @@ int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool 
     pthread_cond_init(&p->buf_back, NULL);
     pthread_cond_init(&p->idle, NULL);
     size_t w = DPS_MIN(c->window, c->t);
-    p->max_bufs = w + (size_t)c->workers + 1;
-    p->V = dps_aligned_alloc(c->t * c->k * c->d, sizeof(float)); /* a bucket's rows are written before read */
+    p->in_place = s_in_place(c);
+    p->max_bufs = p->in_place ? 0 : w + (size_t)c->workers + 1;
+    /* a bucket's rows are written before read */
+    p->V = dps_aligned_alloc(c->t * (p->in_place ? c->m : c->k) * c->d, sizeof(float));
+    if (p->in_place && (p->scratch = calloc((size_t)c->workers, sizeof *p->scratch)))
+        for (int i = 0; i < c->workers; i++)
+            if (!(p->scratch[i] = dps_aligned_alloc(c->k * c->d, sizeof(float)))) {
+                buckets_free(&p);
+                return DPS_ENOMEM;
+            }
     p->done = calloc(c->t, 1);
     p->open = calloc(w, sizeof *p->open);
     p->slots = calloc(w * c->m, sizeof *p->slots);
-    p->free_bufs = calloc(p->max_bufs, sizeof *p->free_bufs);
+    p->free_bufs = calloc(p->max_bufs + 1, sizeof *p->free_bufs); /* + 1: never calloc(0) */
     p->ws = calloc((size_t)c->workers, sizeof *p->ws);
-    int ok = p->V && p->done && p->open && p->slots && p->free_bufs && p->ws;
+    int ok = p->V && (!p->in_place || p->scratch) && p->done && p->open && p->slots && p->free_bufs && p->ws;
     for (int i = 0; ok && i < c->workers; i++)
         ok = (p->ws[i] = la_ws_new(c->m, c->d, c->k)) != NULL;
     if (!ok) {
@@ -105,13 +131,16 @@ void buckets_free(bucket_pipe **pp)
     if (!pp || !*pp)
         return;
     bucket_pipe *p = *pp;
-    if (p->open)
+    if (p->open && !p->in_place) /* in place, the rows are blocks of V */
         for (size_t i = 0; i < p->n_open; i++)
             free(p->open[i].rows);
     for (size_t i = 0; i < p->n_free_bufs; i++)
         free(p->free_bufs[i]);
     for (int i = 0; p->ws && i < p->cfg->workers; i++)
         la_ws_free(&p->ws[i]);
+    for (int i = 0; p->scratch && i < p->cfg->workers; i++)
+        free(p->scratch[i]);
+    free(p->scratch);
     free(p->ws);
     free(p->free_bufs);
     free(p->slots);
@@ -152,6 +181,8 @@ static float *s_take_buffer(bucket_pipe *p)
 
 static void s_give_buffer_locked(bucket_pipe *p, float *b)
 {
+    if (p->in_place)
+        return; /* the block is the bucket's own, and now holds its basis */
     p->free_bufs[p->n_free_bufs++] = b;
     pthread_cond_broadcast(&p->buf_back);
 }
@@ -162,7 +193,7 @@ static void s_bucket_job(void *arg, int worker)
     bucket_job *j = arg;
     bucket_pipe *p = j->p;
     const dps_config *c = p->cfg;
-    float *V = p->V + j->id * c->k * c->d;
+    float *V = p->in_place ? p->scratch[worker] : p->V + j->id * c->k * c->d;
     size_t rank = 0;
     if (p->hook)
         p->hook(p->hook_arg, p->epoch, j->id, j->rows, c->m, c->d);
@@ -181,6 +212,10 @@ static void s_bucket_job(void *arg, int worker)
             la_complete_basis(V, rank, c->k, c->d, pub);
             dps_rng_destroy(&pub);
         }
+    }
+    if (usable && p->in_place) {
+        memcpy(j->rows, V, c->k * c->d * sizeof(float)); /* over its rows, which are done with */
+        V = j->rows;
     }
     if (usable)
         p->mech->take_bucket(p->mech_state, j->id, V);
@@ -201,7 +236,7 @@ static int s_open_bucket(bucket_pipe *p, size_t slot_index)
     bucket *b = &p->open[slot_index];
     b->id = p->next_bucket++;
     b->filled = 0;
-    b->rows = s_take_buffer(p);
+    b->rows = p->in_place ? p->V + b->id * p->cfg->m * p->cfg->d : s_take_buffer(p);
     if (!b->rows)
         return DPS_ENOMEM;
     for (size_t i = 0; i < p->cfg->m; i++)
@@ -300,7 +335,14 @@ void buckets_end(bucket_pipe *p)
 float *buckets_pack(bucket_pipe *p, const unsigned char **done)
 {
     const dps_config *c = p->cfg;
-    epoch_pack(p->V, c->k * c->d * sizeof(float), p->done, c->t);
+    size_t basis = c->k * c->d;
+    if (p->in_place) { /* basis j from block j to the front: each lands at or below where it was */
+        for (size_t j = 0, n = 0; j < c->t; j++)
+            if (p->done[j])
+                memmove(p->V + basis * n++, p->V + j * c->m * c->d, basis * sizeof(float));
+    } else {
+        epoch_pack(p->V, basis * sizeof(float), p->done, c->t);
+    }
     *done = p->done;
     return p->V;
 }

@@ -4,7 +4,8 @@
    top-k basis and hand it to the epoch mechanism (take_bucket).
 
    Who owns what: the pipeline owns the bucket buffers, the stacked bases V
-   (t*k x d), the per-bucket "done" flags and the per-worker workspaces; the
+   (t*k x d; with W = t written over the buckets' own rows, buckets.c), the
+   per-bucket "done" flags and the per-worker workspaces; the
    estimator owns the partition generator, the pool and the mechanism, which
    outlive it.  An EPOCH_ROWS mechanism leaves the pipeline idle.  One thread adds rows and closes; a worker owns a bucket from
    the moment it is full until its basis is written, then gives its buffer
@@ -25,7 +26,9 @@ int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool 
 /* Call once the pool has no job left (pool_wait). */
 void buckets_free(bucket_pipe **p);
 /* The bytes of the rows and bases the pipeline holds for this intake (an
-   EPOCH_ROWS mechanism takes no bucket buffer). */
+   EPOCH_ROWS mechanism takes no bucket buffer): t*m*d floats + a k x d
+   scratch per worker with W = t; (W + workers + 1) row blocks of m*d floats
+   + t*k*d floats of bases with W < t. */
 size_t buckets_memory(const dps_config *c, epoch_intake intake);
 
 /* Start epoch `epoch`: no bucket done, the first window of buckets open. */

@@ -139,8 +139,9 @@ int dps_config_check(const dps_config *c, const char **why)
         WHY("budget cap values out of range");
     if ((c->cap.rho_cap > 0 || c->cap.eps_cap > 0) && !(c->cap.delta_target > 0))
         WHY("a budget cap needs delta_target > 0");
-    if (c->t > SIZE_MAX / c->m || c->t * c->k > SIZE_MAX / c->d / sizeof(float))
-        WHY("t * m or t * k * d overflows");
+    if (c->t > SIZE_MAX / c->m || c->t * c->k > SIZE_MAX / c->d / sizeof(float) ||
+        (mech->intake == EPOCH_BUCKETS && c->t * c->m > SIZE_MAX / c->d / sizeof(float)))
+        WHY("t * m, t * k * d or (buckets) t * m * d overflows");
     size_t need = mech->min_buckets(c);
     if (c->t < need) {
         static __thread char msg[200];
@@ -162,6 +163,13 @@ size_t dps_estimator_memory_bound(const dps_config *c)
 {
     const epoch_mechanism *mech = s_mechanism(c);
     return buckets_memory(c, mech->intake) + mech->memory(c);
+}
+
+size_t dps_estimator_memory_bound_pipelined(const dps_config *c)
+{
+    const epoch_mechanism *mech = s_mechanism(c);
+    size_t one = dps_estimator_memory_bound(c);
+    return mech->warm && mech->warm(c) ? one : 2 * one; /* one slot, or one per epoch (estimator.c) */
 }
 
 int dps_config_plan(const dps_config *c, dps_plan *out)
