@@ -65,6 +65,9 @@ typedef struct {
     int rel_rc;
     uint64_t rel_ms, rel_epoch;
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
+    /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
+    double stall_batch_ms;     /* one batch in the estimator: push, seal, any wait for the last release */
+    double stall_publish_ms;   /* one released epoch stored and published */
 } collector;
 
 /* Set by SIGINT/SIGTERM, or to stop after an unrecoverable ledger error. */

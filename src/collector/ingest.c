@@ -97,6 +97,7 @@ int collector_ingest(collector *c)
         return 1;
     }
     size_t done = 0;
+    double t0 = net_clock_ms();
     while (done < wr.n && !collector_stop) {
         size_t taken = 0;
         int rc = dps_estimator_push(c->est, wr.rows + done * wr.dim, wr.n - done, wr.dim, &taken);
@@ -113,6 +114,9 @@ int collector_ingest(collector *c)
     }
     if (dps_estimator_epoch_full(c->est) && !collector_stop)
         collector_seal(c);
+    double took = net_clock_ms() - t0;
+    if (took > c->stall_batch_ms)
+        c->stall_batch_ms = took;
     if (done == wr.n) { /* taken: a producer draining may now disconnect */
         /* Connections that ended before this batch arrived, first: the kernel
            may have given this batch's connection the fd of one of them. */

@@ -87,7 +87,11 @@ static void s_take(collector *c)
                   dps_strerror(rc));
     } else {
         log_debug("epoch %" PRIu64 " released in %" PRIu64 " ms on the release thread", epoch, took);
+        double t0 = net_clock_ms();
         collector_publish(c, snap);
+        double pub = net_clock_ms() - t0;
+        if (pub > c->stall_publish_ms)
+            c->stall_publish_ms = pub;
     }
     dps_snapshot_destroy(&snap);
     pthread_mutex_lock(&c->rel_mu);

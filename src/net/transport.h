@@ -49,6 +49,8 @@ int net_key_valid(const char *z85);
 
 /* Milliseconds on a monotonic clock (timeouts, durations). */
 uint64_t net_now_ms(void);
+/* The same clock in milliseconds with a fraction (for durations below 1 ms). */
+double net_clock_ms(void);
 /* Milliseconds since the Unix epoch (timestamps people read). */
 uint64_t net_unix_ms(void);
 

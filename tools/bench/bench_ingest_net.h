@@ -253,6 +253,27 @@ static inline int n_collector_stop(n_collector *c)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The "ingest stalls" line a stopped collector logs (collector.c): the
+   longest batch in the estimator and the longest publish, in ms; -1 each
+   when the log has no such line (a collector from before it was added). */
+static inline void n_collector_stalls(const n_collector *c, double *batch_ms, double *publish_ms)
+{
+    *batch_ms = *publish_ms = -1;
+    FILE *f = fopen(c->log, "r");
+    if (!f)
+        return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "ingest stalls: the longest a batch took in the estimator was ");
+        const char *q = strstr(line, "the longest publish ");
+        if (p && q) {
+            *batch_ms = atof(p + strlen("ingest stalls: the longest a batch took in the estimator was "));
+            *publish_ms = atof(q + strlen("the longest publish "));
+        }
+    }
+    fclose(f);
+}
+
 /* Poll the status endpoint until pred(st, arg) holds: DPS_OK, DPS_ETIMEOUT. */
 typedef int (*n_status_pred)(const dps_collector_status *st, const void *arg);
 static inline int n_wait_status(const n_collector *c, n_status_pred pred, const void *arg, int timeout_ms,
