@@ -247,7 +247,9 @@ SHORT_LINGER = dict(linger_ms=2000)
 def fill_until_killed(c, n_epochs, rng):
     """fill_epochs toward a collector that is killed meanwhile: the unconfirmed count, or 0 if all confirmed."""
     try:
-        fill_epochs(c, n_epochs, rng, **SHORT_LINGER)
+        # the producer asks the status endpoint before its first batch: a collector being restarted under
+        # ASan on a loaded machine took over 10 s (the default) to answer once; wait for it as a producer would
+        fill_epochs(c, n_epochs, rng, status_timeout_ms=60000, **SHORT_LINGER)
     except UnconfirmedBatchesError as e:
         return e.unconfirmed
     return 0
