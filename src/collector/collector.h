@@ -66,8 +66,10 @@ typedef struct {
     uint64_t rel_ms, rel_epoch;
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
     /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
-    double stall_batch_ms;     /* one batch in the estimator: push, seal, any wait for the last release */
+    double stall_batch_ms;     /* one batch in the estimator (push, seal), less its backpressure */
     double stall_publish_ms;   /* one released epoch stored and published */
+    double waited_ms;          /* backpressure: waiting for the last release, this batch (reset per batch) */
+    double waited_max_ms, waited_total_ms; /* ... the longest wait and their sum over the run */
 } collector;
 
 /* Set by SIGINT/SIGTERM, or to stop after an unrecoverable ledger error. */
@@ -92,6 +94,9 @@ int collector_release_start(collector *c);
 int collector_seal(collector *c);
 void collector_release_poll(collector *c);
 void collector_release_wait(collector *c);
+/* The same, when the loop must wait to go on (the next epoch is full, or
+   waits for its warm start): timed as backpressure (the stall_* fields). */
+void collector_backpressure(collector *c);
 void collector_release_stop(collector *c);
 
 /* ingest.c: one batch from the PULL socket (0 if none was waiting); the

@@ -98,6 +98,7 @@ int collector_ingest(collector *c)
     }
     size_t done = 0;
     double t0 = net_clock_ms();
+    c->waited_ms = 0;
     while (done < wr.n && !collector_stop) {
         size_t taken = 0;
         int rc = dps_estimator_push(c->est, wr.rows + done * wr.dim, wr.n - done, wr.dim, &taken);
@@ -106,7 +107,7 @@ int collector_ingest(collector *c)
             collector_seal(c);
         } else if (rc == DPS_ESTATE) { /* the next epoch begins after the last release (a warm mechanism,
                                            or no memory for a second epoch) */
-            collector_release_wait(c);
+            collector_backpressure(c);
         } else if (rc) {
             log_error("push failed: %s", dps_strerror(rc));
             break;
@@ -114,7 +115,7 @@ int collector_ingest(collector *c)
     }
     if (dps_estimator_epoch_full(c->est) && !collector_stop)
         collector_seal(c);
-    double took = net_clock_ms() - t0;
+    double took = net_clock_ms() - t0 - c->waited_ms; /* the batch's own time: backpressure apart */
     if (took > c->stall_batch_ms)
         c->stall_batch_ms = took;
     if (done == wr.n) { /* taken: a producer draining may now disconnect */

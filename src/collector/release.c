@@ -131,13 +131,22 @@ void collector_release_wait(collector *c)
     s_drain_pipe(c);
 }
 
+void collector_backpressure(collector *c)
+{
+    double t0 = net_clock_ms();
+    collector_release_wait(c);
+    double w = net_clock_ms() - t0;
+    c->waited_ms += w;
+    c->waited_total_ms += w;
+    if (w > c->waited_max_ms)
+        c->waited_max_ms = w;
+    log_debug("waited %.1f ms for the last epoch's release", w);
+}
+
 int collector_seal(collector *c)
 {
-    if (dps_estimator_release_pending(c->est)) {
-        uint64_t t0 = net_now_ms();
-        collector_release_wait(c); /* the one backpressure: the last epoch is still releasing */
-        log_debug("waited %" PRIu64 " ms for the last epoch's release", net_now_ms() - t0);
-    }
+    if (dps_estimator_release_pending(c->est))
+        collector_backpressure(c); /* the last epoch is still releasing */
     if (collector_stop)
         return DPS_ESTATE;
     dps_stats st;

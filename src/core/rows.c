@@ -27,6 +27,7 @@
 #include "linalg.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Sum of x_i^2 in double, four partial sums (an order of additions the bound
@@ -50,6 +51,19 @@ static double s_sum_squares(const float *x, size_t d)
 }
 
 static double s_margin(size_t d) { return 0x1p-24 + (double)d * 0x1p-52; }
+
+/* nextafterf(f, 0) for a finite non-zero f: the same sign, the magnitude's
+   bit pattern less one (IEEE-754 binary32 orders magnitudes as integers).
+   Without the libm call the normalising loop below vectorises (the call
+   took a sixth of an epoch's time at d = 1e3). */
+static inline float s_toward_zero(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    b -= 1;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
 
 int row_fits_unit_ball(const float *x, size_t d)
 {
@@ -81,8 +95,8 @@ row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst)
     for (size_t i = 0; i < d; i++) {
         double w = (double)x[i] * c;
         float f = (float)w;
-        if (fabs((double)f) > fabs(w))
-            f = nextafterf(f, 0.0f);
+        if (fabs((double)f) > fabs(w)) /* rounded away from zero: one step back */
+            f = s_toward_zero(f);
         dst[i] = f;
     }
     return ROW_OK;

@@ -57,9 +57,12 @@ size_t agg_refs_bytes(size_t t, size_t k, size_t q, size_t d)
 int agg_refs_init(agg_refs *r, uint64_t public_seed, size_t t, size_t k, size_t q, size_t d, dps_pool *pool)
 {
     *r = (agg_refs){.public_seed = public_seed, .t = t, .k = k, .q = q, .d = d, .pool = pool};
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->drawn, NULL);
     r->A = dps_aligned_alloc(t * k * q, sizeof(float)); /* A_j is written before read */
     r->P = dps_aligned_calloc(q * d, sizeof(float));
-    if (!r->A || !r->P) {
+    r->f2 = calloc(q, sizeof *r->f2);
+    if (!r->A || !r->P || !r->f2) {
         agg_refs_free(r);
         return DPS_ENOMEM;
     }
@@ -68,9 +71,16 @@ int agg_refs_init(agg_refs *r, uint64_t public_seed, size_t t, size_t k, size_t 
 
 void agg_refs_free(agg_refs *r)
 {
+    if (r->f2) { /* initialised: no drawing job may still write P */
+        agg_refs_wait(r);
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->drawn);
+    }
     free(r->A);
     free(r->P);
+    free(r->f2);
     r->A = r->P = NULL;
+    r->f2 = NULL;
 }
 
 typedef struct {
@@ -78,26 +88,99 @@ typedef struct {
     uint64_t epoch;
 } refs_job;
 
+/* Point i, and its squared norm. */
+static void s_draw_point(agg_refs *r, uint64_t epoch, size_t i)
+{
+    float *p = r->P + i * r->d;
+    agg_reference_point(r->public_seed, epoch, i, r->d, p);
+    double f2 = 0;
+    for (size_t c = 0; c < r->d; c++)
+        f2 += (double)p[c] * p[c];
+    r->f2[i] = f2;
+}
+
+/* xi_max from the points' squared norms, in point order. */
+static void s_xi_max(agg_refs *r)
+{
+    double f2 = 0;
+    for (size_t i = 0; i < r->q; i++)
+        f2 += r->f2[i];
+    r->xi_max = 2.0 * sqrt(f2); /* ||y^j - y^l|| <= 2 ||P||_F for any bases */
+}
+
 static void s_reference_job(void *arg, size_t i, int worker)
 {
     (void)worker;
     refs_job *j = arg;
-    agg_reference_point(j->r->public_seed, j->epoch, i, j->r->d, j->r->P + i * j->r->d);
+    s_draw_point(j->r, j->epoch, i);
 }
 
 void agg_refs_begin(agg_refs *r, uint64_t epoch)
 {
     /* One labelled stream per point, drawn in parallel. */
+    agg_refs_wait(r);
     refs_job j = {r, epoch};
     pool_for(r->pool, r->q, s_reference_job, &j);
-    double f2 = 0;
-    for (size_t i = 0; i < r->q * r->d; i++)
-        f2 += (double)r->P[i] * r->P[i];
-    r->xi_max = 2.0 * sqrt(f2); /* ||y^j - y^l|| <= 2 ||P||_F for any bases */
+    s_xi_max(r);
+}
+
+/* One drawing job of agg_refs_begin_async: point i. */
+typedef struct {
+    agg_refs *r;
+    size_t i;
+} point_job;
+
+static void s_point_done(agg_refs *r)
+{
+    pthread_mutex_lock(&r->mu);
+    if (--r->pending == 0) {
+        s_xi_max(r);
+        pthread_cond_broadcast(&r->drawn);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void s_point_job(void *arg, int worker)
+{
+    (void)worker;
+    point_job *j = arg;
+    agg_refs *r = j->r;
+    s_draw_point(r, r->epoch, j->i);
+    free(j);
+    s_point_done(r);
+}
+
+void agg_refs_begin_async(agg_refs *r, uint64_t epoch)
+{
+    agg_refs_wait(r);
+    r->epoch = epoch;
+    pthread_mutex_lock(&r->mu);
+    r->pending = r->q;
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < r->q; i++) {
+        point_job *j = malloc(sizeof *j);
+        if (j) {
+            *j = (point_job){r, i};
+            if (pool_submit(r->pool, s_point_job, j) == DPS_OK)
+                continue;
+            free(j);
+        }
+        s_draw_point(r, epoch, i); /* no memory for a job: here (public values, the same bits either way) */
+        s_point_done(r);
+    }
+}
+
+void agg_refs_wait(agg_refs *r)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->pending)
+        pthread_cond_wait(&r->drawn, &r->mu);
+    pthread_mutex_unlock(&r->mu);
 }
 
 void agg_refs_take(agg_refs *r, size_t j, const float *Vj)
 {
+    agg_refs_wait(r);
     la_project_reference(Vj, r->k, r->d, r->P, r->q, r->A + j * r->k * r->q);
 }
 
@@ -224,21 +307,55 @@ static double s_bilinear(const double *G, size_t n, size_t j, size_t l, const fl
     return s;
 }
 
-void agg_distances_reference(const agg_input *in, const double *G, double *D2)
+typedef struct {
+    const agg_input *in;
+    const double *G;
+    double *D2, *self;
+} dist_job;
+
+static void s_self_job(void *arg, size_t j, int worker)
 {
-    size_t t = in->t, k = in->k, q = in->q, n = t * k;
-    double *self = malloc(t * sizeof *self);
-    for (size_t j = 0; j < t; j++)
-        self[j] = s_bilinear(G, n, j, j, in->A + j * k * q, in->A + j * k * q, k, q);
-    for (size_t j = 0; j < t; j++) {
-        D2[j * t + j] = 0;
-        for (size_t l = j + 1; l < t; l++) {
-            double cross = s_bilinear(G, n, j, l, in->A + j * k * q, in->A + l * k * q, k, q);
-            double v = self[j] + self[l] - 2 * cross;
-            D2[j * t + l] = D2[l * t + j] = v > 0 ? v : 0;
-        }
+    (void)worker;
+    dist_job *d = arg;
+    size_t k = d->in->k, q = d->in->q;
+    const float *Aj = d->in->A + j * k * q;
+    d->self[j] = s_bilinear(d->G, d->in->t * k, j, j, Aj, Aj, k, q);
+}
+
+/* Row j of D2 right of the diagonal, and its mirror (each cell written by one job). */
+static void s_dist_row_job(void *arg, size_t j, int worker)
+{
+    (void)worker;
+    dist_job *d = arg;
+    size_t t = d->in->t, k = d->in->k, q = d->in->q;
+    d->D2[j * t + j] = 0;
+    for (size_t l = j + 1; l < t; l++) {
+        double cross = s_bilinear(d->G, t * k, j, l, d->in->A + j * k * q, d->in->A + l * k * q, k, q);
+        double v = d->self[j] + d->self[l] - 2 * cross;
+        d->D2[j * t + l] = d->D2[l * t + j] = v > 0 ? v : 0;
     }
-    free(self);
+}
+
+/* fn for every item on the pool, or here without one (the same values either way). */
+static void s_each(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
+{
+    if (pool) {
+        pool_for(pool, n, fn, arg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        fn(arg, i, 0);
+}
+
+int agg_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool)
+{
+    dist_job d = {in, G, D2, malloc(in->t * sizeof(double))};
+    if (!d.self)
+        return DPS_ENOMEM;
+    s_each(pool, in->t, s_self_job, &d);
+    s_each(pool, in->t, s_dist_row_job, &d);
+    free(d.self);
+    return DPS_OK;
 }
 
 static double s_block_fro2(const double *G, size_t n, size_t j, size_t l, size_t k)
@@ -274,9 +391,11 @@ static int s_weigh(const agg_input *in, const wfc_params *p, dps_rng *noise, dps
     if (rc)
         return rc;
     if (reference)
-        agg_distances_reference(in, ws->G, ws->D2);
+        rc = agg_distances_reference(in, ws->G, ws->D2, pool);
     else
         agg_distances_projection(in, ws->G, ws->D2);
+    if (rc)
+        return rc;
     wfc_params pp = *p;
     pp.xi_max = in->xi_max;
     return wfc_run(ws->D2, in->t, &pp, noise, ws->w, res);

@@ -8,6 +8,8 @@
 #include "pool.h"
 #include "wfc.h"
 
+#include <pthread.h>
+
 /* Naive_Agg keeps d x d matrices (double mean + float noisy copy: 12 d^2
    bytes): refuse d above this (1.2 GB at the limit). */
 #define DPS_PROJECTION_MAX_D 10000
@@ -36,29 +38,45 @@ size_t agg_ws_bytes(size_t t, size_t k, size_t q, size_t d, int workers, int ref
 int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, double *G);
 
 /* Squared distances between the t items from the Gram G of the stacked bases. */
-void agg_distances_reference(const agg_input *in, const double *G, double *D2);
+/* The reference distances on the pool's workers (NULL: here); DPS_ENOMEM. */
+int agg_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool);
 void agg_distances_projection(const agg_input *in, const double *G, double *D2);
 
 /* The reference items of an epoch (the reference and histogram aggregators):
    public points P (q x d) drawn at the epoch's begin, each bucket's
    A_j = V_j P^T (k x q, stacked t x k x q) and xi_max = 2 ||P||_F, a
    data-independent bound on the distance of two items.  The owner fills P
-   and xi_max with agg_refs_begin and A_j with agg_refs_take. */
+   and xi_max with agg_refs_begin (or agg_refs_begin_async, then
+   agg_refs_wait before reading them) and A_j with agg_refs_take. */
 typedef struct {
     uint64_t public_seed;
     size_t t, k, q, d;
     dps_pool *pool; /* draws P in parallel (the same values for any worker count) */
     float *P, *A;
     double xi_max;
+    /* begin_async: jobs on the pool draw P; the last one sums f2 and sets xi_max */
+    pthread_mutex_t mu;
+    pthread_cond_t drawn;
+    size_t pending;  /* points not yet drawn (guarded) */
+    double *f2;      /* ||p_i||^2 per point, summed in point order: the same xi_max whoever drew what */
+    uint64_t epoch;
 } agg_refs;
 /* Allocate P and A for t buckets; DPS_ENOMEM.  agg_refs_free frees them. */
 int agg_refs_init(agg_refs *r, uint64_t public_seed, size_t t, size_t k, size_t q, size_t d, dps_pool *pool);
 void agg_refs_free(agg_refs *r);
 /* The bytes of P and A. */
 size_t agg_refs_bytes(size_t t, size_t k, size_t q, size_t d);
-/* P of this epoch (agg_reference_point) and xi_max. */
+/* P of this epoch (agg_reference_point) and xi_max, before it returns. */
 void agg_refs_begin(agg_refs *r, uint64_t epoch);
-/* A_j = V_j P^T for bucket j's basis V_j (k x d); writes only A_j. */
+/* The same drawn by jobs queued on the pool, so that the caller (the
+   thread pushing rows, at an epoch's first row) does not wait for the jobs
+   already queued (the last epoch's buckets): agg_refs_wait blocks until
+   P and xi_max are there.  Any thread, also a pool job queued after them
+   (FIFO: the drawing jobs are taken first). */
+void agg_refs_begin_async(agg_refs *r, uint64_t epoch);
+void agg_refs_wait(agg_refs *r);
+/* A_j = V_j P^T for bucket j's basis V_j (k x d); writes only A_j (waits
+   for P). */
 void agg_refs_take(agg_refs *r, size_t j, const float *Vj);
 
 /* Run the aggregator.  On success *res says whether WFC failed; when it did not,

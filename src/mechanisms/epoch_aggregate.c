@@ -36,8 +36,8 @@ int epoch_agg_create(epoch_state **out, const dps_config *c, dps_pool *pool, uns
 int epoch_agg_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
 {
     (void)noise;
-    if (st->refs.P)
-        agg_refs_begin(&st->refs, epoch);
+    if (st->refs.P) /* drawn on the workers: the pushing thread does not wait behind the last epoch's buckets */
+        agg_refs_begin_async(&st->refs, epoch);
     return DPS_OK;
 }
 
@@ -52,6 +52,7 @@ agg_input epoch_agg_items(epoch_state *st, const epoch_input *in)
     const dps_config *c = st->cfg;
     double xi_max = sqrt(2.0 * (double)c->k); /* ||Pi_j - Pi_l||_F <= sqrt(2k) */
     if (st->refs.A) {
+        agg_refs_wait(&st->refs); /* P and xi_max (an epoch without a completed bucket never waited) */
         epoch_pack(st->refs.A, c->k * c->q * sizeof(float), in->done, c->t);
         xi_max = st->refs.xi_max;
     }

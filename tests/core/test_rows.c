@@ -81,6 +81,29 @@ static void s_fill(float *x, size_t d, float v)
         x[i] = v;
 }
 
+/* row_unit's ROW_NORMALISE written the plain way (rows.c's comment, 4.):
+   the sum of squares in rows.c's order, c = (1 - m)/sqrt(ss), each product
+   rounded toward zero with libm's nextafterf.  rows.c steps toward zero by
+   the bit pattern instead (so that its loop vectorises): the two must agree
+   bit for bit. */
+static void s_reference_unit(const float *x, size_t d, float *out)
+{
+    double a[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= d; i += 4)
+        for (int l = 0; l < 4; l++)
+            a[l] += (double)x[i + l] * x[i + l];
+    for (; i < d; i++)
+        a[0] += (double)x[i] * x[i];
+    double ss = (a[0] + a[1]) + (a[2] + a[3]);
+    double c = (1.0 - (0x1p-24 + (double)d * 0x1p-52)) / sqrt(ss);
+    for (i = 0; i < d; i++) {
+        double w = (double)x[i] * c;
+        float f = (float)w;
+        out[i] = fabs((double)f) > fabs(w) ? nextafterf(f, 0.0f) : f;
+    }
+}
+
 int main(void)
 {
     enum { D = 257 };
@@ -134,6 +157,14 @@ int main(void)
                 r[i] = ldexpf(r[i], e) / sqrtf((float)d);
             snprintf(what, sizeof what, "random d=%zu scale 2^%d", d, e);
             s_check_row(what, r, d, s_all_zero(r, d) ? ROW_ZERO : ROW_OK);
+            if (!s_all_zero(r, d)) {
+                float *got = malloc(d * sizeof *got), *want = malloc(d * sizeof *want);
+                row_unit(r, d, ROW_NORMALISE, got);
+                s_reference_unit(r, d, want);
+                CHECK(memcmp(got, want, d * sizeof *got) == 0, "%s: the same bits as nextafterf's", what);
+                free(got);
+                free(want);
+            }
         }
         free(r);
     }

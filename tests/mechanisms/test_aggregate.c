@@ -66,7 +66,7 @@ int main(void)
     /* 2. Reference distances against the explicit items y^j = A_j^T V_j (q x d). */
     agg_input in = {V, A, t, k, d, q, 1.0};
     double *D2 = malloc(t * t * sizeof *D2);
-    agg_distances_reference(&in, G, D2);
+    CHECK(agg_distances_reference(&in, G, D2, NULL) == DPS_OK, "distances");
     double *Y = malloc(t * q * d * sizeof *Y);
     for (size_t j = 0; j < t; j++)
         for (size_t i = 0; i < q; i++)

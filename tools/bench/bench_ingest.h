@@ -27,6 +27,7 @@ typedef struct {
     uint64_t epochs, buckets;
     double coll_rss;
     double stall_batch_ms, stall_publish_ms; /* the collector's "ingest stalls" log line (-1: none) */
+    double wait_max_ms, wait_total_ms;       /* ... its backpressure (-1: none) */
 } result;
 
 static inline double s_rows_s(const result *r) { return r->ok && r->secs > 0 ? r->rows / r->secs : 0; }
