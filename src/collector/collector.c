@@ -365,9 +365,9 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run", es.rows_accepted,
              c->published);
     log_info("ingest stalls: the longest a batch took in the estimator was %.2f ms (its rows and a seal, "
-             "backpressure apart), the longest publish %.2f ms; backpressure (the next epoch full while the last "
-             "one releases): the longest wait %.2f ms, %.1f ms in all", c->stall_batch_ms, c->stall_publish_ms,
-             c->waited_max_ms, c->waited_total_ms);
+             "backpressure apart; %.2f ms from the third epoch on), the longest publish %.2f ms; backpressure (the "
+             "next epoch full while the last one releases): the longest wait %.2f ms, %.1f ms in all",
+             c->stall_batch_ms, c->stall_warm_ms, c->stall_publish_ms, c->waited_max_ms, c->waited_total_ms);
     if (c->connections_dropped || c->producers.total_gaps) {
         log_error("batches were LOST in transit this run: %" PRIu64 " producer connections dropped with the batches "
                   "in flight on them, %" PRIu64 " batches missing from producers' sequences (see the warnings above)",

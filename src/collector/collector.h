@@ -67,6 +67,7 @@ typedef struct {
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
     /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
     double stall_batch_ms;     /* one batch in the estimator (push, seal), less its backpressure */
+    double stall_warm_ms;      /* ... from the third epoch on (the first two touch their memory first) */
     double stall_publish_ms;   /* one released epoch stored and published */
     double waited_ms;          /* backpressure: waiting for the last release, this batch (reset per batch) */
     double waited_max_ms, waited_total_ms; /* ... the longest wait and their sum over the run */

@@ -116,8 +116,15 @@ int collector_ingest(collector *c)
     if (dps_estimator_epoch_full(c->est) && !collector_stop)
         collector_seal(c);
     double took = net_clock_ms() - t0 - c->waited_ms; /* the batch's own time: backpressure apart */
+    dps_stats es;
+    dps_estimator_get_stats(c->est, &es);
     if (took > c->stall_batch_ms)
         c->stall_batch_ms = took;
+    if (es.epoch >= 2 && took > c->stall_warm_ms) /* both epochs' memory touched once: no first-touch faults */
+        c->stall_warm_ms = took;
+    if (took > 5.0)
+        log_debug("a batch of %zu rows took %.1f ms in the estimator (epoch %" PRIu64 ", %" PRIu64 " rows in it)",
+                  wr.n, took, es.epoch, es.rows_in_epoch);
     if (done == wr.n) { /* taken: a producer draining may now disconnect */
         /* Connections that ended before this batch arrived, first: the kernel
            may have given this batch's connection the fd of one of them. */

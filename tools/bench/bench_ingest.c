@@ -316,7 +316,8 @@ static result s_collector(const opts *o, const n_keys *keys, int curve, char mod
     int qrc = dps_collector_status_query_producer(c.status, &c.sec, 5000, id, &st1);
     dps_producer_destroy(&p);
     int ex = n_collector_stop(&c);
-    n_collector_stalls(&c, &res.stall_batch_ms, &res.stall_publish_ms, &res.wait_max_ms, &res.wait_total_ms);
+    n_collector_stalls(&c, &res.stall_batch_ms, &res.stall_warm_ms, &res.stall_publish_ms, &res.wait_max_ms,
+                       &res.wait_total_ms);
     if (rc || qrc) {
         fprintf(stderr, "collector: %s\n", dps_strerror(rc ? rc : qrc));
         n_collector_tail(&c, 10);
@@ -537,10 +538,12 @@ int main(int argc, char **argv)
                            s_rows_s(&est) / s_rows_s(&rw->b), 1e3 * est.secs / (double)est.epochs);
                 if (rw->b.ok && rw->b.stall_batch_ms >= 0)
                     printf("  collector (b): longest ingest stall %.2f ms (one batch in the estimator: its rows and "
-                           "a seal, backpressure apart); longest publish on the ingest loop %.2f ms; backpressure "
+                           "a seal, backpressure apart), %.2f ms from the third epoch on (the first two fault their "
+                           "memory in); longest publish on the ingest loop %.2f ms; backpressure "
                            "(the next epoch full while the last releases): longest %.1f ms, %.0f ms in all = %.0f%% "
                            "of the run\n",
-                           rw->b.stall_batch_ms, rw->b.stall_publish_ms, rw->b.wait_max_ms, rw->b.wait_total_ms,
+                           rw->b.stall_batch_ms, rw->b.stall_warm_ms, rw->b.stall_publish_ms, rw->b.wait_max_ms,
+                           rw->b.wait_total_ms,
                            100.0 * rw->b.wait_total_ms / 1e3 / rw->b.secs);
             }
             if (o.do_api || o.do_a || o.do_b) { /* the reference again: did the machine change under us? */

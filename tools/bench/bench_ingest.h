@@ -28,6 +28,7 @@ typedef struct {
     double coll_rss;
     double stall_batch_ms, stall_publish_ms; /* the collector's "ingest stalls" log line (-1: none) */
     double wait_max_ms, wait_total_ms;       /* ... its backpressure (-1: none) */
+    double stall_warm_ms;                    /* ... the longest batch from the third epoch on (-1: none) */
 } result;
 
 static inline double s_rows_s(const result *r) { return r->ok && r->secs > 0 ? r->rows / r->secs : 0; }

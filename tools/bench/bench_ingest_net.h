@@ -257,10 +257,10 @@ static inline int n_collector_stop(n_collector *c)
    longest batch in the estimator, the longest publish, the longest wait for
    a release and all of them, in ms; -1 each when the log has no such line (a
    collector from before it was added). */
-static inline void n_collector_stalls(const n_collector *c, double *batch_ms, double *publish_ms, double *wait_ms,
-                                      double *wait_total_ms)
+static inline void n_collector_stalls(const n_collector *c, double *batch_ms, double *warm_ms, double *publish_ms,
+                                      double *wait_ms, double *wait_total_ms)
 {
-    *batch_ms = *publish_ms = *wait_ms = *wait_total_ms = -1;
+    *batch_ms = *warm_ms = *publish_ms = *wait_ms = *wait_total_ms = -1;
     FILE *f = fopen(c->log, "r");
     if (!f)
         return;
@@ -271,6 +271,9 @@ static inline void n_collector_stalls(const n_collector *c, double *batch_ms, do
         if (p && q) {
             *batch_ms = atof(p + strlen("ingest stalls: the longest a batch took in the estimator was "));
             *publish_ms = atof(q + strlen("the longest publish "));
+            const char *h = strstr(line, "backpressure apart; ");
+            if (h)
+                *warm_ms = atof(h + strlen("backpressure apart; "));
             const char *w = strstr(line, "the longest wait ");
             const char *a = strstr(line, " ms in all");
             if (w && a) {
