@@ -9,6 +9,7 @@
    then a few rows of a third epoch, left open when the estimator is freed. */
 #include "check.h"
 #include "dpsubspace.h"
+#include "near_rows.h"
 #include "estimator_internal.h"
 
 #include <stdlib.h>
@@ -31,19 +32,7 @@ static dps_config s_config(dps_aggregator a)
     return c;
 }
 
-/* Rows within 1e-7 of a K-dim subspace (seeded), n x D: the histogram
-   aggregator needs buckets that share a cell to release (a basis to compare). */
-static float *s_rows(size_t n)
-{
-    float *x = malloc(n * D * sizeof *x);
-    dps_rng *g = NULL;
-    dps_rng_new_seeded(&g, 12);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < D; j++)
-            x[i * D + j] = (float)((j < K ? 1.0 : 1e-7) * dps_rng_gaussian(g, 1.0));
-    dps_rng_destroy(&g);
-    return x;
-}
+static float *s_rows(size_t n) { return near_rows(n, D, K, 1e-7, 12); }
 
 /* Epoch 0 full, epoch 1 closed at 95%: two snapshots. */
 static void s_run(const dps_config *c, const float *x, int separate, dps_snapshot **out)

@@ -8,6 +8,7 @@
    at most one epoch is sealed; releases come in epoch order. */
 #include "check.h"
 #include "dpsubspace.h"
+#include "near_rows.h"
 #include "epoch_mechanism.h"
 
 #include <pthread.h>
@@ -33,20 +34,7 @@ static dps_config s_config(dps_aggregator a)
     return c;
 }
 
-/* Rows within 1e-7 of a K-dim subspace (seeded), n x D: near-exact, so
-   that the histogram aggregator's buckets share a cell and every mechanism
-   releases (a basis to compare). */
-static float *s_rows(size_t n)
-{
-    float *x = malloc(n * D * sizeof *x);
-    dps_rng *g = NULL;
-    dps_rng_new_seeded(&g, 5);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < D; j++)
-            x[i * D + j] = (float)((j < K ? 1.0 : 1e-7) * dps_rng_gaussian(g, 1.0));
-    dps_rng_destroy(&g);
-    return x;
-}
+static float *s_rows(size_t n) { return near_rows(n, D, K, 1e-7, 5); }
 
 static void s_nap(void)
 {
