@@ -27,6 +27,16 @@
 #include <signal.h>
 #include <stdint.h>
 
+/* A released epoch's snapshot on its way out: numbered, encoded and stored
+   by the release thread (collector_prepare), sent by the loop
+   (collector_send), which then owns `numbered` as its latest. */
+typedef struct {
+    dps_snapshot *numbered;
+    unsigned char *buf;
+    size_t len;
+    dps_snapshot_info info;
+} collector_outgoing;
+
 typedef struct {
     collector_options o;
     void *ctx, *pull, *xpub, *rep;
@@ -61,8 +71,9 @@ typedef struct {
     int rel_busy;              /* the thread is releasing it */
     int rel_has;               /* a release is done, waiting for the loop to publish it */
     int rel_stop;
-    dps_snapshot *rel_snap;    /* ... its snapshot, return code, time, epoch */
+    collector_outgoing rel_out; /* ... its snapshot numbered, encoded and stored; return code, time, epoch */
     int rel_rc;
+    uint64_t rel_seq;          /* the release thread's last snapshot number (starts at last_seq) */
     uint64_t rel_ms, rel_epoch;
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
     /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
@@ -84,7 +95,8 @@ void collector_hold(const char *point, unsigned ms);
    before the mechanism runs; on the release thread), and a released epoch's
    snapshot numbered, stored, published and logged (on the loop). */
 int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after);
-int collector_publish(collector *c, dps_snapshot *snap);
+int collector_prepare(collector *c, dps_snapshot *snap, collector_outgoing *out);
+void collector_send(collector *c, collector_outgoing *out);
 
 /* release.c: the release thread.  start it (before the loop; -1 if it
    cannot), seal the open epoch and hand it over (waits first if the last is

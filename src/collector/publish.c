@@ -1,8 +1,9 @@
 /* publish.c - an epoch's end in dps-collector: the ledger hook (the cost
    appended and fsync'ed BEFORE the mechanism runs), then the snapshot
-   numbered, stored (atomic file) and published (XPUB, and the welcome
-   message of late subscribers), and its log line.  The hook runs on the
-   release thread (release.c), the rest on the loop.
+   numbered, stored (atomic file, fsync) and published (XPUB, and the
+   welcome message of late subscribers), and its log line.  The hook, the
+   numbering and the store run on the release thread (release.c): only the
+   send and the log are the loop's, which owns the socket.
    Who owns what: borrows the collector (collector.h); the snapshot the
    estimator returns is freed here once published. */
 #include "collector.h"
@@ -77,62 +78,62 @@ static void s_log_snapshot(const dps_snapshot_info *in)
                  in->epoch, in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
 }
 
-/* Number, store, publish; the ledger already holds the cost. */
-static int s_release(collector *c, dps_snapshot *snap)
+/* Number, encode and store (the release thread); the ledger already holds
+   the cost.  Numbers come from rel_seq, the thread's own counter (the loop
+   reads last_seq). */
+int collector_prepare(collector *c, dps_snapshot *snap, collector_outgoing *out)
 {
-    dps_snapshot_info in;
-    dps_snapshot_get_info(snap, &in);
-    in.seq = ++c->last_seq;
-    in.time_unix_ms = net_unix_ms();
-    dps_snapshot *numbered = NULL;
-    int rc = dps_snapshot_new(&numbered, &in, dps_snapshot_basis(snap));
-    if (rc)
-        return rc;
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    rc = dps_snapshot_encode(numbered, &buf, &len);
-    if (rc) {
-        dps_snapshot_destroy(&numbered);
+    memset(out, 0, sizeof *out);
+    dps_snapshot_get_info(snap, &out->info);
+    dps_snapshot_info *in = &out->info;
+    in->seq = c->rel_seq + 1;
+    in->time_unix_ms = net_unix_ms();
+    int rc = dps_snapshot_new(&out->numbered, in, dps_snapshot_basis(snap));
+    if (!rc)
+        rc = dps_snapshot_encode(out->numbered, &out->buf, &out->len);
+    if (rc) { /* only memory for the numbered copy or its encoding (sizes public): a resource failure, loud */
+        log_error("epoch %" PRIu64 " was charged and computed but could not be published (%s): its charge stays "
+                  "in the ledger, its snapshot is lost", in->epoch, dps_strerror(rc));
+        dps_snapshot_destroy(&out->numbered);
         return rc;
     }
+    c->rel_seq = in->seq;
     pthread_mutex_lock(&c->led_mu);
-    if (in.status == DPS_SNAP_REFUSED)
-        ledger_append(&c->led, "refused", in.epoch, (dps_zcdp){0, 0}, NULL);
+    if (in->status == DPS_SNAP_REFUSED)
+        ledger_append(&c->led, "refused", in->epoch, (dps_zcdp){0, 0}, NULL);
     pthread_mutex_unlock(&c->led_mu);
-    if (store_put(c->o.state_dir, in.epoch, buf, len) != DPS_OK)
+    if (store_put(c->o.state_dir, in->epoch, out->buf, out->len) != DPS_OK)
         log_error("could not store the snapshot of epoch %" PRIu64 " in %s/snapshots (publishing it anyway)",
-                  in.epoch, c->o.state_dir);
+                  in->epoch, c->o.state_dir);
     char extra[96];
-    snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_status_name(in.status), in.seq);
+    snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_status_name(in->status), in->seq);
     pthread_mutex_lock(&c->led_mu);
-    ledger_append(&c->led, "outcome", in.epoch, (dps_zcdp){0, 0}, extra);
+    ledger_append(&c->led, "outcome", in->epoch, (dps_zcdp){0, 0}, extra);
     pthread_mutex_unlock(&c->led_mu);
     collector_fault("after-store");
-    if (zmq_send(c->xpub, buf, len, 0) < 0)
-        log_warn("publishing epoch %" PRIu64 " failed: %s", in.epoch, zmq_strerror(errno));
-    if (zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, buf, len) != 0)
-        log_warn("could not set the welcome message: %s", zmq_strerror(errno));
-    free(buf);
-    c->published++;
-    s_log_snapshot(&in);
-    dps_snapshot_destroy(&c->latest);
-    c->latest = numbered;
-    if (in.total.delta >= 0.5 * in.delta_target && !c->warned_delta) {
-        log_warn("the mechanisms' deltas add up to %.3g, over half of --delta-target %.3g: eps becomes infinite "
-                 "when they reach it (lower --delta-epoch, or state eps at a larger delta)",
-                 in.total.delta, in.delta_target);
-        c->warned_delta = 1;
-    }
     return DPS_OK;
 }
 
-int collector_publish(collector *c, dps_snapshot *snap)
+/* Send a stored snapshot to the subscribers (the loop: it owns the socket). */
+void collector_send(collector *c, collector_outgoing *out)
 {
-    dps_snapshot_info in;
-    dps_snapshot_get_info(snap, &in);
-    int rc = s_release(c, snap);
-    if (rc) /* only memory for the numbered copy or its encoding (sizes public): a resource failure, loud */
-        log_error("epoch %" PRIu64 " was charged and computed but could not be published (%s): its charge stays "
-                  "in the ledger, its snapshot is lost", in.epoch, dps_strerror(rc));
-    return rc;
+    dps_snapshot_info *in = &out->info;
+    if (zmq_send(c->xpub, out->buf, out->len, 0) < 0)
+        log_warn("publishing epoch %" PRIu64 " failed: %s", in->epoch, zmq_strerror(errno));
+    if (zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, out->buf, out->len) != 0)
+        log_warn("could not set the welcome message: %s", zmq_strerror(errno));
+    free(out->buf);
+    out->buf = NULL;
+    c->published++;
+    c->last_seq = in->seq;
+    s_log_snapshot(in);
+    dps_snapshot_destroy(&c->latest);
+    c->latest = out->numbered;
+    out->numbered = NULL;
+    if (in->total.delta >= 0.5 * in->delta_target && !c->warned_delta) {
+        log_warn("the mechanisms' deltas add up to %.3g, over half of --delta-target %.3g: eps becomes infinite "
+                 "when they reach it (lower --delta-epoch, or state eps at a larger delta)",
+                 in->total.delta, in->delta_target);
+        c->warned_delta = 1;
+    }
 }

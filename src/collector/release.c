@@ -1,8 +1,9 @@
 /* release.c - dps-collector's release thread (issue 13 item 1): the loop
    seals a full epoch (dps_estimator_seal) and goes on ingesting the next
    one while this thread releases the sealed epoch (the ledger hook, then
-   the mechanism: dps_estimator_release_sealed); the loop then publishes the
-   snapshot (publish.c) when the thread's byte arrives on a pipe it polls.
+   the mechanism: dps_estimator_release_sealed) and stores its snapshot
+   (numbered, fsynced: collector_prepare); the loop then sends it
+   (collector_send) when the thread's byte arrives on a pipe it polls.
 
    Order: one epoch sealed at a time (the estimator's rule), and the thread
    takes the next one only after the loop has published the last, so the
@@ -22,6 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Released and charged, but its snapshot could not be made (out of memory:
+   collector_prepare says so): nothing to send.  Not a dps_err (those are >= 0). */
+#define REL_LOST (-1)
+
 static void *s_thread(void *arg)
 {
     collector *c = arg;
@@ -38,9 +43,14 @@ static void *s_thread(void *arg)
         dps_snapshot *snap = NULL;
         uint64_t t0 = net_now_ms();
         int rc = dps_estimator_release_sealed(c->est, &snap);
+        collector_outgoing out;
+        memset(&out, 0, sizeof out);
+        if (!rc && collector_prepare(c, snap, &out) != DPS_OK)
+            rc = REL_LOST;
+        dps_snapshot_destroy(&snap);
         uint64_t took = net_now_ms() - t0;
         pthread_mutex_lock(&c->rel_mu);
-        c->rel_snap = snap;
+        c->rel_out = out;
         c->rel_rc = rc;
         c->rel_ms = took;
         c->rel_busy = 0;
@@ -62,6 +72,7 @@ int collector_release_start(collector *c)
     pthread_mutex_init(&c->rel_mu, NULL);
     pthread_cond_init(&c->rel_cv, NULL);
     pthread_mutex_init(&c->led_mu, NULL);
+    c->rel_seq = c->last_seq; /* the thread numbers from here on */
     if (pthread_create(&c->rel_thread, NULL, s_thread, c) != 0)
         return -1;
     c->rel_started = 1;
@@ -72,28 +83,29 @@ int collector_release_start(collector *c)
    failure); then the thread may take the next sealed epoch. */
 static void s_take(collector *c)
 {
-    dps_snapshot *snap = c->rel_snap;
+    collector_outgoing out = c->rel_out;
     int rc = c->rel_rc;
     uint64_t took = c->rel_ms;
-    c->rel_snap = NULL;
+    memset(&c->rel_out, 0, sizeof c->rel_out);
     c->rel_has = 0;
     uint64_t epoch = c->rel_epoch;
     pthread_mutex_unlock(&c->rel_mu);
     if (rc == DPS_ECOMMIT) {
         log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", epoch);
         collector_stop = 1;
+    } else if (rc == REL_LOST) {
+        rc = 0; /* the next epoch goes on */
     } else if (rc) { /* before the charge: nothing spent, the epoch stays sealed; the thread tries again */
         log_error("releasing epoch %" PRIu64 " failed before its charge: %s (trying again)", epoch,
                   dps_strerror(rc));
     } else {
-        log_debug("epoch %" PRIu64 " released in %" PRIu64 " ms on the release thread", epoch, took);
+        log_debug("epoch %" PRIu64 " released and stored in %" PRIu64 " ms on the release thread", epoch, took);
         double t0 = net_clock_ms();
-        collector_publish(c, snap);
+        collector_send(c, &out);
         double pub = net_clock_ms() - t0;
         if (pub > c->stall_publish_ms)
             c->stall_publish_ms = pub;
     }
-    dps_snapshot_destroy(&snap);
     pthread_mutex_lock(&c->rel_mu);
     if (rc && rc != DPS_ECOMMIT)
         c->rel_asked = 1;
