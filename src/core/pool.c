@@ -132,16 +132,31 @@ void pool_wait(dps_pool *pool)
     pthread_mutex_unlock(&pool->mu);
 }
 
+/* One pool_for call: its items left (under the pool's mutex; the waiter
+   sleeps on the pool's idle condition and checks its own count, so that it
+   waits for its items only, not for other callers' jobs queued meanwhile,
+   e.g. the next epoch's buckets while the last one is released). */
+typedef struct {
+    dps_pool *pool;
+    size_t left;
+} for_batch;
+
 typedef struct {
     pool_for_fn fn;
     void *arg;
     size_t item;
+    for_batch *batch;
 } for_item;
 
 static void s_for_job(void *p, int worker)
 {
     for_item *it = p;
     it->fn(it->arg, it->item, worker);
+    dps_pool *pool = it->batch->pool;
+    pthread_mutex_lock(&pool->mu);
+    if (--it->batch->left == 0)
+        pthread_cond_broadcast(&pool->idle);
+    pthread_mutex_unlock(&pool->mu); /* the batch is the caller's again: not touched after this */
 }
 
 void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
@@ -152,14 +167,19 @@ void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
             fn(arg, i, 0);
         return;
     }
+    for_batch batch = {pool, n};
     size_t queued = 0;
     for (size_t i = 0; i < n; i++) {
-        items[i] = (for_item){fn, arg, i};
+        items[i] = (for_item){fn, arg, i, &batch};
         if (pool_submit(pool, s_for_job, &items[i]) != 0)
             break;
         queued++;
     }
-    pool_wait(pool);
+    pthread_mutex_lock(&pool->mu);
+    batch.left -= n - queued; /* those run here, below */
+    while (batch.left)
+        pthread_cond_wait(&pool->idle, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
     for (size_t i = queued; i < n; i++) /* only if a submit failed */
         fn(arg, i, 0);
     free(items);

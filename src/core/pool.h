@@ -19,7 +19,8 @@ int pool_submit(dps_pool *pool, pool_job_fn fn, void *arg);
 /* Block until the queue is empty and no job runs. */
 void pool_wait(dps_pool *pool);
 /* Run fn(arg, i, worker) for every i in [0, n) on the workers; returns when all
-   are done.  Must not be called from inside a job. */
+   of these are done (not waiting for other jobs queued meanwhile).  Must not be
+   called from inside a job. */
 void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg);
 
 #endif
