@@ -89,6 +89,8 @@ int collector_prepare(collector *c, dps_snapshot *snap, collector_outgoing *out)
     in->seq = c->rel_seq + 1;
     in->time_unix_ms = net_unix_ms();
     int rc = dps_snapshot_new(&out->numbered, in, dps_snapshot_basis(snap));
+    if (!rc) /* its strings (reason, budget unit) from the copy the loop will own: snap is freed after this */
+        dps_snapshot_get_info(out->numbered, in);
     if (!rc)
         rc = dps_snapshot_encode(out->numbered, &out->buf, &out->len);
     if (rc) { /* only memory for the numbered copy or its encoding (sizes public): a resource failure, loud */
