@@ -208,6 +208,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
 {
     char err[8192];
     collector_config(&c->o, &c->led, cfg);
+    c->first_epoch = cfg->first_epoch; /* this run's: the ledger's next (stall_warm_ms counts from the third) */
     cfg->commit = collector_commit;
     cfg->commit_arg = c;
     if (c->o.seeded)

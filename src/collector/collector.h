@@ -74,11 +74,12 @@ typedef struct {
     collector_outgoing rel_out; /* ... its snapshot numbered, encoded and stored; return code, time, epoch */
     int rel_rc;
     uint64_t rel_seq;          /* the release thread's last snapshot number (starts at last_seq) */
-    uint64_t rel_ms, rel_epoch;
+    uint64_t rel_ms, rel_epoch, rel_done_epoch; /* sealed for the thread; the one its result is of */
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
     /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
     double stall_batch_ms;     /* one batch in the estimator (push, seal), less its backpressure */
-    double stall_warm_ms;      /* ... from the third epoch on (the first two touch their memory first) */
+    double stall_warm_ms;      /* ... from the run's third epoch on (the first two touch their memory first) */
+    uint64_t first_epoch;      /* the run's first epoch (a restart resumes the ledger's numbering) */
     double stall_publish_ms;   /* one released epoch stored and published */
     double waited_ms;          /* backpressure: waiting for the last release, this batch (reset per batch) */
     double waited_max_ms, waited_total_ms; /* ... the longest wait and their sum over the run */

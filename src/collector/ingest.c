@@ -120,7 +120,7 @@ int collector_ingest(collector *c)
     dps_estimator_get_stats(c->est, &es);
     if (took > c->stall_batch_ms)
         c->stall_batch_ms = took;
-    if (es.epoch >= 2 && took > c->stall_warm_ms) /* both epochs' memory touched once: no first-touch faults */
+    if (es.epoch >= c->first_epoch + 2 && took > c->stall_warm_ms) /* both epochs' memory touched once: no first-touch faults */
         c->stall_warm_ms = took;
     if (took > 5.0)
         log_debug("a batch of %zu rows took %.1f ms in the estimator (epoch %" PRIu64 ", %" PRIu64 " rows in it)",

@@ -38,6 +38,7 @@ static void *s_thread(void *arg)
             break;
         c->rel_asked = 0;
         c->rel_busy = 1;
+        uint64_t epoch = c->rel_epoch; /* the loop may seal the next one (and set rel_epoch) once this is released */
         pthread_mutex_unlock(&c->rel_mu);
         collector_hold("slow-release", 3000);
         dps_snapshot *snap = NULL;
@@ -51,6 +52,7 @@ static void *s_thread(void *arg)
         uint64_t took = net_now_ms() - t0;
         pthread_mutex_lock(&c->rel_mu);
         c->rel_out = out;
+        c->rel_done_epoch = epoch;
         c->rel_rc = rc;
         c->rel_ms = took;
         c->rel_busy = 0;
@@ -88,7 +90,7 @@ static void s_take(collector *c)
     uint64_t took = c->rel_ms;
     memset(&c->rel_out, 0, sizeof c->rel_out);
     c->rel_has = 0;
-    uint64_t epoch = c->rel_epoch;
+    uint64_t epoch = c->rel_done_epoch;
     pthread_mutex_unlock(&c->rel_mu);
     if (rc == DPS_ECOMMIT) {
         log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", epoch);
@@ -191,6 +193,14 @@ void collector_release_stop(collector *c)
     pthread_mutex_unlock(&c->rel_mu);
     pthread_join(c->rel_thread, NULL);
     c->rel_started = 0;
+    if (c->rel_has && c->rel_out.numbered) { /* a second signal cut the last wait short: stored, in the ledger, not sent */
+        log_warn("stopping: epoch %" PRIu64 "'s snapshot is stored but was not sent (a restart publishes the "
+                 "latest stored one)", c->rel_done_epoch);
+    }
+    dps_snapshot_destroy(&c->rel_out.numbered);
+    free(c->rel_out.buf);
+    memset(&c->rel_out, 0, sizeof c->rel_out);
+    c->rel_has = 0;
     close(c->rel_pipe[0]);
     close(c->rel_pipe[1]);
     pthread_mutex_destroy(&c->rel_mu);
