@@ -83,11 +83,6 @@ void agg_refs_free(agg_refs *r)
     r->f2 = NULL;
 }
 
-typedef struct {
-    agg_refs *r;
-    uint64_t epoch;
-} refs_job;
-
 /* Point i, and its squared norm. */
 static void s_draw_point(agg_refs *r, uint64_t epoch, size_t i)
 {
@@ -108,23 +103,8 @@ static void s_xi_max(agg_refs *r)
     r->xi_max = 2.0 * sqrt(f2); /* ||y^j - y^l|| <= 2 ||P||_F for any bases */
 }
 
-static void s_reference_job(void *arg, size_t i, int worker)
-{
-    (void)worker;
-    refs_job *j = arg;
-    s_draw_point(j->r, j->epoch, i);
-}
-
-void agg_refs_begin(agg_refs *r, uint64_t epoch)
-{
-    /* One labelled stream per point, drawn in parallel. */
-    agg_refs_wait(r);
-    refs_job j = {r, epoch};
-    pool_for(r->pool, r->q, s_reference_job, &j);
-    s_xi_max(r);
-}
-
-/* One drawing job of agg_refs_begin_async: point i. */
+/* One drawing job of agg_refs_begin_async: point i (one labelled stream per
+   point, so the values do not depend on which worker draws which). */
 typedef struct {
     agg_refs *r;
     size_t i;
@@ -168,6 +148,12 @@ void agg_refs_begin_async(agg_refs *r, uint64_t epoch)
         s_draw_point(r, epoch, i); /* no memory for a job: here (public values, the same bits either way) */
         s_point_done(r);
     }
+}
+
+void agg_refs_begin(agg_refs *r, uint64_t epoch)
+{
+    agg_refs_begin_async(r, epoch);
+    agg_refs_wait(r);
 }
 
 void agg_refs_wait(agg_refs *r)
