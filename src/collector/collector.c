@@ -273,6 +273,10 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
              " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
              c->o.ingest, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
              c->o.d, c->o.k_total, c->o.t, c->o.m, c->o.rho_epoch, c->o.aggregator, c->o.state_dir);
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    log_info("OpenBLAS kernels: %s (OPENBLAS_CORETYPE %s, read when the library loads; on AVX-512 CPUs SkylakeX runs "
+             "the gradient mechanisms' accumulation 1.2-1.7x faster than Haswell: tools/bench/README.md, bench-gradmech)",
+             dps_blas_corename(), coretype && *coretype ? coretype : "unset");
     static char plan[DPS_MAX_GROUPS + 1][CLI_PLAN_LINE]; /* what each epoch will do (as dps-estimate --plan) */
     int near_random = 0;
     size_t n_plan = cli_plan_lines(cfg, plan, DPS_MAX_GROUPS + 1, &near_random);
