@@ -175,8 +175,10 @@ static int s_householder(float *V, size_t k, size_t d)
 }
 
 /* One Cholesky-QR step: G = V V^T (in double), G = L L^T, V <- L^{-1} V.
+   *dev = max_i sum_j |G_ij - [i = j]|, the Gershgorin radius of G - I: how
+   far V was from orthonormal (G's eigenvalues are within 1 +- *dev).
    Returns -1 if G is not numerically positive definite. */
-static int s_cholqr_step(float *V, size_t k, size_t d)
+static int s_cholqr_step(float *V, size_t k, size_t d, double *dev)
 {
     double G[k * k];
     float Lf[k * k];
@@ -184,6 +186,13 @@ static int s_cholqr_step(float *V, size_t k, size_t d)
     double buf[k * 256];
     for (size_t c0 = 0; c0 < d; c0 += 256)
         la_gram_add(V, k, d, c0, DPS_MIN(d, c0 + 256), G, buf);
+    *dev = 0;
+    for (size_t i = 0; i < k; i++) { /* one triangle is filled, the other is 0 */
+        double row = 0;
+        for (size_t j = 0; j < k; j++)
+            row += i == j ? fabs(G[i * k + i] - 1.0) : fabs(G[i * k + j] + G[j * k + i]);
+        *dev = fmax(*dev, row);
+    }
     if (LAPACKE_dpotrf_work(LAPACK_ROW_MAJOR, 'U', (lapack_int)k, G, (lapack_int)k) != 0)
         return -1;
     for (size_t i = 0; i < k; i++) { /* G = U^T U, U upper: V <- U^{-T} V */
@@ -204,10 +213,21 @@ int la_orthonormalize_rows(float *V, size_t k, size_t d)
     if (k > d)
         return DPS_EINVAL;
     dps_blas_init_once();
-    /* CholQR2 (two Cholesky-QR passes): BLAS3 and exact to rounding for the
-       nearly orthonormal rows it is given here; Householder when the rows are
-       too far from independent for Cholesky. */
-    if (k <= 256 && s_cholqr_step(V, k, d) == 0 && s_cholqr_step(V, k, d) == 0)
+    /* Cholesky QR, BLAS3: the Gram in double (exact products, so its error is
+       d 2^-53 relative) and G = U^T U in double; what is left is U rounded
+       to float and the float triangular solve, which leave V U^-1 off
+       orthonormal by about 2 sqrt(k) kappa(U) 2^-24.  When G's eigenvalues
+       are within 1 +- CHOLQR_ONE_PASS (Gershgorin), kappa(U) <= 1.11 and a
+       second pass would only repeat that rounding: one is enough.  The rows
+       it is given here (a bucket's basis from its Gram's eigenvectors) are
+       that close.  Farther off, a second pass (CholQR2); Householder when
+       the rows are too far from independent for Cholesky.  (issue 13 item
+       4; test_linalg 7c checks both paths.) */
+    enum { CHOLQR_MAX_K = 256 };
+    const double CHOLQR_ONE_PASS = 0.1;
+    double dev = 0, dev2 = 0;
+    if (k <= CHOLQR_MAX_K && s_cholqr_step(V, k, d, &dev) == 0 &&
+        (dev <= CHOLQR_ONE_PASS || s_cholqr_step(V, k, d, &dev2) == 0))
         return DPS_OK;
     return s_householder(V, k, d);
 }

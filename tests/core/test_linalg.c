@@ -197,6 +197,74 @@ int main(void)
         free(S); free(V); free(R); free(B); free(Ad); free(Z);
     }
 
+    /* 7c. One Cholesky-QR pass when V V^T is within 0.1 of I (Gershgorin),
+       two when farther.  Rows near orthonormal (perturbations of norm off
+       <= 0.15: one pass) and rows A = M Q with M of condition kappa (10,
+       1e3, 1e4: two passes): orthonormal to 2 sqrt(k) 2^-24 kappa(U) <= 4.2e-7
+       either way (kappa(U) <= 1.11 for the pass that decides; accept 1e-6),
+       the span kept (each input row's residual after projection on the
+       output, relative to its norm, < 1e-5).  One pass alone leaves 6e-6 at
+       kappa 1e3: a path that skipped the second pass there fails. */
+    {
+        size_t k = 10, d = 2000;
+        const double off[] = {1e-6, 1e-4, 3e-3, 0.15, -10, -1e3, -1e4}; /* negative: -kappa */
+        float *Q = malloc(k * d * sizeof *Q), *A = malloc(k * d * sizeof *A), *E = malloc(k * d * sizeof *E);
+        for (size_t o = 0; o < sizeof off / sizeof off[0]; o++) {
+            dps_rng_gaussian_fill_f(rng, 1.0, Q, k * d);
+            la_orthonormalize_rows(Q, k, d);
+            dps_rng_gaussian_fill_f(rng, fabs(off[o]) / sqrt((double)d), E, k * d); /* rows of norm ~off */
+            if (off[o] > 0) {
+                for (size_t i = 0; i < k * d; i++)
+                    A[i] = Q[i] + E[i];
+            } else { /* A = M Q, M = R1 diag(1 .. 1/kappa) R2 with R1, R2 random orthogonal */
+                float R1[100], R2[100];
+                double M[100];
+                dps_rng_gaussian_fill_f(rng, 1.0, R1, k * k);
+                dps_rng_gaussian_fill_f(rng, 1.0, R2, k * k);
+                la_orthonormalize_rows(R1, k, k);
+                la_orthonormalize_rows(R2, k, k);
+                for (size_t i = 0; i < k; i++)
+                    for (size_t j = 0; j < k; j++) {
+                        M[i * k + j] = 0;
+                        for (size_t a = 0; a < k; a++)
+                            M[i * k + j] += R1[a * k + i] * pow(-off[o], -(double)a / (double)(k - 1)) * R2[a * k + j];
+                    }
+                for (size_t i = 0; i < k; i++)
+                    for (size_t c = 0; c < d; c++) {
+                        double v = 0;
+                        for (size_t j = 0; j < k; j++)
+                            v += M[i * k + j] * Q[j * d + c];
+                        A[i * d + c] = (float)v;
+                    }
+            }
+            memcpy(Q, A, k * d * sizeof *Q);
+            CHECK(la_orthonormalize_rows(Q, k, d) == DPS_OK, "near orthonormal %g", off[o]);
+            double orth = s_orth_err(Q, k, d), span = 0;
+            for (size_t i = 0; i < k; i++) {
+                double r[2000], n2 = 0, res = 0;
+                for (size_t c = 0; c < d; c++) {
+                    r[c] = A[i * d + c];
+                    n2 += r[c] * r[c];
+                }
+                for (size_t a = 0; a < k; a++) {
+                    double p = 0;
+                    for (size_t c = 0; c < d; c++)
+                        p += Q[a * d + c] * r[c];
+                    for (size_t c = 0; c < d; c++)
+                        r[c] -= p * Q[a * d + c];
+                }
+                for (size_t c = 0; c < d; c++)
+                    res += r[c] * r[c];
+                span = fmax(span, sqrt(res / n2));
+            }
+            CHECK(orth < 1e-6 && span < 1e-5, "%g off orthonormal: after %.3g, span residual %.3g", off[o], orth,
+                  span);
+        }
+        free(Q);
+        free(A);
+        free(E);
+    }
+
     /* 7b. Nearly dependent rows: Cholesky QR cannot factor their Gram, the
        Householder fallback must still return orthonormal rows of the same span. */
     {

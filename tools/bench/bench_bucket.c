@@ -432,7 +432,7 @@ int main(int argc, char **argv)
                 double sum = p.syrk + p.syevr + p.gemm + p.qr + p.copy;
                 double bytesX = (double)bucket_bytes;
                 printf("  breakdown k=%zu d=%zu (us/call, cold): ssyrk %.1f (%.1f GB/s of X, %.1f GFLOP/s) | dsyevr "
-                       "%.1f | Gram copy %.2f | sgemm %.1f (%.1f GB/s of X) | QR %.1f (sgeqrf+sorgqr on %zux%zu) | "
+                       "%.1f | Gram copy %.2f | sgemm %.1f (%.1f GB/s of X) | clean-up %.1f (la_orthonormalize_rows: Cholesky QR, %zux%zu) | "
                        "sum %.1f vs whole %.1f",
                        k, d, p.syrk * 1e6, bytesX / p.syrk / 1e9, (double)m * m * d / p.syrk / 1e9, p.syevr * 1e6,
                        p.copy * 1e6, p.gemm * 1e6, bytesX / p.gemm / 1e9, p.qr * 1e6, d, k, sum * 1e6,
