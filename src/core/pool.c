@@ -1,9 +1,20 @@
-/* pool.c - worker threads over a FIFO of jobs (see pool.h). */
+/* pool.c - worker threads over a FIFO of jobs (see pool.h).
+
+   The workers run at nice POOL_WORKER_NICE (Linux: a thread's own nice
+   value, set on its id): on a machine whose cores they fill, the thread
+   that pushes rows -- a training loop, the collector's ingest loop -- gets
+   the CPU first, and the bucket bases wait (issue 13: ingest must not slow
+   down while the library computes). */
 #include "pool.h"
 #include "dpsubspace.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { POOL_WORKER_NICE = 5 }; /* weight 335 against 1024 at nice 0 */
 
 typedef struct job {
     pool_job_fn fn;
@@ -29,6 +40,7 @@ typedef struct {
 
 static void *s_worker(void *p)
 {
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), POOL_WORKER_NICE); /* best effort */
     worker_arg *wa = p;
     dps_pool *pool = wa->pool;
     int me = wa->index;
