@@ -8,6 +8,11 @@
 #include "est_rgrad.h"
 #include "estimate.h"
 
+/* The default batch's most bytes (its 256 rows are fewer for wide rows: a
+   batch of 256 rows of d = 1e6 would be 1 GB, twice the power mechanism's
+   own memory). */
+#define EST_BATCH_BYTES ((size_t)64 << 20)
+
 /* Raw values from the command line, before they become a configuration. */
 typedef struct {
     const char *in, *format, *method, *task, *aggregator, *split, *groups, *group_k;

@@ -515,7 +515,8 @@ int main(int argc, char **argv)
          "how an epoch's rho is split: radius search : friend count : noisy average; for --method iterative: "
          "uniform (default) or adaptive (Amin et al. Cor. 1, by the noisy eigenvalues)",
          0},
-        {"--batch", CLI_OPT_SIZE, &a.batch, "B", "256", "rows per push into the estimator", 0},
+        {"--batch", CLI_OPT_SIZE, &a.batch, "B", "256",
+         "rows per push into the estimator (by default fewer for wide rows: at most 64 MB a batch)", 0},
         {"--close-partial", CLI_OPT_FLAG, &a.close_partial, NULL, NULL,
          "at the end of the input, close a partial epoch too (default: its rows are dropped)", 0},
         {"--workers", CLI_OPT_SIZE, &a.workers, "N", "online CPUs",
