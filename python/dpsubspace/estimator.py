@@ -33,7 +33,7 @@ CENTRAL = ("analyze-gauss", "iterative", "cov-laplace", "cov-gaussian", "exact",
 EPS_METHODS = ("iterative", "cov-laplace", "cov-gaussian", "exact")  # budgets in (eps, delta), not rho
 MECHANISMS = STREAMING + CENTRAL
 BATCH = 256           # rows per push, dps-estimate's --batch default (seeded runs match it bit for bit)
-_ONE_EPOCH_ROWS = 1 << 28  # dps-estimate's t*m for "every row in one epoch" (second_moment.h: the most an exact sum takes)
+_ONE_EPOCH_ROWS = 1 << 38  # dps-estimate's t*m for "every row in one epoch"
 _CENTRAL_LABEL = b"dps-estimate central noise"  # dps-estimate's stream for central noise (est_run.c)
 
 

@@ -262,11 +262,9 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
     char group_err[200];
     if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))
         CLI_USAGE("%s", group_err);
-    if (s->one_epoch) { /* every row in one epoch, the last (partial) epoch closed: t * m = 2^28, the most an
-                           exact second-moment sum takes (src/mechanisms/second_moment.h; a larger input
-                           is several epochs) */
+    if (s->one_epoch) { /* every row in one epoch: t * m above any input, the last (partial) epoch closed */
         c->m = c->k;
-        size_t t = ((size_t)1 << 28) / c->m, t_max = SIZE_MAX / sizeof(float) / c->d / c->k;
+        size_t t = ((size_t)1 << 38) / c->m, t_max = SIZE_MAX / sizeof(float) / c->d / c->k;
         c->t = c->window = t < t_max ? t : t_max;
         s->close_partial = 1;
     }

@@ -415,18 +415,16 @@ check "hostile rows: the 1e-41 and 3e38 rows are ordinary rows" \
     [ "$(jget h_tiny.json rows_zero)" = 0 -a "$(jget h_huge.json rows_inf)" = 0 ]
 
 # ------------------------------------------------------------------ --plan
-# The Gaussian mechanism's noise floor is ||E||_2 / rows = 2 sqrt(d) s / rows, s = (1 + e / sqrt 2) / sqrt(rho)
-# with e = 2 (256^2 2^-24 + d 2^-25) = 0.0082 at d = 6400, float rounding's share of the sensitivity
-# (src/mechanisms/second_moment.h): d = 6400, rho = 1, t x m = 125 x 480 = 60000 rows gives
-# 160 x 1.0058 / 60000 = 0.00268; at rho 1e-4 and 125 x 20 = 2500 rows it is 160 x 100 x 1.0058 / 2500 = 6.44,
-# above 1/k: near random, warned.  Above dense_max_d (8192) a group gets the power
+# The Gaussian mechanism's noise floor is ||E||_2 / rows = 2 sqrt(d) / (sqrt(rho) rows): d = 6400, rho = 1,
+# t x m = 125 x 480 = 60000 rows gives 160 / 60000 = 0.00267; at rho 1e-4 and 125 x 20 = 2500 rows it is
+# 160 x 100 / 2500 = 6.4, above 1/k: near random, warned.  Above dense_max_d (8192) a group gets the power
 # iteration: floor T s (sqrt d + sqrt b) / rows with s = 1 / sqrt(rho), b = k + 10, T = 3 blocks while cold:
 # d = 10000, k = 10: 3 x 1 x 104.47 / 60000 = 0.00522.
 run "$EST" --plan --dim 6400 --k 10 --aggregator gaussian --t 125 --m 480
-check "--plan: the noise floor 2 sqrt(d) s / rows = 0.00268, no warning" \
-    sh -c "[ $rc -eq 0 ] && grep -q 'noise floor 0.00268 ' out.txt && ! grep -q WARNING out.txt"
+check "--plan: the noise floor 2 sqrt(d) / (sqrt(rho) rows) = 0.00267, no warning" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'noise floor 0.00267 ' out.txt && ! grep -q WARNING out.txt"
 run "$EST" --plan --dim 6400 --k 10 --aggregator gaussian --t 125 --m 20 --rho 1e-4
-check "--plan: a floor above 1/k is warned as near random" sh -c "[ $rc -eq 0 ] && grep -q 'noise floor 6.44 ' out.txt && grep -q WARNING out.txt"
+check "--plan: a floor above 1/k is warned as near random" sh -c "[ $rc -eq 0 ] && grep -q 'noise floor 6.4 ' out.txt && grep -q WARNING out.txt"
 run "$EST" --plan --dim 10000 --k 10 --aggregator gaussian --t 125 --m 480
 check "--plan: above dense_max_d the power iteration, floor 0.00522" \
     sh -c "[ $rc -eq 0 ] && grep -q 'noisy power iteration.*noise floor 0.00522 ' out.txt"

@@ -2,7 +2,7 @@
    no buckets, an epoch mechanism (epoch_mechanism.h) of intake EPOCH_ROWS.
 
    THE MECHANISM.  Every row the epoch takes (unit norm, or zero) is added to
-   C = sum x x^T (second_moment.h: d x d double, blocks of rows in float);
+   C = sum x x^T (second_moment.h: d x d double, blocks of rows through dsyrk);
    the release runs iterative eigenvector sampling on C (dps_cov_iterative,
    Amin et al. 2019 Alg. 1) for k directions, without eigenvalues, with
    n = the epoch's row count (public).
@@ -14,11 +14,8 @@
    ARGUMENT.  Replacing one row x by y (norms <= 1) changes C by
    y y^T - x x^T; covariance.c proves that iterative eigenvector sampling is
    eps-DP for that change (the score u^T C u has sensitivity 1, the Bingham
-   sampler is exact).  The computed C moves by y y^T - x x^T plus rounding
-   R with ||R||_2 <= e = second_moment_excess(d) (second_moment.c;
-   0.0078), so the score moves by at most 1 + e, and the sampler is run
-   with eps / (1 + e): eps-DP again.  Every row of the epoch enters C once;
-   nothing is discarded. */
+   sampler is exact).  Every row of the epoch enters C once; nothing is
+   discarded. */
 #include "epoch_mechanism.h"
 #include "internal.h"
 #include "linalg.h"
@@ -37,10 +34,6 @@ static int s_check(const dps_config *c, const char **why)
 {
     if (c->d > DPS_COV_MAX_D) {
         *why = "the covariance mechanism keeps a d x d matrix: d above 4096 is refused";
-        return DPS_ELIMIT;
-    }
-    if ((double)c->t * (double)c->m > (double)SECOND_MOMENT_MAX_ROWS) {
-        *why = "an epoch of more than 2^28 rows (t * m) is more than the second moment's sum takes";
         return DPS_ELIMIT;
     }
     return DPS_OK;
@@ -91,9 +84,7 @@ static int s_release(epoch_state *st, const epoch_input *in, float *basis, epoch
     const dps_config *c = st->cfg; /* no FAIL, no radius */
     size_t d = c->d;
     second_moment_finish(&st->sm);
-    /* the score's sensitivity is 1 + e with the float blocks' rounding (ARGUMENT) */
-    double e = second_moment_excess(c->d);
-    dps_iterative_params p = {.k = c->k, .eps = sqrt(2.0 * c->rho_epoch) / (1.0 + e), .eps_values = 0,
+    dps_iterative_params p = {.k = c->k, .eps = sqrt(2.0 * c->rho_epoch), .eps_values = 0,
                               .split = DPS_SPLIT_UNIFORM};
     /* No eigenvalue is released (eps_values = 0), so the level is the floor
        that the public n, d, k and eps allow whatever the data

@@ -4,11 +4,9 @@
 
    THE MECHANISM.  Every row the epoch takes (unit norm, or zero: row_unit)
    is added to C = sum x x^T (second_moment.h: d x d double, blocks of rows
-   multiplied out in float).  The release adds E, symmetric, whose
-   upper triangle (diagonal included) is iid N(0, s^2) with
-   s = (sqrt 2 + e) / sqrt(2 rho), e = second_moment_excess(d) the most
-   the float blocks' rounding can add to the sensitivity (0.0078: s is
-   0.55% above 1/sqrt(rho)), and publishes the top-k eigenvectors of C + E (post-processing).
+   through dsyrk).  The release adds E, symmetric, whose
+   upper triangle (diagonal included) is iid N(0, s^2) with s = 1/sqrt(rho),
+   and publishes the top-k eigenvectors of C + E (post-processing).
 
    GUARANTEE.  rho_epoch-zCDP per epoch under replacing one row (pure zCDP:
    charged (rho_epoch, 0)).
@@ -16,10 +14,9 @@
    ARGUMENT.  Replacing x by y (norms <= 1) changes C by D = y y^T - x x^T,
    ||D||_F^2 = ||x||^4 + ||y||^4 - 2 (x.y)^2 <= 2.  The release is the upper
    triangle u(C) (diagonal included) plus iid N(0, s^2); ||u(D)||_2^2 =
-   sum_{i <= j} D_ij^2 <= ||D||_F^2 <= 2.  The computed C moves by u(D)
-   plus rounding R, ||R||_2 <= e (second_moment.c), so the Gaussian
-   mechanism has l2 sensitivity sqrt 2 + e and with noise s is
-   (sqrt 2 + e)^2 / (2 s^2) = rho-zCDP (Bun-Steinke 2016, Prop. 1.6).  Mirroring the triangle and the
+   sum_{i <= j} D_ij^2 <= ||D||_F^2 <= 2, so the Gaussian mechanism with l2
+   sensitivity sqrt 2 and noise s is (sqrt 2)^2 / (2 s^2) = 1/s^2 = rho-zCDP
+   (Bun-Steinke 2016, Prop. 1.6).  Mirroring the triangle and the
    eigendecomposition are post-processing.  The noise is drawn for every
    entry whatever the data (the same draws on neighbouring inputs).
 
@@ -41,7 +38,7 @@
 
    GROUPS TOO WIDE FOR d_g^2 (DESIGN 7.3).  A group wider than dense_max_d
    (default DPS_DENSE_MAX_D) is released by the noisy power iteration of
-   epoch_power.c instead, in O(k_g d_g) memory, with the same s
+   epoch_power.c instead, in O(k_g d_g) memory, with the same s = 1/sqrt(rho)
    for every group, and the release is still rho-zCDP: the
    argument for such a mixed release is in moment_groups.c, which holds the
    code of both this table entry and the power aggregator's.

@@ -16,9 +16,7 @@
    own block of the group-wise k x d basis (zero elsewhere).
 
    GUARANTEE.  rho_epoch-zCDP per epoch under replacing one row, charged
-   (rho_epoch, 0), with s = (1 + e / sqrt 2) / sqrt(rho) for every group,
-   dense or power, e = second_moment_excess(d) when a group is dense
-   (0.0078 at the default block: s is 0.55% above 1/sqrt(rho)), else e = 0.
+   (rho_epoch, 0), with s = 1/sqrt(rho) for every group, dense or power.
 
    ARGUMENT.  Fix neighbours that differ in row x -> y (norms <= 1), in
    block j, and let D = y y^T - x x^T, D_gg its diagonal block of group g:
@@ -35,19 +33,10 @@
    rule of Renyi divergence (adaptive composition of zCDP, Bun-Steinke 2016,
    Lemma 2.3, applied to this pair) adds them:
    sum_g ||D_gg||_F^2 / (2 s^2) <= 2 / (2 s^2) = 1 / s^2 = rho for
-   s = 1/sqrt(rho) in exact arithmetic (ROUNDING below adds e).  (This tightens the first version's bound, which added
+   s = 1/sqrt(rho).  (This tightens the first version's bound, which added
    ||x_g x_g^T X|| + ||y_g y_g^T X|| by the triangle inequality, up to 2,
    and drew s = sqrt(2/rho) whenever a group was power.)  The bases are
-   post-processing.
-   ROUNDING.  A dense group's C_g is summed in float blocks
-   (second_moment.h): the computed u(C_g(D)) - u(C_g(D')) is u(D_gg) + R_g,
-   and the entrywise bound of second_moment.c, applied to the slices
-   x_{r,g}, gives sum_g ||R_g||_F <= e (sum_g ||x_{r,g}||^2 = ||x_r||^2 <= 1:
-   the slices share the rows' budget).  By Minkowski the moves add up to
-   at most (sqrt(sum_g ||D_gg||^2) + sqrt(sum_g ||R_g||^2))^2
-   <= (sqrt 2 + e)^2, and s = (sqrt 2 + e) / sqrt(2 rho) gives rho again.
-   (A power group's flush keeps its own float rounding: power_iteration.c.)
-   Every entry's
+   post-processing.  Every entry's
    noise is drawn whatever the data; a power group's noise is drawn at the
    end of each block, before the charge, and nothing of it leaves before the
    release (an epoch not released publishes nothing, and the warm start
@@ -104,23 +93,9 @@ static int s_any_power(const dps_config *c)
     return 0;
 }
 
-static int s_any_dense(const dps_config *c)
-{
-    for (size_t g = 0; g < epoch_groups(c); g++)
-        if (moment_group_kind(c, g) == GROUP_DENSE)
-            return 1;
-    return 0;
-}
-
 int moment_warm(const dps_config *c) { return s_any_power(c); }
 
-/* s = Delta / sqrt(2 rho): Delta = sqrt 2 plus, when a group is dense, what
-   the float blocks' rounding can add (the ARGUMENT's last paragraph). */
-double moment_noise_sd(const dps_config *c)
-{
-    double excess = s_any_dense(c) ? second_moment_excess(c->d) : 0.0;
-    return power_noise_sd(c->rho_epoch) * (1.0 + excess / sqrt(2.0));
-}
+double moment_noise_sd(const dps_config *c) { return power_noise_sd(c->rho_epoch); }
 
 /* T: power_blocks, or by default (0) 3 blocks while no epoch has been
    released and 1 after.  Public: whether an epoch was released is.  Cold,
@@ -166,10 +141,6 @@ int moment_check(const dps_config *c, const char **why)
     if (c->power_oversample > c->d) {
         *why = "power_oversample must be at most d (k + power_oversample is capped at d)";
         return DPS_EINVAL;
-    }
-    if (s_any_dense(c) && (double)c->t * (double)c->m > (double)SECOND_MOMENT_MAX_ROWS) {
-        *why = "an epoch of more than 2^28 rows (t * m) is more than the second moment's sum takes";
-        return DPS_ELIMIT;
     }
     if (c->dense_max_d > GAUSS_COV_MAX_D) {
         *why = "dense_max_d is above 16384: two d x d matrices of that size do not fit the machines this runs on";

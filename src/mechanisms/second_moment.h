@@ -1,38 +1,36 @@
 /* second_moment.h - what the row-intake epoch mechanisms (covariance,
    Gaussian) share: the epoch's C = sum x x^T, accumulated as rows arrive
-   (d x d double, upper triangle), and their common hooks.
-
-   Float blocks, double sum (issue 13 item 4).  Each block of up to
-   second_moment_block_rows() rows is multiplied out in float (sgemm) and
-   added into the double C.  Why not all double: dsyrk runs at half of
-   ssyrk's peak (tools/bench/bench-gradmech).  Why not all float: summed in
-   float across blocks, rounding would grow with n and enter the
-   sensitivity (up to 2 (n / 64 + 64) eps_f n, 7 at n = 60 000: measured
-   by tools/bench/bench_accum.c, issue 11 item 3).  With float only inside
-   a block and an exact (integer) sum across blocks, what rounding can add
-   to ||C(D) - C(D')||_F is bounded by the block size alone:
-   second_moment_excess(d), about 2 b^2 2^-24 = 0.0078 at b = 256, against
-   the sensitivity sqrt 2.  Every mechanism that reads
-   C adds it to its sensitivity (moment_noise_sd, epoch_covariance.c), so
-   the bound is part of the guarantee, not a caveat.
-   Who owns what: the accumulator owns C, its row block and its tile. */
+   (d x d double, upper triangle, in blocks of rows through dsyrk), and their
+   common hooks.
+   Why double (issue 11 item 3, measured by tools/bench/bench_accum.c at
+   n = 60 000 unit rows, d = 2 000): float accumulation (ssyrk, 64 rows per
+   call) differs from double by at most 3.0e-3 per entry (rows with a
+   dominant coordinate; 4e-5 for uniform rows), 0.6% of the noise sd at
+   rho = 4: harmless for accuracy.  But the privacy argument needs
+   ||C(D) - C(D')||_F <= sqrt 2, and float rounding adds to it up to about
+   2 (n / 64 + 64) eps_f n in the worst case (7 at n = 60 000; measured
+   3.8e-3), against 1e-8 in double.  Float would need the noise scaled for
+   that worst case, so C stays double.
+   Float blocks with an exact sum across them were built and measured in
+   issue 13 (1.5-1.8x faster, 0.67-0.81 of ssyrk peak, rounding's share of
+   the replace-one sensitivity bounded by the block: 0.0078) and withdrawn:
+   under adding or removing a row (the adjacency of DP-SGD's accounting,
+   SubspaceEstimator.rho_add_remove) every later row changes block, every
+   later block rounds differently, and the bound grows to about
+   2 b 2^-24 n (1.8 at n = 60 000 against the sensitivity 1).  In double
+   the same argument gives 2 b 2^-53 n (1e-8 at n = 10^6).
+   Who owns what: the accumulator owns C and its row block. */
 #ifndef DPS_SECOND_MOMENT_H
 #define DPS_SECOND_MOMENT_H
 
 #include "dpsubspace.h"
 
 #include <stddef.h>
-#include <stdint.h>
-
-/* The most rows one sum takes (C's sums are exact below it); more are not added. */
-#define SECOND_MOMENT_MAX_ROWS ((uint64_t)1 << 28)
 
 typedef struct {
     size_t d;
-    double *C;    /* sum x x^T, upper triangle: in quanta of 2^-24 until second_moment_finish */
-    uint64_t rows;
-    float *block; /* pending rows */
-    float *tile;  /* one block's products for SM_TILE columns */
+    double *C;     /* sum x x^T: upper triangle until second_moment_finish */
+    double *block; /* pending rows */
     size_t pending;
 } second_moment;
 
@@ -43,20 +41,11 @@ void second_moment_free(second_moment *s);
 void second_moment_reset(second_moment *s);
 /* Add one row of d floats. */
 void second_moment_add(second_moment *s, const float *row);
-/* Add the pending rows, turn C into doubles and mirror the upper triangle:
-   C is full and symmetric.  Then only reset (C is no longer integers). */
-void second_moment_finish(second_moment *s);
-/* Rows per float block. */
+/* Rows per dsyrk block. */
 size_t second_moment_block_rows(void);
-/* An upper bound on ||R||_F, R the rounding's part of the computed
-   C(D) - C(D') (what is left after subtracting the exact y y^T - x x^T),
-   for neighbours D, D' (one row x -> y, norms <= 1) of dimension d and at
-   most SECOND_MOMENT_MAX_ROWS rows,
-   as the full symmetric matrix after second_moment_finish and so also for
-   its upper triangle as a vector and for its spectral norm (the argument is
-   in second_moment.c).  Add it to the sensitivity sqrt 2 (and to 1 for a
-   score u^T C u, |u^T R u| <= ||R||_2). */
-double second_moment_excess(size_t d);
+/* Add the pending rows and mirror the upper triangle: C is full and
+   symmetric (until the next add). */
+void second_moment_finish(second_moment *s);
 /* The bytes it holds for dimension d. */
 size_t second_moment_bytes(size_t d);
 

@@ -6,7 +6,6 @@
    level and not WEAK.  And the level is a function of released quantities. */
 #include "check.h"
 #include "dpsubspace.h"
-#include "second_moment.h"
 #include "gaussian_cov.h"
 #include "linalg.h"
 #include "noise_level.h"
@@ -250,14 +249,12 @@ static void s_test_gauss_spectra(void)
 
 /* 4. The pure-DP covariance mechanism releases no eigenvalue: its level is
    the public floor sqrt(k (d - 1) / (eps n)), the same on zero rows and on
-   the signal.  d = 300, k = 2, eps = sqrt 2 / (1 + e) (e = 0.0078 the
-   float rounding's share of the score's sensitivity): n = 1 200 gives 0.59 (below
+   the signal.  d = 300, k = 2, eps = sqrt 2: n = 1 200 gives 0.59 (below
    DPS_NOISE_LEVEL_WEAK: not weak, a floor promises nothing more); n = 100
    would give 2.06 (random level whatever the data), n = 60 000 0.084. */
 static void s_test_covariance(void)
 {
-    double eps = sqrt(2.0) / (1.0 + second_moment_excess(D)); /* epoch_covariance.c: the score's rounding */
-    double want = sqrt(2.0 * 299.0 / (eps * N));
+    double want = sqrt(2.0 * 299.0 / (sqrt(2.0) * N));
     for (int signal = 0; signal <= 1; signal++) {
         dps_config c = s_agg_cfg(DPS_AGG_COVARIANCE, 41);
         float *X = s_rows(signal, N, D);

@@ -1,7 +1,8 @@
 /* bench_gradmech - the gradient mechanisms' work as rows arrive, against the
    BLAS peak measured in the same run (issue 13 item 4):
      cov    second_moment_add (src/mechanisms/second_moment.c): C += x x^T in
-            double, the Gaussian and covariance mechanisms' accumulation;
+            double, the Gaussian and covariance mechanisms' accumulation (why
+            not float: second_moment.h);
             nominal flops n d (d + 1) (the upper triangle's multiply-adds);
      power  power_add (src/mechanisms/power_iteration.c): Y += x (x^T X), the
             noisy power iteration's block step; nominal flops 4 n b d.
@@ -10,7 +11,7 @@
    References, same run, 1 BLAS thread (the library's setting for these
    mechanisms: they run on the pushing thread):
      ssyrk / dsyrk peak: one syrk of 2048 rows into a d x d C (best of 3);
-     ssyrk at the accumulator's block rows (what its call shape allows);
+     dsyrk at the accumulator's block rows (what its call shape allows);
      sgemm peak: 2048^3 (b_sgemm_peak);
      read bandwidth (b_read_bw): the power step reads its rows twice and
      updates Y in double per flush, so at large d it is bound by memory,
@@ -165,11 +166,11 @@ int main(int argc, char **argv)
     printf("sgemm peak (2048^3, 1 thread): %.1f GFLOP/s   read bandwidth (sasum over 512 MiB, 1 thread): %.1f GB/s\n\n",
            sg, bw);
 
-    printf("## cov: second_moment_add, C += x x^T (float blocks of %zu rows, double C; %zu rows a run, one at a "
+    printf("## cov: second_moment_add, C += x x^T in double (dsyrk blocks of %zu rows; %zu rows a run, one at a "
            "time)\n",
            second_moment_block_rows(), n);
-    printf("%7s %24s %10s %10s %10s %10s %12s %10s\n", "d", "GFLOP/s min/med/max", "ssyrk pk", "ssyrk@blk",
-           "dsyrk pk", "%ssyrk", "%ssyrk@blk", "%dsyrk");
+    printf("%7s %24s %10s %10s %10s %10s %10s %12s\n", "d", "GFLOP/s min/med/max", "ssyrk pk", "dsyrk pk",
+           "dsyrk@blk", "%ssyrk", "%dsyrk", "%dsyrk@blk");
     for (size_t i = 0; i < cov_d.n; i++) {
         size_t d = cov_d.v[i], prows;
         float *pool = s_pool(d, pool_mb << 20, &prows);
@@ -178,12 +179,12 @@ int main(int argc, char **argv)
             t[r] = (double)n * d * (d + 1) / s_time_cov(d, pool, prows, n) / 1e9;
         s_mmm(t, (size_t)runs, g);
         double ss = s_syrk_gflops(d, 2048, 0), ds = s_syrk_gflops(d, 2048, 1);
-        double sblk = s_syrk_gflops(d, second_moment_block_rows(), 0);
-        printf("%7zu %8.2f/%6.2f/%6.2f %10.2f %10.2f %10.2f %10.2f %12.2f %10.2f\n", d, g[0], g[1], g[2], ss, sblk,
-               ds, g[1] / ss, g[1] / sblk, g[1] / ds);
+        double dblk = s_syrk_gflops(d, second_moment_block_rows(), 1);
+        printf("%7zu %8.2f/%6.2f/%6.2f %10.2f %10.2f %10.2f %10.2f %10.2f %12.2f\n", d, g[0], g[1], g[2], ss, ds,
+               dblk, g[1] / ss, g[1] / ds, g[1] / dblk);
         printf("RESULT mech=cov d=%zu rows=%zu block=%zu gflops_min=%.3f gflops_med=%.3f gflops_max=%.3f "
-               "ssyrk_peak=%.3f ssyrk_block=%.3f dsyrk_peak=%.3f\n",
-               d, n, second_moment_block_rows(), g[0], g[1], g[2], ss, sblk, ds);
+               "ssyrk_peak=%.3f dsyrk_peak=%.3f dsyrk_block=%.3f\n",
+               d, n, second_moment_block_rows(), g[0], g[1], g[2], ss, ds, dblk);
         fflush(stdout);
         free(pool);
     }
