@@ -218,6 +218,11 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         fprintf(stderr, "dps-collector: cannot start the estimator: %s\n", dps_strerror(rc));
         return 1;
     }
+    /* the second epoch's state now, not on the ingest loop when epoch 1 begins */
+    if ((rc = dps_estimator_prepare_overlap(c->est)) != DPS_OK)
+        log_warn("no memory for a second epoch's state now (%s): it is tried again when an epoch begins while the "
+                 "last one releases",
+                 dps_strerror(rc));
     if (collector_release_start(c) != 0) {
         fprintf(stderr, "dps-collector: cannot start the release thread: %s\n", strerror(errno));
         return 1;

@@ -293,6 +293,19 @@ int dps_estimator_seal(dps_estimator *e)
     return DPS_OK;
 }
 
+int dps_estimator_prepare_overlap(dps_estimator *e)
+{
+    if (!e)
+        return DPS_EINVAL;
+    int other = 1 - e->open; /* never the sealed slot when it is unmade: a sealed slot has its state */
+    if (e->warm || e->slot[other].mech_state)
+        return DPS_OK;
+    int rc = s_slot_make(e, &e->slot[other]);
+    if (rc)
+        s_slot_free(e, &e->slot[other]);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- release */
 /* Every outcome says what the cap leaves, after its charge if any (e->mu held). */
 static void s_budget_left(const dps_estimator *e, dps_snapshot_info *info)

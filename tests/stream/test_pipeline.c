@@ -80,12 +80,16 @@ static void *s_release_thread(void *arg)
     return NULL;
 }
 
-static void s_pipelined(const dps_config *c, const float *x, dps_snapshot **out)
+/* prepare: make the second epoch's state at the start (as dps-collector
+   does), twice (the second call is a no-op). */
+static void s_pipelined(const dps_config *c, const float *x, dps_snapshot **out, int prepare)
 {
     releaser r = {NULL, out, 0, {0}};
     CHECK(dps_estimator_new(&r.e, c) == DPS_OK, "new");
     if (!r.e)
         return;
+    for (int i = 0; i < 2 * prepare; i++)
+        CHECK(dps_estimator_prepare_overlap(r.e) == DPS_OK, "prepare_overlap (call %d)", i + 1);
     pthread_t th;
     pthread_create(&th, NULL, s_release_thread, &r);
     size_t per = c->t * c->m;
@@ -197,20 +201,24 @@ int main(void)
         }
         size_t per = c.t * c.m;
         float *x = s_rows((EPOCHS + 1) * per);
-        dps_snapshot *seq[EPOCHS] = {0}, *pipe[EPOCHS] = {0};
+        dps_snapshot *seq[EPOCHS] = {0}, *pipe[EPOCHS] = {0}, *prep[EPOCHS] = {0};
         s_sequential(&c, x, seq);
-        s_pipelined(&c, x, pipe);
+        s_pipelined(&c, x, pipe, 0);
         s_same(&c, m->name, seq, pipe);
+        s_pipelined(&c, x, prep, 1); /* the second state made ahead: the same releases */
+        s_same(&c, m->name, seq, prep);
         int warm = m->warm && m->warm(&c);
         CHECK(warm == (m->id == DPS_AGG_POWER), "%s: warm exactly for the power iteration here (%d)", m->name, warm);
         s_states(&c, x, warm);
         for (int ep = 0; ep < EPOCHS; ep++) {
             dps_snapshot_destroy(&seq[ep]);
             dps_snapshot_destroy(&pipe[ep]);
+            dps_snapshot_destroy(&prep[ep]);
         }
         free(x);
         NOTE("%s: pipelined = sequential over %d epochs (%zu rows each)%s", m->name, EPOCHS, per,
              warm ? ", warm" : "");
     }
+    CHECK(dps_estimator_prepare_overlap(NULL) == DPS_EINVAL, "prepare_overlap(NULL)");
     return check_summary();
 }
