@@ -227,7 +227,7 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
               DPS_ANALYZE_GAUSS_MAX_D);
     if (s->batch > SIZE_MAX / sizeof(float) / d)
         CLI_USAGE("--batch %zu is too large for rows of %zu values; lower it", s->batch, d);
-    if (!cli_opt_given(opts, n_opts, "--batch")) { /* the default: 256 rows, at most EST_BATCH_BYTES */
+    if (!cli_opt_given(opts, n_opts, "--batch")) { /* the default: 256 rows, at most EST_BATCH_BYTES (or one row) */
         size_t fit = EST_BATCH_BYTES / sizeof(float) / d;
         s->batch = fit < 1 ? 1 : (fit < s->batch ? fit : s->batch);
     }

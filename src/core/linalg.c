@@ -222,7 +222,7 @@ int la_orthonormalize_rows(float *V, size_t k, size_t d)
        it is given here (a bucket's basis from its Gram's eigenvectors) are
        that close.  Farther off, a second pass (CholQR2); Householder when
        the rows are too far from independent for Cholesky.  (issue 13 item
-       4; test_linalg 7c checks both paths.) */
+       4; test_linalg 7c runs both paths.) */
     enum { CHOLQR_MAX_K = 256 };
     const double CHOLQR_ONE_PASS = 0.1;
     double dev = 0, dev2 = 0;

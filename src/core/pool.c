@@ -1,20 +1,35 @@
 /* pool.c - worker threads over a FIFO of jobs (see pool.h).
 
-   The workers run at nice POOL_WORKER_NICE (Linux: a thread's own nice
-   value, set on its id): on a machine whose cores they fill, the thread
+   The workers run POOL_WORKER_NICE above the nice value they start with
+   (Linux: a thread's own nice value, set on its id): on a machine whose
+   cores they fill, the thread
    that pushes rows -- a training loop, the collector's ingest loop -- gets
    the CPU first, and the bucket bases wait (issue 13: ingest must not slow
    down while the library computes). */
 #include "pool.h"
 #include "dpsubspace.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum { POOL_WORKER_NICE = 5 }; /* weight 335 against 1024 at nice 0 */
+enum { POOL_WORKER_NICE = 5 }; /* weight 335 against 1024 for the same nice + 0 */
+
+/* Best effort: lower this thread's priority (raising nice needs no privilege). */
+static void s_lower_priority(void)
+{
+#if defined(__linux__) && defined(SYS_gettid)
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, tid);
+    if (now == -1 && errno)
+        return;
+    (void)setpriority(PRIO_PROCESS, tid, now + POOL_WORKER_NICE > 19 ? 19 : now + POOL_WORKER_NICE);
+#endif
+}
 
 typedef struct job {
     pool_job_fn fn;
@@ -40,7 +55,7 @@ typedef struct {
 
 static void *s_worker(void *p)
 {
-    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), POOL_WORKER_NICE); /* best effort */
+    s_lower_priority();
     worker_arg *wa = p;
     dps_pool *pool = wa->pool;
     int me = wa->index;

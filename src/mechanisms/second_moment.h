@@ -18,7 +18,9 @@
    SubspaceEstimator.rho_add_remove) every later row changes block, every
    later block rounds differently, and the bound grows to about
    2 b 2^-24 n (1.8 at n = 60 000 against the sensitivity 1).  In double
-   the same argument gives 2 b 2^-53 n (1e-8 at n = 10^6).
+   rounding is bounded by the whole sum's, in any order and under either
+   adjacency: 2 n^2 2^-53 (4e-7 at n = 60 000, 2.2e-4 at 10^6;
+   tests/mechanisms/test_second_moment.c checks it).
    Who owns what: the accumulator owns C and its row block. */
 #ifndef DPS_SECOND_MOMENT_H
 #define DPS_SECOND_MOMENT_H

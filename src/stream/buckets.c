@@ -37,6 +37,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; glibc's headers name it from 2.35 */
+#endif
+
 typedef struct {
     size_t id;     /* bucket index in the epoch, [0, t) */
     size_t filled; /* rows so far */
@@ -72,7 +76,7 @@ struct bucket_pipe {
     pthread_mutex_t mu;
     pthread_cond_t buf_back; /* a buffer came back */
     pthread_cond_t idle;     /* in_flight reached 0 */
-    size_t in_flight;        /* this pipe's bucket jobs queued or running (guarded) */
+    size_t in_flight;        /* this pipe's jobs queued or running: bucket bases, first touch (guarded) */
     float **free_bufs;
     size_t n_free_bufs, n_bufs, max_bufs;
     size_t buckets_done;     /* this epoch (guarded) */
@@ -106,9 +110,11 @@ static void s_job_done(bucket_pipe *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* The first touch (top of the file): populate the whole pages of V.  On a
-   kernel without MADV_POPULATE_WRITE (before Linux 5.14) madvise refuses
-   and the rows fault their pages in as before. */
+/* The first touch (top of the file): populate the whole pages of V, 64 MB
+   a call (each call holds the process's memory-map lock for reading; in
+   pieces, an mmap elsewhere in the process waits for one piece at most).
+   On a kernel without MADV_POPULATE_WRITE (before Linux 5.14) madvise
+   refuses and the rows fault their pages in as before. */
 static void s_populate_job(void *arg, int worker)
 {
     (void)worker;
@@ -118,8 +124,10 @@ static void s_populate_job(void *arg, int worker)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = ((uintptr_t)p->V + page - 1) & ~(page - 1);
     uintptr_t b = ((uintptr_t)p->V + c->t * c->m * c->d * sizeof(float)) & ~(page - 1);
-    if (b > a)
-        (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+    const uintptr_t piece = (uintptr_t)64 << 20;
+    for (; a < b; a += piece)
+        if (madvise((void *)a, b - a < piece ? b - a : piece, MADV_POPULATE_WRITE) != 0)
+            break; /* not supported (or no memory): the rows fault their pages in */
 #endif
     s_job_done(p);
 }

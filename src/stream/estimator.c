@@ -16,8 +16,9 @@
    epoch is released at once or while the next one fills).  Two slots at
    most: one taking rows, one sealed or releasing; a mechanism whose release
    feeds the next begin (epoch_mechanism.warm) has one, and its next epoch
-   begins once the last is released.  The second slot is made at the first
-   seal that finds a release pending, so a stream that closes each epoch at
+   begins once the last is released.  The second slot is made when an epoch
+   begins while the last one is still sealed (or ahead of time, by
+   dps_estimator_prepare_overlap), so a stream that closes each epoch at
    once (dps_estimator_close_epoch) holds one.
 
    Who owns what: the estimator owns the configuration, the accountant, the
@@ -291,6 +292,11 @@ int dps_estimator_seal(dps_estimator *e)
     e->stats.epoch = e->epoch;
     e->stats.rows_in_epoch = 0;
     return DPS_OK;
+}
+
+int dps_estimator_slots_made(const dps_estimator *e)
+{
+    return (e->slot[0].mech_state != NULL) + (e->slot[1].mech_state != NULL);
 }
 
 int dps_estimator_prepare_overlap(dps_estimator *e)

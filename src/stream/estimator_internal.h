@@ -14,4 +14,7 @@ void dps_estimator_set_bucket_hook(dps_estimator *est, dps_bucket_hook fn, void 
    test can check that the in-place layout releases the same bits. */
 void dps_buckets_force_separate_bases(int on);
 
+/* Tests only: how many epoch states (slots) the estimator holds, 1 or 2. */
+int dps_estimator_slots_made(const dps_estimator *est);
+
 #endif

@@ -10,6 +10,7 @@
 #include "dpsubspace.h"
 #include "near_rows.h"
 #include "epoch_mechanism.h"
+#include "estimator_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -90,6 +91,9 @@ static void s_pipelined(const dps_config *c, const float *x, dps_snapshot **out,
         return;
     for (int i = 0; i < 2 * prepare; i++)
         CHECK(dps_estimator_prepare_overlap(r.e) == DPS_OK, "prepare_overlap (call %d)", i + 1);
+    int warm = epoch_mechanism_for(c->aggregator)->warm && epoch_mechanism_for(c->aggregator)->warm(c);
+    CHECK(dps_estimator_slots_made(r.e) == (prepare && !warm ? 2 : 1), "states made before any row: %d (prepare %d)",
+          dps_estimator_slots_made(r.e), prepare);
     pthread_t th;
     pthread_create(&th, NULL, s_release_thread, &r);
     size_t per = c->t * c->m;
