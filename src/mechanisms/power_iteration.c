@@ -26,7 +26,12 @@
    replaced row compute bit-identical Z on both inputs, and the double sum
    adds at most 2^-52 ||Y|| per flush.  What stays in float is the one
    flush that holds the replaced row (its inner products over d, the usual
-   float caveat of rng.c, as for the released values themselves). */
+   float caveat of rng.c, as for the released values themselves).  Under
+   ADDING a row (SubspaceEstimator.rho_add_remove's adjacency) every later
+   flush of the step holds other rows and rounds differently: that caveat
+   then covers every later flush, not one (issue 13's stop note).  Forming
+   the flushes' products in double would remove it; double BLAS runs at
+   half of float's peak here (tools/bench/bench-gradmech). */
 #include "power_iteration.h"
 #include "internal.h"
 #include "linalg.h"
