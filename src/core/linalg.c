@@ -225,9 +225,9 @@ int la_orthonormalize_rows(float *V, size_t k, size_t d)
        4; test_linalg 7c runs both paths.) */
     enum { CHOLQR_MAX_K = 256 };
     const double CHOLQR_ONE_PASS = 0.1;
-    double dev = 0, dev2 = 0;
+    double dev = 0;
     if (k <= CHOLQR_MAX_K && s_cholqr_step(V, k, d, &dev) == 0 &&
-        (dev <= CHOLQR_ONE_PASS || s_cholqr_step(V, k, d, &dev2) == 0))
+        (dev <= CHOLQR_ONE_PASS || s_cholqr_step(V, k, d, &dev) == 0))
         return DPS_OK;
     return s_householder(V, k, d);
 }

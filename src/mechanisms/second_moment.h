@@ -17,10 +17,11 @@
    under adding or removing a row (the adjacency of DP-SGD's accounting,
    SubspaceEstimator.rho_add_remove) every later row changes block, every
    later block rounds differently, and the bound grows to about
-   2 b 2^-24 n (1.8 at n = 60 000 against the sensitivity 1).  In double
-   rounding is bounded by the whole sum's, in any order and under either
-   adjacency: 2 n^2 2^-53 (4e-7 at n = 60 000, 2.2e-4 at 10^6;
-   tests/mechanisms/test_second_moment.c checks it).
+   2 b 2^-24 n (1.8 at n = 60 000 against the sensitivity 1).  In double,
+   under either adjacency, the whole sum's own rounding bounds it, in any
+   order: 2 n^2 2^-53 (4e-7 at n = 60 000, 2.2e-4 at 10^6; looser than the
+   1e-8 above, which counts only the additions a replaced row can change;
+   tests/mechanisms/test_second_moment.c checks the looser one).
    Who owns what: the accumulator owns C and its row block. */
 #ifndef DPS_SECOND_MOMENT_H
 #define DPS_SECOND_MOMENT_H

@@ -102,11 +102,17 @@ size_t buckets_memory(const dps_config *c, epoch_intake intake)
     return (c->window + workers + 1) * block + c->t * basis;
 }
 
+/* One of the pipe's jobs ended (mutex held). */
+static void s_job_done_locked(bucket_pipe *p)
+{
+    if (--p->in_flight == 0)
+        pthread_cond_broadcast(&p->idle);
+}
+
 static void s_job_done(bucket_pipe *p)
 {
     pthread_mutex_lock(&p->mu);
-    if (--p->in_flight == 0)
-        pthread_cond_broadcast(&p->idle);
+    s_job_done_locked(p);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -283,8 +289,8 @@ static void s_bucket_job(void *arg, int worker)
     p->done[j->id] = (unsigned char)usable;
     p->buckets_done += (size_t)usable;
     p->buckets_total += (size_t)usable;
+    s_job_done_locked(p);
     pthread_mutex_unlock(&p->mu);
-    s_job_done(p);
     free(j);
 }
 

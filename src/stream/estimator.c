@@ -168,6 +168,20 @@ static int s_pending(const dps_estimator *e)
 }
 
 /* ------------------------------------------------------------------- push */
+/* The slot other than the open one, made if it is not (pushing thread; never
+   the sealed slot, which has its state): DPS_OK or the make's error, with
+   nothing kept. */
+static int s_other_slot(dps_estimator *e)
+{
+    epoch_slot *sl = &e->slot[1 - e->open];
+    if (sl->mech_state)
+        return DPS_OK;
+    int rc = s_slot_make(e, sl);
+    if (rc)
+        s_slot_free(e, sl);
+    return rc;
+}
+
 /* Start the open epoch lazily, at its first row, in a slot no release holds:
    the slot of the last epoch if it was released, else the other one (made
    the first time it is needed); a warm mechanism has one slot and waits for
@@ -182,15 +196,10 @@ static int s_epoch_begin(dps_estimator *e)
     if (pending) {
         if (e->warm)
             return DPS_ESTATE;
-        int other = 1 - e->open;
-        if (!e->slot[other].mech_state) {
-            int rc = s_slot_make(e, &e->slot[other]);
-            if (rc) {
-                s_slot_free(e, &e->slot[other]);
-                return rc;
-            }
-        }
-        e->open = other;
+        int rc = s_other_slot(e);
+        if (rc)
+            return rc;
+        e->open = 1 - e->open;
     }
     epoch_slot *sl = &e->slot[e->open];
     int rc = dps_rng_fork(e->noise, &sl->noise);
@@ -303,13 +312,7 @@ int dps_estimator_prepare_overlap(dps_estimator *e)
 {
     if (!e)
         return DPS_EINVAL;
-    int other = 1 - e->open; /* never the sealed slot when it is unmade: a sealed slot has its state */
-    if (e->warm || e->slot[other].mech_state)
-        return DPS_OK;
-    int rc = s_slot_make(e, &e->slot[other]);
-    if (rc)
-        s_slot_free(e, &e->slot[other]);
-    return rc;
+    return e->warm ? DPS_OK : s_other_slot(e);
 }
 
 /* ---------------------------------------------------------------- release */
