@@ -439,12 +439,12 @@ class SubspaceEstimator:
         Floating point (as for every guarantee here, the arguments are for
         exact sums, with rounding bounded where it can move them): a dense C
         is summed in double, whose rounding moves C by at most 2 n^2 2^-53
-        under adding a row (second_moment.h; 4e-7 at n = 60 000).  The power
-        iteration forms each flush of 32 rows in float (power_iteration.c):
-        an added row shifts every later flush of its step, and their float
-        rounding is not bounded in this statement -- the caveat the
-        replace-one argument states for the replaced row's flush, here for
-        every later one.
+        under adding a row (second_moment.h; 4e-7 at n = 60 000); the power
+        iteration forms every product in double too, whose rounding moves a
+        step by at most about 2 n (n + sqrt(b) d) 2^-53 under adding or
+        replacing a row (power_iteration.c; 7e-6 at n = 60 000, d = 10^5,
+        b = 20), against the sensitivities 1 and sqrt 2.  Neither is added
+        to the noise; the Gaussian draws' own float caveat is rng.c's.
         """
         if self.mechanism == "topk":
             return 0.0

@@ -16,22 +16,30 @@
    inside mu, so ||X||_2 <= 1 - mu + 2^-23 sqrt(b) < 1 up to the double
    rounding of the Gram (1e-16 d relative, inside the 2^-20).
 
-   THE SUM IN DOUBLE.  The sensitivity sqrt 2 (epoch_power.c) is tight, so
-   rounding must not add a data-dependent term that grows with the block:
-   summed in float, Y_{j+1} = fl(Y_j + Z_j) over the N/T/32 flushes of a block
-   rounds differently on neighbouring inputs once their Y_j differ, up to
-   2^-23 ||Y|| per flush (in the worst case as large as the sensitivity at
-   20 000 rows).  So each flush's Z = B^T (B X) (32 rows) is formed in
-   float with beta 0 and added into Yd in double: flushes without the
-   replaced row compute bit-identical Z on both inputs, and the double sum
-   adds at most 2^-52 ||Y|| per flush.  What stays in float is the one
-   flush that holds the replaced row (its inner products over d, the usual
-   float caveat of rng.c, as for the released values themselves).  Under
-   ADDING a row (SubspaceEstimator.rho_add_remove's adjacency) every later
-   flush of the step holds other rows and rounds differently: that caveat
-   then covers every later flush, not one (issue 13's stop note).  Forming
-   the flushes' products in double would remove it; double BLAS runs at
-   half of float's peak here (tools/bench/bench-gradmech). */
+   THE SUM IN DOUBLE.  The sensitivity (sqrt 2 replacing a row, 1 adding
+   one: epoch_power.c) is tight, so rounding must not add a term that grows
+   with the data.  Every product is formed in double: each flush of 32 rows
+   converts its rows and X to double a tile of POWER_TILE coordinates at a
+   time (exact: floats are doubles) and forms P = B X, then Yd += B^T P,
+   through dgemm.  Then whatever the order of the sums, and whichever row is
+   replaced, added or removed, the computed sum of n rows is within
+   R(n) = n (gamma_n (1 + sqrt(b) gamma_d) + sqrt(b) gamma_d (1 + gamma_n))
+   of the exact sum x (x^T X) in Frobenius norm, gamma_m = m 2^-53 / (1 -
+   m 2^-53) (Higham, Lemma 3.1 and section 3.5): each inner product x^T X_j
+   is off by at most gamma_d ||x|| ||X_j|| <= gamma_d (the norm guard), and
+   the matrix of sum_x |x_a| |(x^T X)_j| has Frobenius norm at most n (1 +
+   sqrt(b) gamma_d) for rows of norm <= 1.  Neighbours' computed sums
+   differ from the exact move by at most R(n) + R(n + 1): about 2 n (n +
+   sqrt(b) d) 2^-53, 7e-6 at n = 60 000, d = 10^5, b = 20, against the
+   sensitivity 1 (power_rounding_bound; tests/mechanisms/test_power_iteration.c
+   checks it under replacing and inserting a row).  The noise is not scaled
+   for it (as second_moment.h; the Gaussian draws' own float caveat is
+   rng.c's).  Why not float: a flush's products formed in float (sgemm,
+   before issue 13's fix) round differently on every flush whose rows
+   differ, and adding a row shifts every later row to another flush, so
+   float's worst case (d 2^-24 relative per inner product) reached every
+   flush of the step, far above the sensitivity.  The cost: dgemm runs at
+   half of sgemm's peak here (tools/bench/bench-gradmech measures the step). */
 #include "power_iteration.h"
 #include "internal.h"
 #include "linalg.h"
@@ -41,8 +49,11 @@
 #include <math.h>
 #include <string.h>
 
-enum { POWER_BLOCK_ROWS = 32 }; /* rows per sgemm block: enough for BLAS 3, and
-                                  32 d floats whatever b is */
+/* Rows per flush (enough for BLAS 3, and 32 d floats whatever b is) and
+   coordinates converted to double at a time (the tiles of B and X fit in L2).
+   Flushes of 64 rows and tiles of 512 or 2048 measured the same within the
+   noise (tools/bench/bench-gradmech; the dgemm kernel is the limit). */
+enum { POWER_BLOCK_ROWS = 32, POWER_TILE = 1024 };
 
 static size_t s_block_rows(size_t b)
 {
@@ -59,8 +70,9 @@ size_t power_bytes(size_t d, size_t k, size_t b)
 {
     (void)k;
     size_t nb = s_block_rows(b);
-    size_t floats = 2 * b * d + nb * d + b * nb + b + s_lwork_est(b) + b * b;
-    size_t doubles = b * d + 2 * b * b + b + s_ldwork_est(b) + b * b + b * (size_t)LA_CHUNK;
+    size_t floats = 2 * b * d + nb * d + b + s_lwork_est(b) + b * b;
+    size_t doubles = b * d + 2 * b * b + b + s_ldwork_est(b) + b * b + b * (size_t)LA_CHUNK + b * nb +
+                     (nb + b) * (size_t)POWER_TILE;
     return floats * sizeof(float) + doubles * sizeof(double);
 }
 
@@ -71,6 +83,8 @@ void power_free(power_iteration *p)
     free(p->Yd);
     free(p->B);
     free(p->P);
+    free(p->Bt);
+    free(p->Xt);
     free(p->tau);
     free(p->work);
     free(p->Uf);
@@ -106,7 +120,9 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
     p->Y = dps_aligned_calloc(b * d, sizeof(float));
     p->Yd = dps_aligned_calloc(b * d, sizeof(double));
     p->B = dps_aligned_alloc(p->nb * d, sizeof(float));
-    p->P = dps_aligned_alloc(b * p->nb, sizeof(float));
+    p->P = dps_aligned_alloc(b * p->nb, sizeof(double));
+    p->Bt = dps_aligned_alloc(p->nb * (size_t)POWER_TILE, sizeof(double));
+    p->Xt = dps_aligned_alloc(b * (size_t)POWER_TILE, sizeof(double));
     p->tau = malloc(b * sizeof *p->tau);
     p->work = malloc(p->lwork * sizeof *p->work);
     p->Uf = malloc(b * b * sizeof *p->Uf);
@@ -116,7 +132,7 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
     p->dwork = malloc(p->ldwork * sizeof *p->dwork);
     p->G = malloc(b * b * sizeof *p->G);
     p->gbuf = malloc(b * (size_t)LA_CHUNK * sizeof *p->gbuf);
-    if (!p->X || !p->Y || !p->Yd || !p->B || !p->P || !p->tau || !p->work || !p->Uf || !p->R || !p->U || !p->sv ||
+    if (!p->X || !p->Y || !p->Yd || !p->B || !p->P || !p->Bt || !p->Xt || !p->tau || !p->work || !p->Uf || !p->R || !p->U || !p->sv ||
         !p->dwork || !p->G || !p->gbuf) {
         power_free(p);
         return DPS_ENOMEM;
@@ -185,32 +201,65 @@ int power_start(power_iteration *p, const float *warm, dps_rng *pub)
     return DPS_OK;
 }
 
-/* Yd += B^T (B X) for the pending rows (formed in Y, summed in double). */
-static void s_flush(power_iteration *p)
+/* dst (w x cols, column-major, ld w) = coordinates [c0, c0 + w) of the cols
+   vectors of src (each d contiguous floats), in double. */
+static void s_tile(const float *src, size_t cols, size_t d, size_t c0, size_t w, double *dst)
+{
+    for (size_t j = 0; j < cols; j++) {
+        const float *s = src + j * d + c0;
+        double *t = dst + j * w;
+        size_t i = 0;
+        for (; i + 8 <= w; i += 8) /* a fixed count: vectorised at -O2 too */
+            for (size_t q = 0; q < 8; q++)
+                t[i + q] = (double)s[i + q];
+        for (; i < w; i++)
+            t[i] = (double)s[i];
+    }
+}
+
+/* Yd += B^T (B X) for the pending rows, every product in double (THE SUM IN
+   DOUBLE). */
+void power_flush(power_iteration *p)
 {
     if (!p->pending)
         return;
-    int d = (int)p->d, b = (int)p->b, nb = (int)p->pending;
-    /* P (nb x b, ld nb) = B X: B is d x nb column-major (each row contiguous) */
-    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, nb, b, d, 1.0f, p->B, d, p->X, d, 0.0f, p->P, nb);
-    /* Y (d x b) = B^T P, then Yd += Y */
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, d, b, nb, 1.0f, p->B, d, p->P, nb, 0.0f, p->Y, d);
-    for (size_t i = 0; i < (size_t)b * (size_t)d; i++)
-        p->Yd[i] += (double)p->Y[i];
+    size_t d = p->d, b = p->b, nb = p->pending;
+    /* P (nb x b, ld nb) = B X, summed over the tiles */
+    for (size_t c0 = 0; c0 < d; c0 += POWER_TILE) {
+        size_t w = DPS_MIN((size_t)POWER_TILE, d - c0);
+        s_tile(p->B, nb, d, c0, w, p->Bt);
+        s_tile(p->X, b, d, c0, w, p->Xt);
+        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)w, 1.0, p->Bt, (int)w, p->Xt,
+                    (int)w, c0 ? 1.0 : 0.0, p->P, (int)nb);
+    }
+    /* Yd's rows [c0, c0 + w) += B_tile^T P */
+    for (size_t c0 = 0; c0 < d; c0 += POWER_TILE) {
+        size_t w = DPS_MIN((size_t)POWER_TILE, d - c0);
+        s_tile(p->B, nb, d, c0, w, p->Bt);
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)nb, 1.0, p->Bt, (int)w, p->P,
+                    (int)nb, 1.0, p->Yd + c0, (int)d);
+    }
     p->pending = 0;
+}
+
+double power_rounding_bound(size_t n, size_t d, size_t b)
+{
+    double u = 0x1p-53, gn = (double)n * u / (1.0 - (double)n * u), gd = (double)d * u / (1.0 - (double)d * u);
+    double rb = sqrt((double)b);
+    return (double)n * (gn * (1.0 + rb * gd) + rb * gd * (1.0 + gn));
 }
 
 void power_add(power_iteration *p, const float *row)
 {
     memcpy(p->B + p->pending * p->d, row, p->d * sizeof *row);
     if (++p->pending == p->nb)
-        s_flush(p);
+        power_flush(p);
 }
 
 int power_step(power_iteration *p, double s, dps_rng *noise)
 {
     size_t d = p->d, b = p->b;
-    s_flush(p);
+    power_flush(p);
     /* every entry gets its draw, in a fixed order, whatever the rows; the sum
        is formed in double and rounded to float (post-processing) */
     for (size_t i = 0; i < b * d; i++)

@@ -25,14 +25,15 @@
 
 typedef struct {
     size_t d, k, b;   /* dimension, rank released, columns iterated (k <= b <= d) */
-    size_t nb;        /* rows per sgemm block                                   */
+    size_t nb;        /* rows per flush                                         */
     size_t pending;   /* rows waiting in B                                      */
     size_t steps;     /* power_step calls since power_start                     */
     float *X;         /* b x d: the columns of X, each contiguous (X^T)         */
-    float *Y;         /* b x d: Y^T, one flush's sum; Y + noise, then Q, in a step */
+    float *Y;         /* b x d: Y^T + noise, then Q, in a step                  */
     double *Yd;       /* b x d: the sum since the last step, in double          */
     float *B;         /* nb x d: pending rows                                   */
-    float *P;         /* b x nb: (B X)^T                                        */
+    double *P;        /* b x nb: (B X)^T                                        */
+    double *Bt, *Xt;  /* a tile of B and of X in double (power_iteration.c)     */
     float *tau, *work, *Uf; /* QR reflectors, LAPACK workspace, U_r in float   */
     size_t lwork;
     double *R, *U, *sv, *dwork, *G, *gbuf; /* b x b R, its SVD, X^T X, scratch   */
@@ -49,9 +50,15 @@ void power_free(power_iteration *p);
    pub, then orthonormalised (so X_0's first k columns span warm).  Y and the
    pending rows are emptied.  DPS_ENUMERIC only if LAPACK refuses. */
 int power_start(power_iteration *p, const float *warm, dps_rng *pub);
-/* Y += x (x^T X) for one row of d floats (copied; added in blocks of nb rows
-   through sgemm: B X, then B^T (B X)). */
+/* Y += x (x^T X) for one row of d floats (copied; added in flushes of nb
+   rows, every product in double: B X, then B^T (B X)). */
 void power_add(power_iteration *p, const float *row);
+/* Add the pending rows to the sum now (power_step does; the tests read Yd). */
+void power_flush(power_iteration *p);
+/* R(n): the computed sum of n rows of norm <= 1 (in any flushes) is within
+   R(n) of the exact sum x (x^T X) in Frobenius norm, for any X with
+   ||X||_2 <= 1 (power_iteration.c, THE SUM IN DOUBLE). */
+double power_rounding_bound(size_t n, size_t d, size_t b);
 /* Y += G, G iid N(0, s^2) d x b drawn from noise (all d b entries, whatever
    the rows); then X = the left singular vectors of the noisy Y, largest
    first (Householder QR of Y, SVD of its b x b R); the singular values are

@@ -8,28 +8,12 @@
    blocks: second_moment.h). */
 #include "check.h"
 #include "dpsubspace.h"
+#include "rounding_rows.h"
 #include "second_moment.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Unit rows: kind 0 Gaussian (uniform on the sphere), kind 1 e_0 plus
-   noise of norm ~0.5 (C_00 ~ 0.8 n: the largest entries carry the largest
-   rounding), kind 2 entries of mixed magnitude (2^-20 .. 1, random signs). */
-static void s_row(dps_rng *g, int kind, size_t d, float *x)
-{
-    double s = 0;
-    for (size_t c = 0; c < d; c++) {
-        double v = kind == 2 ? ldexp(dps_rng_uniform(g) < 0.5 ? -1.0 : 1.0, -(int)dps_rng_below(g, 21))
-                             : dps_rng_gaussian(g, kind == 1 ? 0.5 / sqrt((double)d) : 1.0) + (kind == 1 && c == 0);
-        x[c] = (float)v;
-        s += (double)x[c] * x[c];
-    }
-    float inv = (float)(1.0 / sqrt(s));
-    for (size_t c = 0; c < d; c++)
-        x[c] *= inv;
-}
 
 static void s_accumulate(second_moment *sm, const float *X, size_t n, size_t d)
 {
@@ -38,10 +22,6 @@ static void s_accumulate(second_moment *sm, const float *X, size_t n, size_t d)
         second_moment_add(sm, X + r * d);
     second_moment_finish(sm);
 }
-
-/* gamma_n = n u / (1 - n u), u = 2^-53: the bound on a double sum of n terms
-   in any order (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1). */
-static double s_gamma(size_t n) { return (double)n * 0x1p-53 / (1.0 - (double)n * 0x1p-53); }
 
 /* 1. Every entry against the exact sum.  A product of floats is exact in
    double, so both C_ij and the reference ref_ij = sum_r x_ri x_rj (double,
@@ -61,7 +41,7 @@ static void s_test_entries(void)
                 size_t d = ds[di], n = ns[ni];
                 float *X = malloc(n * d * sizeof *X);
                 for (size_t r = 0; r < n; r++)
-                    s_row(g, kind, d, X + r * d);
+                    rounding_unit_row(g, kind, d, X + r * d);
                 second_moment sm;
                 CHECK(second_moment_init(&sm, d) == DPS_OK, "init d %zu", d);
                 s_accumulate(&sm, X, n, d);
@@ -74,7 +54,7 @@ static void s_test_entries(void)
                             ref += p;
                             A += fabs(p);
                         }
-                        worst = fmax(worst, fabs(sm.C[i * d + j] - ref) / (2.0 * s_gamma(n) * A + 1e-300));
+                        worst = fmax(worst, fabs(sm.C[i * d + j] - ref) / (2.0 * rounding_gamma(n) * A + 1e-300));
                     }
                 CHECK(worst <= 1.0, "d %zu n %zu kind %d: error %.3g x the entrywise bound", d, n, kind, worst);
                 second_moment_free(&sm);
@@ -102,14 +82,14 @@ static void s_test_neighbours(void)
     float *X = malloc((n + 1) * d * sizeof *X), *Y = malloc((n + 1) * d * sizeof *Y), *y = malloc(d * sizeof *y);
     second_moment a, c;
     CHECK(second_moment_init(&a, d) == DPS_OK && second_moment_init(&c, d) == DPS_OK, "init");
-    double bound = 2.0 * s_gamma(n + 1) * (double)(n + 1), worst = 0;
+    double bound = 2.0 * rounding_gamma(n + 1) * (double)(n + 1), worst = 0;
     for (int kind = 0; kind < 3; kind++)
         for (size_t ji = 0; ji < sizeof js / sizeof js[0]; ji++)
             for (int insert = 0; insert <= 1; insert++) {
                 size_t j = js[ji];
                 for (size_t r = 0; r < n; r++)
-                    s_row(g, kind, d, X + r * d);
-                s_row(g, kind == 1 ? 0 : kind, d, y); /* the new row (for spikes: an unlike one) */
+                    rounding_unit_row(g, kind, d, X + r * d);
+                rounding_unit_row(g, kind == 1 ? 0 : kind, d, y); /* the new row (for spikes: an unlike one) */
                 memcpy(Y, X, j * d * sizeof *X);
                 memcpy(Y + j * d, y, d * sizeof *y);
                 memcpy(Y + (j + 1) * d, X + (j + !insert) * d, (n - j - !insert) * d * sizeof *X);

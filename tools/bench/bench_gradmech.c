@@ -5,18 +5,19 @@
             not float: second_moment.h);
             nominal flops n d (d + 1) (the upper triangle's multiply-adds);
      power  power_add (src/mechanisms/power_iteration.c): Y += x (x^T X), the
-            noisy power iteration's block step; nominal flops 4 n b d.
+            noisy power iteration's block step, every product in double
+            (dgemm; why not float: power_iteration.c); nominal flops 4 n b d.
    Rows are unit vectors fed one at a time, as dps_estimator_push feeds them,
    from a pool of --pool-mb (cycled, so large d does not need n d floats).
    References, same run, 1 BLAS thread (the library's setting for these
    mechanisms: they run on the pushing thread):
      ssyrk / dsyrk peak: one syrk of 2048 rows into a d x d C (best of 3);
      dsyrk at the accumulator's block rows (what its call shape allows);
-     sgemm peak: 2048^3 (b_sgemm_peak);
+     sgemm and dgemm peak: 2048^3 (b_sgemm_peak, b_dgemm_peak);
      read bandwidth (b_read_bw): the power step reads its rows twice and
-     updates Y in double per flush, so at large d it is bound by memory,
-     not by sgemm: the table also gives the least bytes it must move per
-     second and that as a share of the read bandwidth.
+     updates Yd in double per flush, so at large d it is bound by memory as
+     well as by dgemm: the table also gives the least bytes it must move
+     per second and that as a share of the read bandwidth.
    Each figure is min / median / max of --runs runs. */
 #include "bench_common.h"
 #include "internal.h"
@@ -161,10 +162,11 @@ int main(int argc, char **argv)
         CLI_USAGE("--b must be >= --k");
     dps_blas_set_threads(1);
     b_header("bench-gradmech: the gradient mechanisms' accumulation as rows arrive, against BLAS peak", 1);
-    double sg = b_sgemm_peak(2048, 3);
+    double sg = b_sgemm_peak(2048, 3), dg = b_dgemm_peak(2048, 3);
     double bw = b_read_bw((size_t)512 << 20, 1, 3) / 1e9;
-    printf("sgemm peak (2048^3, 1 thread): %.1f GFLOP/s   read bandwidth (sasum over 512 MiB, 1 thread): %.1f GB/s\n\n",
-           sg, bw);
+    printf("sgemm peak (2048^3, 1 thread): %.1f GFLOP/s   dgemm peak: %.1f GFLOP/s   read bandwidth (sasum over 512 "
+           "MiB, 1 thread): %.1f GB/s\n\n",
+           sg, dg, bw);
 
     printf("## cov: second_moment_add, C += x x^T in double (dsyrk blocks of %zu rows; %zu rows a run, one at a "
            "time)\n",
@@ -190,7 +192,8 @@ int main(int argc, char **argv)
     }
 
     printf("\n## power: power_add, Y += x (x^T X), b = %zu columns (%zu rows a run, one at a time)\n", b, n);
-    printf("%9s %6s %24s %10s %10s %10s\n", "d", "block", "GFLOP/s min/med/max", "%sgemm", "GB/s", "%readBW");
+    printf("%9s %6s %24s %10s %10s %10s %10s\n", "d", "block", "GFLOP/s min/med/max", "%sgemm", "%dgemm", "GB/s",
+           "%readBW");
     for (size_t i = 0; i < pow_d.n; i++) {
         size_t d = pow_d.v[i], prows;
         if (d < b) {
@@ -206,14 +209,14 @@ int main(int argc, char **argv)
             t[r] = 4.0 * n * b * d / s_time_power(d, k, b, pool, prows, n) / 1e9;
         s_mmm(t, (size_t)runs, g);
         /* the least memory traffic of a flush of nb rows: both products read
-           the rows (2 nb d floats), the first reads X (b d floats), the sum
-           reads Y and updates Yd (b d floats + 2 b d doubles) */
-        double bytes_per_flop = (8.0 * nb + 4.0 * b + 20.0 * b) / (4.0 * nb * b), gbs = g[1] * bytes_per_flop;
-        printf("%9zu %6zu %8.2f/%6.2f/%6.2f %10.3f %10.1f %10.2f\n", d, nb, g[0], g[1], g[2], g[1] / sg, gbs,
-               gbs / bw);
+           the rows (2 nb d floats), the first reads X (b d floats), the
+           second updates Yd (2 b d doubles) */
+        double bytes_per_flop = (8.0 * nb + 4.0 * b + 16.0 * b) / (4.0 * nb * b), gbs = g[1] * bytes_per_flop;
+        printf("%9zu %6zu %8.2f/%6.2f/%6.2f %10.3f %10.3f %10.1f %10.2f\n", d, nb, g[0], g[1], g[2], g[1] / sg,
+               g[1] / dg, gbs, gbs / bw);
         printf("RESULT mech=power d=%zu b=%zu rows=%zu block=%zu gflops_min=%.3f gflops_med=%.3f gflops_max=%.3f "
-               "sgemm_peak=%.3f gbs=%.2f read_bw=%.2f\n",
-               d, b, n, nb, g[0], g[1], g[2], sg, gbs, bw);
+               "sgemm_peak=%.3f dgemm_peak=%.3f gbs=%.2f read_bw=%.2f\n",
+               d, b, n, nb, g[0], g[1], g[2], sg, dg, gbs, bw);
         fflush(stdout);
         free(pool);
     }
