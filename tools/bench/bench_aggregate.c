@@ -236,7 +236,7 @@ int main(int argc, char **argv)
     printf("# reference: first touch (memset of freshly allocated 128 MiB: page faults + kernel zeroing) %.2f GB/s\n",
            ft / 1e9);
 
-    double ref_dsyrk = 0, ref_gram = 0, dgemm_pk = 0;
+    double ref_dsyrk = 0, ref_gram = 0, ref_gram_cold = 0, dgemm_pk = 0;
     size_t dref = 0, dgram = 0;
     if (o.ref) {
         fprintf(stderr, "progress: d=%zu k=%zu: reference dsyrk...\n", d, k);
@@ -275,22 +275,33 @@ int main(int argc, char **argv)
             b_fill_uniform_f(&r, Af, n * dgram);
             dps_pool *pool = pool_new(o.workers);
             agg_ws *gws = agg_ws_new(n / k, k, 0, dgram, o.workers, 0);
-            double s0 = b_now();
+            /* the first call pays the workspace's first touches (once per
+               collector: later epochs reuse it); best of reps after it, as
+               the dsyrk */
+            double s0 = b_now(), best = 1e30;
             agg_gram(pool, gws, Af, n, dgram, G);
-            ref_gram = (b_now() - s0) * (double)d / (double)dgram;
+            double cold = b_now() - s0;
+            for (int i = 0; i < reps; i++) {
+                s0 = b_now();
+                agg_gram(pool, gws, Af, n, dgram, G);
+                best = fmin(best, b_now() - s0);
+            }
+            ref_gram = best * (double)d / (double)dgram;
+            ref_gram_cold = cold * (double)d / (double)dgram;
             agg_ws_free(&gws);
             pool_free(&pool);
             free(Af);
             free(G);
-            printf("# reference: library Gram agg_gram %zu x %zu%s on %d workers: %.3f s (%.1f GFLOP/s) = %.2fx "
-                   "the dsyrk\n",
-                   n, dgram, dgram < d ? " (scaled to d)" : "", o.workers, ref_gram,
-                   (double)n * n * d / ref_gram / 1e9, ref_gram / ref_dsyrk);
+            printf("# reference: library Gram agg_gram %zu x %zu%s on %d workers, best of %d after a first call: "
+                   "%.3f s (%.1f GFLOP/s) = %.2fx the dsyrk; the first call (fresh workspace) %.3f s\n",
+                   n, dgram, dgram < d ? " (scaled to d)" : "", o.workers, reps, ref_gram,
+                   (double)n * n * d / ref_gram / 1e9, ref_gram / ref_dsyrk, ref_gram_cold);
         }
         printf("# HEADLINE: close / dsyrk = %.2f", t_close / ref_dsyrk);
         if (ref_gram > 0)
-            printf("   (Gram share of close ~ %.0f%%, the rest %.3f s)", 100 * ref_gram / t_close,
-                   t_close - ref_gram);
+            printf("   (Gram share of close ~ %.0f%%, the rest %.3f s: this close is the first epoch's, on fresh "
+                   "buffers, so against the Gram's first call)",
+                   100 * ref_gram_cold / t_close, t_close - ref_gram_cold);
         printf("\n");
     }
     printf("RESULT d=%zu k=%zu t=%zu q=%zu workers=%d status=%s start_s=%.3f push_s=%.3f drain_s=%.3f "
