@@ -444,7 +444,7 @@ class SubspaceEstimator:
         step by at most about 2 n (n + sqrt(b) d) 2^-53 under adding or
         replacing a row (power_iteration.c; 7e-6 at n = 60 000, d = 10^5,
         b = 20), against the sensitivities 1 and sqrt 2.  Neither is added
-        to the noise; the Gaussian draws' own float caveat is rng.c's.
+        to the noise; the Gaussian draws' own floating-point caveat is rng.c's.
         """
         if self.mechanism == "topk":
             return 0.0

@@ -49,9 +49,10 @@
    every entry whatever the data.  Floating point: every product of a step is
    formed and summed in double (power_iteration.c, THE SUM IN DOUBLE), so
    rounding moves a step's sum by at most R(n) + R(n + 1) beyond the exact
-   move, under replacing or adding a row (power_rounding_bound: 7e-6 at
-   n = 60 000, d = 10^5, b = 20, against sqrt 2 and 1; not added to the
-   noise); the Gaussian draws keep rng.c's float caveat.
+   move, under replacing or adding a row, n the step's rows
+   (power_rounding_bound: 7e-6 at n = 60 000, d = 10^5, b = 20, against
+   sqrt 2 and 1; not added to the noise); the Gaussian draws keep rng.c's
+   floating-point caveat.
 
    ACCURACY (what to expect; Hardt-Price 2014).  The noise's spectral norm
    is about s (sqrt d + sqrt b).  One step on a block whose C_i has eigengap

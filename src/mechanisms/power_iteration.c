@@ -22,7 +22,7 @@
    converts its rows and X to double a tile of POWER_TILE coordinates at a
    time (exact: floats are doubles) and forms P = B X, then Yd += B^T P,
    through dgemm.  Then whatever the order of the sums, and whichever row is
-   replaced, added or removed, the computed sum of n rows is within
+   replaced, added or removed, the computed sum of a step's n rows is within
    R(n) = n (gamma_n (1 + sqrt(b) gamma_d) + sqrt(b) gamma_d (1 + gamma_n))
    of the exact sum x (x^T X) in Frobenius norm, gamma_m = m 2^-53 / (1 -
    m 2^-53) (Higham, Lemma 3.1 and section 3.5): each inner product x^T X_j
@@ -30,11 +30,11 @@
    the matrix of sum_x |x_a| |(x^T X)_j| has Frobenius norm at most n (1 +
    sqrt(b) gamma_d) for rows of norm <= 1.  Neighbours' computed sums
    differ from the exact move by at most R(n) + R(n + 1): about 2 n (n +
-   sqrt(b) d) 2^-53, 7e-6 at n = 60 000, d = 10^5, b = 20, against the
-   sensitivity 1 (power_rounding_bound; tests/mechanisms/test_power_iteration.c
+   sqrt(b) d) 2^-53, 7e-6 at n = 60 000 rows in one step, d = 10^5, b = 20,
+   against the sensitivity 1 (power_rounding_bound; tests/mechanisms/test_power_iteration.c
    checks it under replacing and inserting a row).  The noise is not scaled
-   for it (as second_moment.h; the Gaussian draws' own float caveat is
-   rng.c's).  Why not float: a flush's products formed in float (sgemm,
+   for it (as second_moment.h; the Gaussian draws' own floating-point caveat
+   is rng.c's).  Why not float: a flush's products formed in float (sgemm,
    before issue 13's fix) round differently on every flush whose rows
    differ, and adding a row shifts every later row to another flush, so
    float's worst case (d 2^-24 relative per inner product) reached every

@@ -44,11 +44,12 @@ static void s_sum(power_iteration *p, int warm, const float *R, size_t n)
    sum, A_aj = sum_r |x_ra| sum_c |x_rc X_cj| (an inner product of d terms,
    then a sum of n: gamma_n + gamma_d + gamma_n gamma_d <= gamma_{n+d},
    Higham Lemma 3.3): accept 2 gamma_{n+d} A_aj.  A lost or doubled flush,
-   or a tile left out, is off by about A_aj.  d spans one tile, more than
-   two, and less than the block; n below, at and above a flush. */
+   or a tile left out, is off by about A_aj.  d inside one tile (5, 130),
+   exactly two tiles (2048) and three, the last partial (2100); n below, at
+   and above a flush. */
 static void s_test_entries(void)
 {
-    const size_t ds[] = {5, 130, 2100}, ns[] = {1, 31, 32, 33, 101}, k = 2, b = 4;
+    const size_t ds[] = {5, 130, 2048, 2100}, ns[] = {1, 31, 32, 33, 101}, k = 2, b = 4;
     dps_rng *g = NULL;
     dps_rng_new_seeded(&g, 22);
     for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
