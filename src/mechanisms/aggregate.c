@@ -276,36 +276,36 @@ int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, dou
     return DPS_OK;
 }
 
-/* <A_j, G_jl A_l> for k x q blocks, G_jl the (j, l) k x k block of G (ld n). */
-static double s_bilinear(const double *G, size_t n, size_t j, size_t l, const float *Aj, const float *Al,
-                         size_t k, size_t q)
-{
-    double s = 0;
-    for (size_t a = 0; a < k; a++) {
-        const double *grow = G + (j * k + a) * n + l * k;
-        for (size_t c = 0; c < q; c++) {
-            double v = 0;
-            for (size_t b = 0; b < k; b++)
-                v += grow[b] * (double)Al[b * q + c];
-            s += (double)Aj[a * q + c] * v;
-        }
-    }
-    return s;
-}
-
+/* Reference distances.  Item j is y_j = A_j^T V_j (q x d), so
+   ||y_j - y_l||_F^2 = s_j + s_l - 2 c_jl with c_jl = <A_j, G_jl A_l>_F =
+   sum_ab G_jl[a,b] H_jl[a,b], G = V V^T and H = A A^T the n x n Grams of the
+   stacked bases and projections (n = t k; H over q columns, in double like
+   G): one dsyrk of n x q instead of t^2 / 2 small products k x k x q (a
+   quarter of a small epoch's release at d = 100, k = 4).  Each job sums a
+   k x k block; H holds its upper triangle (block (j, l), j < l, lies in it;
+   a diagonal block is read symmetrically). */
 typedef struct {
-    const agg_input *in;
-    const double *G;
+    size_t t, k, n;
+    const double *G, *H;
     double *D2, *self;
 } dist_job;
+
+static double s_block_dot(const dist_job *d, size_t j, size_t l)
+{
+    double s = 0;
+    for (size_t a = 0; a < d->k; a++)
+        for (size_t b = 0; b < d->k; b++) {
+            size_t r = j * d->k + a, c = l * d->k + b;
+            s += d->G[r * d->n + c] * (r <= c ? d->H[r * d->n + c] : d->H[c * d->n + r]);
+        }
+    return s;
+}
 
 static void s_self_job(void *arg, size_t j, int worker)
 {
     (void)worker;
     dist_job *d = arg;
-    size_t k = d->in->k, q = d->in->q;
-    const float *Aj = d->in->A + j * k * q;
-    d->self[j] = s_bilinear(d->G, d->in->t * k, j, j, Aj, Aj, k, q);
+    d->self[j] = s_block_dot(d, j, j);
 }
 
 /* Row j of D2 right of the diagonal, and its mirror (each cell written by one job). */
@@ -313,11 +313,10 @@ static void s_dist_row_job(void *arg, size_t j, int worker)
 {
     (void)worker;
     dist_job *d = arg;
-    size_t t = d->in->t, k = d->in->k, q = d->in->q;
+    size_t t = d->t;
     d->D2[j * t + j] = 0;
     for (size_t l = j + 1; l < t; l++) {
-        double cross = s_bilinear(d->G, t * k, j, l, d->in->A + j * k * q, d->in->A + l * k * q, k, q);
-        double v = d->self[j] + d->self[l] - 2 * cross;
+        double v = d->self[j] + d->self[l] - 2 * s_block_dot(d, j, l);
         d->D2[j * t + l] = d->D2[l * t + j] = v > 0 ? v : 0;
     }
 }
@@ -333,15 +332,32 @@ static void s_each(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
         fn(arg, i, 0);
 }
 
-int agg_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool)
+/* H (n x n, upper triangle) = A A^T over q columns, converted GRAM_CHUNK
+   at a time through buf (n x GRAM_CHUNK doubles); then the distances. */
+static int s_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool, double *H,
+                                 double *buf)
 {
-    dist_job d = {in, G, D2, malloc(in->t * sizeof(double))};
+    size_t n = in->t * in->k;
+    dist_job d = {in->t, in->k, n, G, H, D2, malloc(in->t * sizeof(double))};
     if (!d.self)
         return DPS_ENOMEM;
+    memset(H, 0, n * n * sizeof *H);
+    for (size_t c0 = 0; c0 < in->q; c0 += GRAM_CHUNK)
+        la_gram_add(in->A, n, in->q, c0, DPS_MIN(in->q, c0 + GRAM_CHUNK), H, buf);
     s_each(pool, in->t, s_self_job, &d);
     s_each(pool, in->t, s_dist_row_job, &d);
     free(d.self);
     return DPS_OK;
+}
+
+int agg_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool)
+{
+    size_t n = in->t * in->k;
+    double *H = malloc(n * n * sizeof *H), *buf = malloc(n * GRAM_CHUNK * sizeof *buf);
+    int rc = H && buf ? s_distances_reference(in, G, D2, pool, H, buf) : DPS_ENOMEM;
+    free(H);
+    free(buf);
+    return rc;
 }
 
 static double s_block_fro2(const double *G, size_t n, size_t j, size_t l, size_t k)
@@ -377,7 +393,7 @@ static int s_weigh(const agg_input *in, const wfc_params *p, dps_rng *noise, dps
     if (rc)
         return rc;
     if (reference)
-        rc = agg_distances_reference(in, ws->G, ws->D2, pool);
+        rc = s_distances_reference(in, ws->G, ws->D2, pool, ws->lanes, ws->lane_buf); /* lanes: free now */
     else
         agg_distances_projection(in, ws->G, ws->D2);
     if (rc)
