@@ -111,12 +111,7 @@ static void s_test_neighbours(void)
         for (size_t ji = 0; ji < sizeof js / sizeof js[0]; ji++)
             for (int insert = 0; insert <= 1; insert++) {
                 size_t j = js[ji];
-                for (size_t r = 0; r < n; r++)
-                    rounding_unit_row(g, kind, d, X + r * d);
-                rounding_unit_row(g, kind == 1 ? 0 : kind, d, y); /* for spikes: an unlike row */
-                memcpy(Y, X, j * d * sizeof *X);
-                memcpy(Y + j * d, y, d * sizeof *y);
-                memcpy(Y + (j + 1) * d, X + (j + !insert) * d, (n - j - !insert) * d * sizeof *X);
+                rounding_neighbours(g, kind, n, d, j, insert, X, y, Y);
                 s_sum(&p, kind == 1, X, n);
                 memcpy(first, p.Yd, b * d * sizeof *first);
                 s_sum(&p, kind == 1, Y, n + (size_t)insert);
@@ -135,10 +130,7 @@ static void s_test_neighbours(void)
                         ex += e * e;
                     }
                 }
-                ex = sqrt(ex);
-                worst = fmax(worst, ex);
-                CHECK(ex <= bound, "kind %d row %zu %s: rounding adds %.3g, above the bound %.3g", kind, j,
-                      insert ? "inserted" : "replaced", ex, bound);
+                rounding_check_move(sqrt(ex), bound, &worst, kind, j, insert);
             }
     NOTE("rounding's share of the sensitivity: measured at most %.3g, bound %.3g (n %zu, d %zu, b %zu)", worst, bound,
          n, d, b);

@@ -87,12 +87,7 @@ static void s_test_neighbours(void)
         for (size_t ji = 0; ji < sizeof js / sizeof js[0]; ji++)
             for (int insert = 0; insert <= 1; insert++) {
                 size_t j = js[ji];
-                for (size_t r = 0; r < n; r++)
-                    rounding_unit_row(g, kind, d, X + r * d);
-                rounding_unit_row(g, kind == 1 ? 0 : kind, d, y); /* the new row (for spikes: an unlike one) */
-                memcpy(Y, X, j * d * sizeof *X);
-                memcpy(Y + j * d, y, d * sizeof *y);
-                memcpy(Y + (j + 1) * d, X + (j + !insert) * d, (n - j - !insert) * d * sizeof *X);
+                rounding_neighbours(g, kind, n, d, j, insert, X, y, Y);
                 s_accumulate(&a, X, n, d);
                 s_accumulate(&c, Y, n + (size_t)insert, d);
                 const float *x = X + j * d;
@@ -103,10 +98,7 @@ static void s_test_neighbours(void)
                         double e = (c.C[p * d + q] - a.C[p * d + q]) - D;
                         ex += e * e;
                     }
-                ex = sqrt(ex);
-                worst = fmax(worst, ex);
-                CHECK(ex <= bound, "kind %d row %zu %s: rounding adds %.3g, above the bound %.3g", kind, j,
-                      insert ? "inserted" : "replaced", ex, bound);
+                rounding_check_move(sqrt(ex), bound, &worst, kind, j, insert);
             }
     NOTE("rounding's share of the sensitivity: measured at most %.3g, bound %.3g (n %zu, block %zu)", worst, bound,
          n, b);
