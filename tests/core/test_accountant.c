@@ -37,6 +37,23 @@ int main(void)
         /* Never looser than the classical rho + 2 sqrt(rho ln(1/delta)). */
         CHECK(v <= rho + 2 * sqrt(rho * log(1 / dl)), "tighter than classical");
     }
+    /* eps_at inverts delta_at (accountant.c: the minimum over orders of the
+       exponent solved for eps): the eps returned reaches the delta asked,
+       delta_at(rho, eps) <= delta (1 + 1e-6: both minimisations stop at a
+       golden-section tolerance), and a slightly smaller eps does not,
+       delta_at(rho, eps (1 - 1e-6) - 1e-9) > delta: a valid and tight
+       inverse over rho 1e-6 .. 1e4 and delta 1e-12 .. 0.5. */
+    {
+        const double rhos[] = {1e-6, 1e-3, 0.1, 1, 10, 1e4}, dls[] = {1e-12, 1e-8, 1e-5, 1e-2, 0.5};
+        for (size_t i = 0; i < sizeof rhos / sizeof *rhos; i++)
+            for (size_t j = 0; j < sizeof dls / sizeof *dls; j++) {
+                double e = dps_zcdp_eps_at(rhos[i], dls[j]);
+                CHECK(dps_zcdp_delta_at(rhos[i], e) <= dls[j] * (1 + 1e-6), "eps_at(%g, %g) = %g reaches it",
+                      rhos[i], dls[j], e);
+                CHECK(e == 0 || dps_zcdp_delta_at(rhos[i], e * (1 - 1e-6) - 1e-9) > dls[j],
+                      "eps_at(%g, %g) = %g is tight", rhos[i], dls[j], e);
+            }
+    }
     /* Monotone: more rho, more eps. */
     CHECK(dps_zcdp_eps_at(1.0, 1e-5) > dps_zcdp_eps_at(0.5, 1e-5), "monotone in rho");
     CHECK(dps_zcdp_eps_at(0, 1e-5) == 0, "rho 0");
