@@ -52,7 +52,7 @@
 /* Rows per flush (enough for BLAS 3, and 32 d floats whatever b is) and
    coordinates converted to double at a time (the tiles of B and X fit in L2).
    Flushes of 64 rows and tiles of 512 or 2048 measured the same within the
-   noise (tools/bench/bench-gradmech; the dgemm kernel is the limit). */
+   noise (tools/bench/bench-gradmech). */
 enum { POWER_BLOCK_ROWS = 32, POWER_TILE = 1024 };
 
 static size_t s_block_rows(size_t b)
