@@ -38,22 +38,22 @@ static double s_log_delta(double rho, double eps, double a)
     return (a - 1.0) * (a * rho - eps) + a * log1p(-1.0 / a) - log(a - 1.0);
 }
 
-double dps_zcdp_delta_at(double rho, double eps)
+/* The minimum over the Renyi order of f(x), x = log10(a - 1) in [-8, 10]
+   (a - 1 in [1e-8, 1e10]): a coarse grid, then golden-section refinement
+   around the best grid point.  The objectives here are smooth and unimodal in
+   practice; the grid guards against a poor bracket.  Each value is f at a
+   concrete order, so a bound read off it holds whatever the refinement
+   reaches. */
+typedef double (*order_fn)(const double *args, double x);
+
+static double s_min_over_order(order_fn f, const double *args)
 {
-    if (rho <= 0.0)
-        return 0.0;
-    if (eps < 0.0)
-        eps = 0.0;
-    /* Coarse grid in log(a - 1), then golden-section refinement around the best
-       grid point.  The objective is smooth and unimodal in practice; the grid
-       guards against a poor bracket. */
     const int grid = 400;
-    const double lo = -8.0, hi = 10.0; /* a - 1 in [1e-8, 1e10] */
+    const double lo = -8.0, hi = 10.0;
     double best = INFINITY;
     int best_i = 0;
     for (int i = 0; i <= grid; i++) {
-        double x = lo + (hi - lo) * i / grid;
-        double v = s_log_delta(rho, eps, 1.0 + pow(10.0, x));
+        double v = f(args, lo + (hi - lo) * i / grid);
         if (v < best) {
             best = v;
             best_i = i;
@@ -63,29 +63,40 @@ double dps_zcdp_delta_at(double rho, double eps)
     double a = lo + (best_i - 1) * step, b = lo + (best_i + 1) * step;
     const double g = 0.6180339887498949;
     double c = b - g * (b - a), d = a + g * (b - a);
-    double fc = s_log_delta(rho, eps, 1.0 + pow(10.0, c));
-    double fd = s_log_delta(rho, eps, 1.0 + pow(10.0, d));
+    double fc = f(args, c), fd = f(args, d);
     for (int it = 0; it < 100; it++) {
         if (fc < fd) {
             b = d; d = c; fd = fc;
             c = b - g * (b - a);
-            fc = s_log_delta(rho, eps, 1.0 + pow(10.0, c));
+            fc = f(args, c);
         } else {
             a = c; c = d; fc = fd;
             d = a + g * (b - a);
-            fd = s_log_delta(rho, eps, 1.0 + pow(10.0, d));
+            fd = f(args, d);
         }
     }
-    double v = DPS_MIN(best, DPS_MIN(fc, fd));
-    double delta = exp(v);
+    return DPS_MIN(best, DPS_MIN(fc, fd));
+}
+
+/* args: rho, eps */
+static double s_log_delta_x(const double *args, double x) { return s_log_delta(args[0], args[1], 1.0 + pow(10.0, x)); }
+
+double dps_zcdp_delta_at(double rho, double eps)
+{
+    if (rho <= 0.0)
+        return 0.0;
+    if (eps < 0.0)
+        eps = 0.0;
+    const double args[2] = {rho, eps};
+    double delta = exp(s_min_over_order(s_log_delta_x, args));
     return delta > 1.0 ? 1.0 : delta;
 }
 
-/* eps(a) of the comment at the top, in x = log10(a - 1). */
-static double s_eps_at_order(double rho, double log_delta, double x)
+/* eps(a) of the comment at the top, in x = log10(a - 1); args: rho, ln delta. */
+static double s_eps_at_order(const double *args, double x)
 {
-    double am1 = pow(10.0, x), a = 1.0 + am1;
-    return a * rho + (a * log1p(-1.0 / a) - log(am1) - log_delta) / am1;
+    double rho = args[0], am1 = pow(10.0, x), a = 1.0 + am1;
+    return a * rho + (a * log1p(-1.0 / a) - log(am1) - args[1]) / am1;
 }
 
 double dps_zcdp_eps_at(double rho, double delta_conv)
@@ -96,37 +107,8 @@ double dps_zcdp_eps_at(double rho, double delta_conv)
         return INFINITY;
     if (delta_conv >= 1.0)
         return 0.0;
-    /* As dps_zcdp_delta_at: a coarse grid in log10(a - 1) over [-8, 10], then
-       golden-section refinement around the best grid point. */
-    double ld = log(delta_conv);
-    const int grid = 400;
-    const double lo = -8.0, hi = 10.0;
-    double best = INFINITY;
-    int best_i = 0;
-    for (int i = 0; i <= grid; i++) {
-        double v = s_eps_at_order(rho, ld, lo + (hi - lo) * i / grid);
-        if (v < best) {
-            best = v;
-            best_i = i;
-        }
-    }
-    double step = (hi - lo) / grid;
-    double a = lo + (best_i - 1) * step, b = lo + (best_i + 1) * step;
-    const double g = 0.6180339887498949;
-    double c = b - g * (b - a), d = a + g * (b - a);
-    double fc = s_eps_at_order(rho, ld, c), fd = s_eps_at_order(rho, ld, d);
-    for (int it = 0; it < 100; it++) {
-        if (fc < fd) {
-            b = d; d = c; fd = fc;
-            c = b - g * (b - a);
-            fc = s_eps_at_order(rho, ld, c);
-        } else {
-            a = c; c = d; fc = fd;
-            d = a + g * (b - a);
-            fd = s_eps_at_order(rho, ld, d);
-        }
-    }
-    double v = DPS_MIN(best, DPS_MIN(fc, fd));
+    const double args[2] = {rho, log(delta_conv)};
+    double v = s_min_over_order(s_eps_at_order, args);
     return v > 0.0 ? v : 0.0;
 }
 
