@@ -276,6 +276,63 @@ int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, dou
     return DPS_OK;
 }
 
+/* ------------------------------------------- certified distance bounds
+   WFC's argument (wfc.c (a)) needs: a friend by the computed test is a friend
+   by the exact distance.  A computed squared distance can fall below the exact
+   one by its rounding, and at the small radii of the search's grid (xi_min =
+   1e-6, r^2 = 1e-12) the rounding is not small against r^2: items whose exact
+   distance is thousands of times r could pass the test, and the noise, scaled
+   to r, would not cover them.  So D2 holds U_jl = max(v_jl, 0) + E_jl, an
+   upper bound of the exact squared distance of the stored items, with
+       E_jl = 1.01 c (X_j + X_l)^2,   c = g + gamma_4 (1 + g),
+   gamma_n = n u / (1 - n u), u = 2^-53 (Higham, Lemma 3.1 and (3.5)):
+   - Reference: G and H are sums of products of floats, exact in double, in
+     some order: |G^_ab - G_ab| <= gamma_G n_a n_b (n_a = ||V row a||,
+     gamma_G = gamma_(2d+8): d terms, the chunks' and lanes' additions) and
+     |H^_ab - H_ab| <= gamma_H m_a m_b (m_a = ||A row a||, gamma_H =
+     gamma_(2q+8)).  A block sum of k^2 products G^ H^ then errs by at most
+     g (sum_a n_ja m_ja)(sum_b n_lb m_lb), g = gamma_G (1 + gamma_H) + gamma_H
+     + gamma_(k^2+2) (1 + gamma_G)(1 + gamma_H); so X_j = sum_a n_ja m_ja,
+     bounded above from the diagonals: n_a^2 <= G^_aa / (1 - gamma_G).
+   - Projection: ||G_jl||_F^2 from G^ errs by at most g (sum_a n_ja^2)
+     (sum_b n_lb^2), g = gamma_G (2 + gamma_G) + gamma_(k^2+1) (1 + gamma_G)^2;
+     X_j = sum_a n_ja^2.
+   - v = s_j + s_l - 2 c_jl adds g (X_j + X_l)^2 from its three terms and
+     gamma_2 (1 + g)(X_j + X_l)^2 from its own roundings; gamma_4 also covers
+     the final addition, and 1.01 the few roundings in computing E itself.
+   U_jl is a function of items j and l alone (every entry of G and H is formed
+   by the same operations in the same order whatever the other items hold: the
+   BLAS blocking and the lanes depend on shapes and positions, not values), so
+   replacing one item changes only its own row of U (wfc.c (b)).  Sizes: E is
+   about 1e-12 of (X_j + X_l)^2 at d = 1e4, far below the radii the search
+   picks on data that is not exactly low-rank. */
+static double s_gamma(double n) { return n * 0x1p-53 / (1.0 - n * 0x1p-53); }
+
+/* gamma of an entry of G (len = d) or H (len = q): 2 len + 8 terms. */
+static double s_gamma_dot(size_t len) { return s_gamma(2.0 * (double)len + 8); }
+
+/* c of the reference items' bound (above). */
+static double s_bound_reference(size_t k, size_t d, size_t q)
+{
+    double gG = s_gamma_dot(d), gH = s_gamma_dot(q);
+    double g = gG * (1 + gH) + gH + s_gamma((double)(k * k) + 2) * (1 + gG) * (1 + gH);
+    return g + s_gamma(4) * (1 + g);
+}
+
+/* c of the projection items' bound (above). */
+static double s_bound_projection(size_t k, size_t d)
+{
+    double gG = s_gamma_dot(d);
+    double g = gG * (2 + gG) + s_gamma((double)(k * k) + 1) * (1 + gG) * (1 + gG);
+    return g + s_gamma(4) * (1 + g);
+}
+
+/* U_jl from the computed v_jl (above). */
+static double s_upper(double c, double v, double Xj, double Xl)
+{
+    return (v > 0 ? v : 0) + 1.01 * c * (Xj + Xl) * (Xj + Xl);
+}
+
 /* Reference distances.  Item j is y_j = A_j^T V_j (q x d), so
    ||y_j - y_l||_F^2 = s_j + s_l - 2 c_jl with c_jl = <A_j, G_jl A_l>_F =
    sum_ab G_jl[a,b] H_jl[a,b], G = V V^T and H = A A^T the n x n Grams of the
@@ -287,7 +344,8 @@ int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, dou
 typedef struct {
     size_t t, k, n;
     const double *G, *H;
-    double *D2, *self;
+    double *D2, *self, *X; /* X: t bounds sum_a n_ja m_ja (above) */
+    double c, gG, gH;     /* the bound's c; gamma of G's and H's entries */
 } dist_job;
 
 static double s_block_dot(const dist_job *d, size_t j, size_t l)
@@ -306,6 +364,12 @@ static void s_self_job(void *arg, size_t j, int worker)
     (void)worker;
     dist_job *d = arg;
     d->self[j] = s_block_dot(d, j, j);
+    double x = 0;
+    for (size_t a = 0; a < d->k; a++) {
+        size_t r = j * d->k + a;
+        x += sqrt(d->G[r * d->n + r] / (1 - d->gG) * (d->H[r * d->n + r] / (1 - d->gH)));
+    }
+    d->X[j] = x;
 }
 
 /* Row j of D2 right of the diagonal, and its mirror (each cell written by one job). */
@@ -317,7 +381,7 @@ static void s_dist_row_job(void *arg, size_t j, int worker)
     d->D2[j * t + j] = 0;
     for (size_t l = j + 1; l < t; l++) {
         double v = d->self[j] + d->self[l] - 2 * s_block_dot(d, j, l);
-        d->D2[j * t + l] = d->D2[l * t + j] = v > 0 ? v : 0;
+        d->D2[j * t + l] = d->D2[l * t + j] = s_upper(d->c, v, d->X[j], d->X[l]);
     }
 }
 
@@ -338,15 +402,17 @@ static int s_distances_reference(const agg_input *in, const double *G, double *D
                                  double *buf)
 {
     size_t n = in->t * in->k;
-    dist_job d = {in->t, in->k, n, G, H, D2, malloc(in->t * sizeof(double))};
-    if (!d.self)
+    double *self = malloc(2 * in->t * sizeof(double));
+    if (!self)
         return DPS_ENOMEM;
+    dist_job d = {in->t, in->k, n, G, H, D2, self, self + in->t, s_bound_reference(in->k, in->d, in->q),
+                  s_gamma_dot(in->d), s_gamma_dot(in->q)};
     memset(H, 0, n * n * sizeof *H);
     for (size_t c0 = 0; c0 < in->q; c0 += GRAM_CHUNK)
         la_gram_add(in->A, n, in->q, c0, DPS_MIN(in->q, c0 + GRAM_CHUNK), H, buf);
     s_each(pool, in->t, s_self_job, &d);
     s_each(pool, in->t, s_dist_row_job, &d);
-    free(d.self);
+    free(self);
     return DPS_OK;
 }
 
@@ -371,14 +437,25 @@ static double s_block_fro2(const double *G, size_t n, size_t j, size_t l, size_t
     return s;
 }
 
+/* X_j = sum_a n_ja^2, bounded from G's diagonal (see the distance bounds). */
+static double s_sum_row_norms2(const double *G, size_t n, size_t j, size_t k, double gG)
+{
+    double x = 0;
+    for (size_t a = 0; a < k; a++)
+        x += G[(j * k + a) * n + j * k + a] / (1 - gG);
+    return x;
+}
+
 void agg_distances_projection(const agg_input *in, const double *G, double *D2)
 {
     size_t t = in->t, k = in->k, n = t * k;
+    double c = s_bound_projection(k, in->d), gG = s_gamma_dot(in->d);
     for (size_t j = 0; j < t; j++) {
         D2[j * t + j] = 0;
+        double Xj = s_sum_row_norms2(G, n, j, k, gG);
         for (size_t l = j + 1; l < t; l++) {
             double v = s_block_fro2(G, n, j, j, k) + s_block_fro2(G, n, l, l, k) - 2 * s_block_fro2(G, n, j, l, k);
-            D2[j * t + l] = D2[l * t + j] = v > 0 ? v : 0;
+            D2[j * t + l] = D2[l * t + j] = s_upper(c, v, Xj, s_sum_row_norms2(G, n, l, k, gG));
         }
     }
 }

@@ -37,7 +37,9 @@ size_t agg_ws_bytes(size_t t, size_t k, size_t q, size_t d, int workers, int ref
    count).  n <= the workspace's t*k. */
 int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, double *G);
 
-/* Squared distances between the t items from the Gram G of the stacked bases. */
+/* Upper bounds of the squared distances between the t items (the computed
+   distance plus a bound of its rounding: aggregate.c, "certified distance
+   bounds"), from the Gram G of the stacked bases: what WFC's friend test needs. */
 /* The reference distances on the pool's workers (NULL: here); DPS_ENOMEM. */
 int agg_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool);
 void agg_distances_projection(const agg_input *in, const double *G, double *D2);

@@ -9,6 +9,11 @@
         s_mu = ((2/alpha + 4) r / L) / sqrt(2 rho_mu).
 
    WHY IT IS PRIVATE.  Neighbouring inputs D, D' replace item k.
+   The friend test is on D2, whose entries are upper bounds of the exact
+   squared distances, each a function of its two items alone (the caller's
+   duty: aggregate.c, "certified distance bounds"), compared with r^2 less a
+   margin for its own rounding: so a friend is within r exactly, as (a) needs,
+   and a replaced item changes only its own row of D2, as (b) needs.
    (a) Positively weighted items are close.  w_i > 0 iff c_i > (t+1)/2.  Of the
        c_i friends of such an item of D (itself included) at most one is not
        among the t-1 items D and D' share (k, when i != k; i itself when
@@ -54,7 +59,9 @@
 
 void wfc_friend_counts(const double *D2, size_t t, double r, size_t *counts)
 {
-    double r2 = r * r;
+    /* Below r^2 strictly, whatever the roundings of r * r (relative <= 2^-53)
+       and of this product: D2 <= r2 then implies exact distance < r. */
+    double r2 = r * r * (1.0 - 0x1p-50);
     for (size_t i = 0; i < t; i++) {
         size_t c = 0;
         for (size_t j = 0; j < t; j++)

@@ -32,7 +32,8 @@ typedef struct {
     double sensitivity;  /* (2/alpha + 4) r / L: L2 sensitivity the noise covers */
 } wfc_result;
 
-/* c_i = #{j : D2[i][j] <= r^2}, counting i itself (D2 row-major t x t). */
+/* c_i = #{j : D2[i][j] <= r^2 (1 - 2^-50)}, counting i itself (D2 row-major
+   t x t, upper bounds of the exact squared distances: see wfc.c). */
 void wfc_friend_counts(const double *D2, size_t t, double r, size_t *counts);
 /* w_i = clamp((c_i - (t+1)/2) / (alpha (t-1)), 0, 1); returns W = sum w_i.
    t >= 2. */

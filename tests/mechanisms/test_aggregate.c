@@ -30,6 +30,31 @@ static double f2_of(const float *x, size_t n)
     return s;
 }
 
+/* Exact squared distances of near-identical items, in long double from the
+   explicit items (products of floats are exact there; each item entry sums k
+   of them, each difference then carries at most 2 k 2^-64 max|y| of error, and
+   the q d squares and sums add (q d + 2) 2^-64 relative: far below the 1e-9
+   relative the caller allows them).  proj: items V_j^T V_j (d x d), else
+   A_j^T V_j (q x d). */
+static long double s_exact_d2(const float *V, const float *A, size_t j, size_t l, size_t k, size_t d, size_t q,
+                              int proj)
+{
+    size_t rows = proj ? d : q;
+    long double s = 0;
+    for (size_t i = 0; i < rows; i++)
+        for (size_t c = 0; c < d; c++) {
+            long double yj = 0, yl = 0;
+            for (size_t a = 0; a < k; a++) {
+                const float *Lj = proj ? V + j * k * d + a * d + i : A + j * k * q + a * q + i;
+                const float *Ll = proj ? V + l * k * d + a * d + i : A + l * k * q + a * q + i;
+                yj += (long double)*Lj * V[j * k * d + a * d + c];
+                yl += (long double)*Ll * V[l * k * d + a * d + c];
+            }
+            s += (yj - yl) * (yj - yl);
+        }
+    return s;
+}
+
 int main(void)
 {
     dps_rng *rng = NULL;
@@ -91,6 +116,46 @@ int main(void)
     /* The items differ by ~1e-3 while ||y^j||^2 ~ kq = 90: the Gram identity in
        double keeps relative error ~1e-16 * 90 / 1e-4 ~ 1e-10. */
     CHECK(rel < 1e-6, "reference distance identity %g", rel);
+
+    /* 2b. The distances are certified upper bounds (what WFC's friend test
+       needs: aggregate.c, "certified distance bounds").  Near-identical bases
+       (perturbations of 1e-7: exact squared distances ~1e-12 against
+       ||y^j||^2 ~ kq = 90) put the computed s_j + s_l - 2 c_jl near the level
+       of its rounding: without the bound's margin this check fails (checked
+       by removing it: all 36 pairs below the exact value, by 1e-15 to 2e-13;
+       the near-identical items share their roundings' pattern).  The margin
+       must also stay small: below 1e-9 (the bound is about 1e-13 (X_j +
+       X_l)^2 here, X_j ~ k sqrt(q): 1.1e-10 reference, 6.6e-12 projection). */
+    {
+        size_t t3 = 9, n3 = t3 * k;
+        float *W = malloc(n3 * d * sizeof *W), *A3 = malloc(t3 * k * q * sizeof *A3), *V3 = malloc(k * d * sizeof *V3);
+        double *G3 = malloc(n3 * n3 * sizeof *G3), *U = malloc(t3 * t3 * sizeof *U);
+        s_bases(rng, W, t3, k, d, 1e-7, V3);
+        for (size_t j = 0; j < t3; j++)
+            la_project_reference(W + j * k * d, k, d, P, q, A3 + j * k * q);
+        CHECK(agg_gram(pool, ws, W, n3, d, G3) == DPS_OK, "gram (near-identical bases)");
+        agg_input in3 = {W, A3, t3, k, d, q, 1.0};
+        for (int proj = 0; proj < 2; proj++) {
+            if (proj)
+                agg_distances_projection(&in3, G3, U);
+            else
+                CHECK(agg_distances_reference(&in3, G3, U, pool) == DPS_OK, "distances (near-identical)");
+            size_t below = 0;
+            double worst_margin = 0, smallest = INFINITY;
+            for (size_t j = 0; j < t3; j++)
+                for (size_t l = j + 1; l < t3; l++) {
+                    long double ex = s_exact_d2(W, A3, j, l, k, d, q, proj);
+                    below += (long double)U[j * t3 + l] < ex * (1 - 1e-9L);
+                    worst_margin = fmax(worst_margin, (double)((long double)U[j * t3 + l] - ex));
+                    smallest = fmin(smallest, (double)ex);
+                }
+            NOTE("%s distances of near-identical items: smallest exact %.2e, largest margin %.2e", proj ? "projection" : "reference",
+                 smallest, worst_margin);
+            CHECK(below == 0, "%s: %zu bounds below the exact squared distance", proj ? "projection" : "reference", below);
+            CHECK(worst_margin < 1e-9, "%s: margin %g too loose", proj ? "projection" : "reference", worst_margin);
+        }
+        free(W); free(A3); free(V3); free(G3); free(U);
+    }
 
     /* 3. Projection distances against ||Pi_j - Pi_l||_F^2 built explicitly. */
     agg_distances_projection(&in, G, D2);

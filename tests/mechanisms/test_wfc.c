@@ -56,8 +56,13 @@ int main(void)
         wfc_friend_counts(D2, 5, 0.15, c);
         CHECK(c[0] == 2 && c[1] == 3 && c[2] == 2 && c[3] == 1 && c[4] == 1, "counts %zu %zu %zu %zu %zu", c[0],
               c[1], c[2], c[3], c[4]);
-        wfc_friend_counts(D2, 5, 5.0, c); /* 0,.1,.2,5 are within 5 of each other; 10 within 5 of 5 */
-        CHECK(c[0] == 4 && c[3] == 5 && c[4] == 2, "counts r=5");
+        /* D2 holds upper bounds, so a friend must be strictly inside r (with
+           a margin of 2^-50 for the rounding of r^2): at r = 5 exactly the
+           point at distance 5 is not one, just above it is. */
+        wfc_friend_counts(D2, 5, 5.0, c);
+        CHECK(c[0] == 3 && c[3] == 3 && c[4] == 1, "counts r=5: the points at distance exactly 5 are not friends");
+        wfc_friend_counts(D2, 5, 5.0 * (1 + 0x1p-45), c); /* 0,.1,.2,5 within 5 of each other; 10 of 5 */
+        CHECK(c[0] == 4 && c[3] == 5 && c[4] == 2, "counts r=5+");
         double W = wfc_weights(c, 5, 0.5, w);
         /* c = 4,4,4,5,2 -> w = .5,.5,.5,1,0 */
         CHECK(fabs(W - 2.5) < 1e-12 && w[3] == 1 && w[4] == 0 && fabs(w[0] - 0.5) < 1e-12, "weights W=%g", W);
