@@ -94,8 +94,11 @@ DPS_EXPORT uint64_t dps_rng_below(dps_rng *rng, uint64_t n);
 DPS_EXPORT double dps_rng_gaussian(dps_rng *rng, double sigma);
 /* Laplace(0, b): density exp(-|x|/b)/(2b). */
 DPS_EXPORT double dps_rng_laplace(dps_rng *rng, double b);
+/* The draws of n calls of dps_rng_gaussian, in order (the same bits), faster:
+   fill writes them to out, add adds them to x. */
 DPS_EXPORT void dps_rng_gaussian_fill(dps_rng *rng, double sigma, double *out, size_t n);
 DPS_EXPORT void dps_rng_gaussian_fill_f(dps_rng *rng, double sigma, float *out, size_t n);
+DPS_EXPORT void dps_rng_gaussian_add(dps_rng *rng, double sigma, double *x, size_t n);
 
 /* ------------------------------------------------------ privacy accounting */
 /* Approximate zCDP cost: a mechanism is delta-approximately rho-zCDP. */

@@ -200,37 +200,53 @@ double dps_rng_laplace(dps_rng *rng, double b)
    was a third of a sample's cost, and the release draws q d reference points
    and q d noise values an epoch (8e5 at d = 1e4). */
 #define FILL_PAIRS 128
-#define GAUSSIAN_FILL(out, n, rng, sigma, T)                                                               \
-    do {                                                                                                  \
-        size_t i_ = 0;                                                                                    \
-        if (n && (rng)->has_spare) {                                                                      \
-            (rng)->has_spare = 0;                                                                         \
-            (out)[i_++] = (T)((sigma) * (rng)->spare);                                                    \
-        }                                                                                                 \
-        unsigned char b_[FILL_PAIRS * 16];                                                                \
-        while (i_ < n) {                                                                                  \
-            size_t pairs_ = DPS_MIN((size_t)FILL_PAIRS, (n - i_ + 1) / 2);                                \
-            s_bytes(rng, b_, pairs_ * 16);                                                                \
-            for (size_t p_ = 0; p_ < pairs_; p_++) {                                                      \
-                double z1_;                                                                               \
-                (out)[i_++] = (T)s_box_muller(s_uniform_of(b_ + 16 * p_), s_uniform_of(b_ + 16 * p_ + 8), \
-                                              (sigma), &z1_);                                             \
-                if (i_ < n)                                                                               \
-                    (out)[i_++] = (T)((sigma) * z1_);                                                     \
-                else {                                                                                    \
-                    (rng)->spare = z1_;                                                                   \
-                    (rng)->has_spare = 1;                                                                 \
-                }                                                                                         \
-            }                                                                                             \
-        }                                                                                                 \
-    } while (0)
+typedef enum { FILL_DOUBLE, FILL_FLOAT, ADD_DOUBLE } fill_kind;
+
+static void s_put(void *out, size_t i, double v, fill_kind kind)
+{
+    if (kind == FILL_FLOAT)
+        ((float *)out)[i] = (float)v;
+    else if (kind == FILL_DOUBLE)
+        ((double *)out)[i] = v;
+    else
+        ((double *)out)[i] += v;
+}
+
+static void s_gaussian_fill(dps_rng *rng, double sigma, void *out, size_t n, fill_kind kind)
+{
+    size_t i = 0;
+    if (n && rng->has_spare) {
+        rng->has_spare = 0;
+        s_put(out, i++, sigma * rng->spare, kind);
+    }
+    unsigned char b[FILL_PAIRS * 16];
+    while (i < n) {
+        size_t pairs = DPS_MIN((size_t)FILL_PAIRS, (n - i + 1) / 2);
+        s_bytes(rng, b, pairs * 16);
+        for (size_t p = 0; p < pairs; p++) {
+            double z1;
+            s_put(out, i++, s_box_muller(s_uniform_of(b + 16 * p), s_uniform_of(b + 16 * p + 8), sigma, &z1), kind);
+            if (i < n) {
+                s_put(out, i++, sigma * z1, kind);
+            } else {
+                rng->spare = z1;
+                rng->has_spare = 1;
+            }
+        }
+    }
+}
 
 void dps_rng_gaussian_fill(dps_rng *rng, double sigma, double *out, size_t n)
 {
-    GAUSSIAN_FILL(out, n, rng, sigma, double);
+    s_gaussian_fill(rng, sigma, out, n, FILL_DOUBLE);
 }
 
 void dps_rng_gaussian_fill_f(dps_rng *rng, double sigma, float *out, size_t n)
 {
-    GAUSSIAN_FILL(out, n, rng, sigma, float);
+    s_gaussian_fill(rng, sigma, out, n, FILL_FLOAT);
+}
+
+void dps_rng_gaussian_add(dps_rng *rng, double sigma, double *x, size_t n)
+{
+    s_gaussian_fill(rng, sigma, x, n, ADD_DOUBLE);
 }

@@ -496,9 +496,11 @@ static void s_mean_chunk(void *arg, size_t chunk, int worker)
     double *out = ws->wout[worker];
     la_combine_rows(ws->B, in->t * in->k, in->q, in->V, in->d, c0, c1, out, cw, ws->wbuf[worker]);
     dps_rng *r = ws->chunk_rng[chunk];
-    for (size_t i = 0; i < in->q; i++)
+    for (size_t i = 0; i < in->q; i++) {
+        dps_rng_gaussian_add(r, j->s_mu, out + i * cw, cw);
         for (size_t c = 0; c < cw; c++)
-            ws->Z[i * in->d + c0 + c] = (float)(out[i * cw + c] + dps_rng_gaussian(r, j->s_mu));
+            ws->Z[i * in->d + c0 + c] = (float)out[i * cw + c];
+    }
 }
 
 int agg_reference(const agg_input *in, const wfc_params *p, dps_rng *noise, dps_rng *pub, dps_pool *pool,

@@ -57,11 +57,11 @@
 
 void gauss_cov_add_noise(double *A, size_t d, double s, dps_rng *rng)
 {
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = i; j < d; j++) {
-            A[i * d + j] += dps_rng_gaussian(rng, s);
+    for (size_t i = 0; i < d; i++) {
+        dps_rng_gaussian_add(rng, s, A + i * d + i, d - i);
+        for (size_t j = i + 1; j < d; j++)
             A[j * d + i] = A[i * d + j];
-        }
+    }
 }
 
 const epoch_mechanism epoch_gaussian = {.id = DPS_AGG_GAUSSIAN, .name = "gaussian", MOMENT_GROUP_HOOKS};

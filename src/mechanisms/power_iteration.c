@@ -262,8 +262,9 @@ int power_step(power_iteration *p, double s, dps_rng *noise)
     power_flush(p);
     /* every entry gets its draw, in a fixed order, whatever the rows; the sum
        is formed in double and rounded to float (post-processing) */
+    dps_rng_gaussian_add(noise, s, p->Yd, b * d);
     for (size_t i = 0; i < b * d; i++)
-        p->Y[i] = (float)(p->Yd[i] + dps_rng_gaussian(noise, s));
+        p->Y[i] = (float)p->Yd[i];
     memset(p->Yd, 0, b * d * sizeof *p->Yd);
     int rc = s_qr(p, 1);
     if (rc)

@@ -130,19 +130,20 @@ int main(void)
     dps_rng_fork(s1, &sf);
     CHECK(!dps_rng_is_seeded(sf), "fork of secure is secure");
 
-    /* The fills draw the keystream in blocks: they must give exactly the
-       values (bits) of one dps_rng_gaussian call per sample, and leave the
+    /* The fills (and add) draw the keystream in blocks: they must give exactly
+       the values (bits) of one dps_rng_gaussian call per sample, and leave the
        same spare, for lengths odd and even, below and across a block (128
        pairs) and a keystream refill, with a spare pending at the start. */
     {
         static const size_t lens[] = {1, 2, 3, 255, 256, 257, 1000, 4097};
-        double *want = malloc(4097 * sizeof *want), *got = malloc(4097 * sizeof *got);
+        double *want = malloc(4097 * sizeof *want), *got = malloc(4097 * sizeof *got), *sum = malloc(4097 * sizeof *sum);
         float *gotf = malloc(4097 * sizeof *gotf);
-        dps_rng *g1 = NULL, *g2 = NULL, *g3 = NULL;
+        dps_rng *g1 = NULL, *g2 = NULL, *g3 = NULL, *g4 = NULL;
         dps_rng_new_seeded(&g1, 11);
         dps_rng_new_seeded(&g2, 11);
         dps_rng_new_seeded(&g3, 11);
-        size_t bad = 0, badf = 0;
+        dps_rng_new_seeded(&g4, 11);
+        size_t bad = 0, badf = 0, bada = 0;
         for (size_t t = 0; t < sizeof lens / sizeof *lens; t++) {
             size_t n = lens[t];
             double sigma = 0.5 + (double)t;
@@ -150,19 +151,27 @@ int main(void)
                 want[i] = dps_rng_gaussian(g1, sigma);
             dps_rng_gaussian_fill(g2, sigma, got, n);
             dps_rng_gaussian_fill_f(g3, sigma, gotf, n);
+            for (size_t i = 0; i < n; i++)
+                sum[i] = 0.25 * (double)i;
+            dps_rng_gaussian_add(g4, sigma, sum, n);
             for (size_t i = 0; i < n; i++) {
+                double wa = 0.25 * (double)i + want[i];
+                bada += memcmp(&wa, &sum[i], sizeof wa) != 0;
                 bad += memcmp(&want[i], &got[i], sizeof *got) != 0;
                 float wf = (float)want[i];
                 badf += memcmp(&wf, &gotf[i], sizeof wf) != 0;
             }
         }
-        double w1 = dps_rng_gaussian(g1, 1.0), w2 = dps_rng_gaussian(g2, 1.0), w3 = dps_rng_gaussian(g3, 1.0);
-        CHECK(bad == 0 && badf == 0, "fills differ from single draws: %zu doubles, %zu floats", bad, badf);
-        CHECK(w1 == w2 && w1 == w3, "the streams continue alike after the fills (spare and keystream)");
+        double w1 = dps_rng_gaussian(g1, 1.0), w2 = dps_rng_gaussian(g2, 1.0), w3 = dps_rng_gaussian(g3, 1.0),
+               w4 = dps_rng_gaussian(g4, 1.0);
+        CHECK(bad == 0 && badf == 0 && bada == 0, "fills differ from single draws: %zu doubles, %zu floats, %zu adds",
+              bad, badf, bada);
+        CHECK(w1 == w2 && w1 == w3 && w1 == w4, "the streams continue alike after the fills (spare and keystream)");
         dps_rng_destroy(&g1);
         dps_rng_destroy(&g2);
         dps_rng_destroy(&g3);
-        free(want); free(got); free(gotf);
+        dps_rng_destroy(&g4);
+        free(want); free(got); free(gotf); free(sum);
     }
 
     dps_rng *all[] = {r, a, b, c, l1, l2, f1, f2, s1, s2, sf};
