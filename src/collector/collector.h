@@ -37,6 +37,15 @@ typedef struct {
     dps_snapshot_info info;
 } collector_outgoing;
 
+/* One epoch's result on its way from the release thread through the
+   writer to the loop. */
+typedef struct {
+    collector_outgoing out; /* its snapshot numbered and encoded (stored after the writer) */
+    int rc;                 /* the release's return (or REL_LOST: release.c) */
+    uint64_t epoch;
+    uint64_t release_ms, store_ms;
+} collector_result;
+
 typedef struct {
     collector_options o;
     void *ctx, *pull, *xpub, *rep;
@@ -61,20 +70,22 @@ typedef struct {
     uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
     uint64_t watched_ms;       /* when s_ingest_watch last counted */
     int watch_due;             /* a producer without credit came on a new connection */
-    /* the release thread (release.c); the hand-over fields under rel_mu */
-    pthread_t rel_thread;
+    /* the release and writer threads (release.c); the hand-over fields under rel_mu */
+    pthread_t rel_thread, wr_thread;
     int rel_started;
     pthread_mutex_t rel_mu;
     pthread_cond_t rel_cv;
-    int rel_pipe[2];           /* the thread writes a byte when a release is done; the loop polls [0] */
-    int rel_asked;             /* an epoch is sealed for the thread to release */
-    int rel_busy;              /* the thread is releasing it */
-    int rel_has;               /* a release is done, waiting for the loop to publish it */
+    int rel_pipe[2];           /* the writer writes a byte when a release is stored; the loop polls [0] */
+    int rel_asked;             /* an epoch is sealed for the release thread */
+    int rel_busy;              /* the release thread holds one (releasing, numbering, handing over) */
+    int wr_has;                /* a released epoch waits for the writer (wr_in) */
+    int wr_busy;               /* the writer is storing one */
+    int rel_has;               /* a stored epoch waits for the loop to publish it (rel_done) */
     int rel_stop;
-    collector_outgoing rel_out; /* ... its snapshot numbered, encoded and stored; return code, time, epoch */
-    int rel_rc;
+    int rel_halt;              /* the ledger failed (DPS_ECOMMIT): no more releases; the loop stops */
+    collector_result wr_in, rel_done;
     uint64_t rel_seq;          /* the release thread's last snapshot number (starts at last_seq) */
-    uint64_t rel_ms, rel_epoch, rel_done_epoch; /* sealed for the thread; the one its result is of */
+    uint64_t rel_epoch;        /* the epoch sealed for the release thread */
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
     /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
     double stall_batch_ms;     /* one batch in the estimator (push, seal), less its backpressure */
@@ -94,9 +105,11 @@ void collector_hold(const char *point, unsigned ms);
 
 /* publish.c: the ledger hook given to the estimator (the charge on disk
    before the mechanism runs; on the release thread), and a released epoch's
-   snapshot numbered, stored, published and logged (on the loop). */
+   snapshot numbered and encoded (the release thread), stored with its
+   outcome line (the writer), published and logged (the loop). */
 int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after);
-int collector_prepare(collector *c, dps_snapshot *snap, collector_outgoing *out);
+int collector_number(collector *c, dps_snapshot *snap, collector_outgoing *out);
+void collector_store(collector *c, collector_outgoing *out);
 void collector_send(collector *c, collector_outgoing *out);
 
 /* release.c: the release thread.  start it (before the loop; -1 if it

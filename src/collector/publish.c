@@ -78,10 +78,10 @@ static void s_log_snapshot(const dps_snapshot_info *in)
                  in->epoch, in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
 }
 
-/* Number, encode and store (the release thread); the ledger already holds
-   the cost.  Numbers come from rel_seq, the thread's own counter (the loop
-   reads last_seq). */
-int collector_prepare(collector *c, dps_snapshot *snap, collector_outgoing *out)
+/* Number and encode (the release thread); the ledger already holds the
+   cost.  Numbers come from rel_seq, the thread's own counter (the loop reads
+   last_seq). */
+int collector_number(collector *c, dps_snapshot *snap, collector_outgoing *out)
 {
     memset(out, 0, sizeof *out);
     dps_snapshot_get_info(snap, &out->info);
@@ -104,6 +104,15 @@ int collector_prepare(collector *c, dps_snapshot *snap, collector_outgoing *out)
     if (in->status == DPS_SNAP_REFUSED)
         ledger_append(&c->led, "refused", in->epoch, (dps_zcdp){0, 0}, NULL);
     pthread_mutex_unlock(&c->led_mu);
+    return DPS_OK;
+}
+
+/* The snapshot durable in the store, then its outcome line (after the next
+   epoch's commit line when that release began meanwhile: each line names its
+   epoch); the loop publishes it after. */
+void collector_store(collector *c, collector_outgoing *out)
+{
+    dps_snapshot_info *in = &out->info;
     if (store_put(c->o.state_dir, in->epoch, out->buf, out->len) != DPS_OK)
         log_error("could not store the snapshot of epoch %" PRIu64 " in %s/snapshots (publishing it anyway)",
                   in->epoch, c->o.state_dir);
@@ -113,7 +122,6 @@ int collector_prepare(collector *c, dps_snapshot *snap, collector_outgoing *out)
     ledger_append(&c->led, "outcome", in->epoch, (dps_zcdp){0, 0}, extra);
     pthread_mutex_unlock(&c->led_mu);
     collector_fault("after-store");
-    return DPS_OK;
 }
 
 /* Send a stored snapshot to the subscribers (the loop: it owns the socket). */
