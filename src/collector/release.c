@@ -100,6 +100,7 @@ static void *s_writer_thread(void *arg)
         c->wr_busy = 1;
         pthread_cond_broadcast(&c->rel_cv);
         pthread_mutex_unlock(&c->rel_mu);
+        collector_hold("slow-store", 2000);
         uint64_t t0 = net_now_ms();
         if (!r.rc)
             collector_store(c, &r.out);

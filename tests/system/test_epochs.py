@@ -123,6 +123,31 @@ def test_ingest_during_release():
     check(epochs == [0, 1], f"the ledger: epochs 0 and 1 committed ({epochs})")
 
 
+def test_store_during_next_release():
+    """The writer thread (issue 13): while epoch 0's snapshot is being stored (held 2 s by the
+    test-only DPS_FAULT=slow-store), epoch 1 is committed and computed; the ledger reads commit 0,
+    commit 1, then the outcomes in order, and the snapshots are published in order, each after its
+    outcome line."""
+    rng = np.random.default_rng(12)
+    c = Collector("writer", d=40, k=2, t=60, env={"DPS_FAULT": "slow-store"}).start()
+    sub = c.subscriber()
+    t0 = time.time()
+    fill_epochs(c, 2, rng)
+    s0 = sub.recv(15000)
+    s1 = sub.recv(15000)
+    took = time.time() - t0
+    check(s0 is not None and s1 is not None and (s0.epoch, s1.epoch) == (0, 1),
+          f"epochs 0 then 1 published ({s0 and s0.epoch}, {s1 and s1.epoch})")
+    check(took >= 4.0, f"each after its own 2 s store ({took:.1f} s)")
+    sub.close()
+    c.stop()
+    order = [(e["kind"], int(e["epoch"])) for e in c.ledger()]
+    check(order == [("commit", 0), ("commit", 1), ("outcome", 0), ("outcome", 1)],
+          f"epoch 1 committed while epoch 0 was stored: {order}")
+    total, epochs = ledger_invariants(c, "writer")
+    check(epochs == [0, 1], f"the ledger: epochs 0 and 1 committed ({epochs})")
+
+
 def test_period_and_config_file():
     """--epoch-seconds closes a partial epoch; settings can come from a config file."""
     conf = os.path.join(TMP, "period.conf")
@@ -349,6 +374,7 @@ if __name__ == "__main__":
         test_budget_cap,
         test_backpressure,
         test_ingest_during_release,
+        test_store_during_next_release,
         test_period_and_config_file,
         test_weak_snapshot,
         test_other_mechanisms,
