@@ -90,10 +90,10 @@ static void *s_writer_thread(void *arg)
     collector *c = arg;
     pthread_mutex_lock(&c->rel_mu);
     for (;;) {
-        while (!c->rel_stop && !c->wr_has)
+        while (!c->wr_has && !(c->rel_stop && !c->rel_busy))
             pthread_cond_wait(&c->rel_cv, &c->rel_mu);
         if (!c->wr_has)
-            break; /* stopping, nothing released waits: the release thread has ended or ends without one */
+            break; /* stopping, and the release thread holds nothing more to hand over */
         collector_result r = c->wr_in;
         memset(&c->wr_in, 0, sizeof c->wr_in);
         c->wr_has = 0;
@@ -281,6 +281,7 @@ void collector_release_stop(collector *c)
                  "latest stored one)", c->rel_done.epoch);
     }
     s_result_free(&c->rel_done);
+    s_result_free(&c->wr_in); /* empty: the writer ends only once nothing waits for it */
     c->rel_has = 0;
     close(c->rel_pipe[0]);
     close(c->rel_pipe[1]);
