@@ -514,7 +514,7 @@ int main(int argc, char **argv)
          "uniform (default) or adaptive (Amin et al. Cor. 1, by the noisy eigenvalues)",
          0},
         {"--batch", CLI_OPT_SIZE, &a.batch, "B", "256",
-         "rows per push into the estimator (by default fewer for wide rows: at most 64 MB a batch, or one row)", 0},
+         "rows per push into the estimator (by default fewer for wide rows: at most 16 MB a batch, or one row)", 0},
         {"--close-partial", CLI_OPT_FLAG, &a.close_partial, NULL, NULL,
          "at the end of the input, close a partial epoch too (default: its rows are dropped)", 0},
         {"--workers", CLI_OPT_SIZE, &a.workers, "N", "online CPUs",
