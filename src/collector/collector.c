@@ -64,6 +64,15 @@ void collector_fault(const char *point)
     }
 }
 
+int collector_fault_here(const char *point)
+{
+    const char *f = getenv("DPS_FAULT");
+    if (!f || strcmp(f, point) != 0)
+        return 0;
+    log_warn("fault injection: failing at %s", point);
+    return 1;
+}
+
 /* Test-only: DPS_FAULT=<point> holds the calling thread there for ms
    (the pipeline test: a release slow enough to watch ingest go on). */
 void collector_hold(const char *point, unsigned ms)
@@ -378,6 +387,11 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
              "backpressure apart; %.2f ms from the third epoch on), the longest publish %.2f ms; backpressure (the "
              "next epoch full while the last one releases): the longest wait %.2f ms, %.1f ms in all",
              c->stall_batch_ms, c->stall_warm_ms, c->stall_publish_ms, c->waited_max_ms, c->waited_total_ms);
+    if (c->ledger_failed) {
+        log_error("stopped because the ledger could not be written (see above): nothing was released without "
+                  "its charge on disk; fix the state directory (%s) and start again", c->o.state_dir);
+        return 3;
+    }
     if (c->connections_dropped || c->producers.total_gaps) {
         log_error("batches were LOST in transit this run: %" PRIu64 " producer connections dropped with the batches "
                   "in flight on them, %" PRIu64 " batches missing from producers' sequences (see the warnings above)",

@@ -83,6 +83,7 @@ typedef struct {
     int rel_has;               /* a stored epoch waits for the loop to publish it (rel_done) */
     int rel_stop;
     int rel_halt;              /* the ledger failed (DPS_ECOMMIT): no more releases; the loop stops */
+    int ledger_failed;         /* the loop took that failure: exit code 3 */
     collector_result wr_in, rel_done;
     uint64_t rel_seq;          /* the release thread's last snapshot number (starts at last_seq) */
     uint64_t rel_epoch;        /* the epoch sealed for the release thread */
@@ -100,6 +101,8 @@ typedef struct {
 extern volatile sig_atomic_t collector_stop;
 /* Test-only fault injection: DPS_FAULT=<point> kills the process there. */
 void collector_fault(const char *point);
+/* Test-only: 1 (and a warning) when DPS_FAULT=<point>: the caller fails there. */
+int collector_fault_here(const char *point);
 /* Test-only: DPS_FAULT=<point> holds the calling thread there for ms. */
 void collector_hold(const char *point, unsigned ms);
 

@@ -427,7 +427,8 @@ void options_usage(FILE *to)
             "window, q; logged at start-up) comes on top.  A connection that libzmq drops with batches\n"
             "in flight on it (a batch above --max-batch-rows, or no memory for one) is logged and\n"
             "counted (connections_dropped in dps-status), and so are sequence gaps.\n");
-    fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem,\n"
+    fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem (at\n"
+                "start, or a ledger write that failed while running: the collector stops),\n"
                 "4 stopped cleanly, but batches were lost in transit this run (connections_dropped, seq_gaps)\n");
 }
 

@@ -1,9 +1,10 @@
 /* publish.c - an epoch's end in dps-collector: the ledger hook (the cost
    appended and fsync'ed BEFORE the mechanism runs), then the snapshot
    numbered, stored (atomic file, fsync) and published (XPUB, and the
-   welcome message of late subscribers), and its log line.  The hook, the
-   numbering and the store run on the release thread (release.c): only the
-   send and the log are the loop's, which owns the socket.
+   welcome message of late subscribers), and its log line.  The hook and the
+   numbering run on the release thread, the store and the outcome line on
+   the writer thread (release.c); only the send and the log are the loop's,
+   which owns the socket.
    Who owns what: borrows the collector (collector.h); the snapshot the
    estimator returns is freed here once published. */
 #include "collector.h"
@@ -31,7 +32,14 @@ int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
     (void)after;
     collector_fault("before-commit");
     pthread_mutex_lock(&c->led_mu);
-    int rc = ledger_append(&c->led, "commit", epoch, cost, NULL);
+    int rc;
+    if (collector_fault_here("commit-fails")) { /* slowly: the next epoch fills meanwhile */
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        rc = DPS_EIO;
+    } else {
+        rc = ledger_append(&c->led, "commit", epoch, cost, NULL);
+    }
     pthread_mutex_unlock(&c->led_mu);
     if (rc) {
         log_error("could not write the ledger (%s): epoch %" PRIu64 " is not released", dps_strerror(rc), epoch);

@@ -42,8 +42,13 @@ static void *s_release_thread(void *arg)
     for (;;) {
         while (!c->rel_stop && !c->rel_asked)
             pthread_cond_wait(&c->rel_cv, &c->rel_mu);
-        if (c->rel_stop || c->rel_halt)
-            break; /* no new release once stopping (the loop drains before it stops us) or after a ledger failure */
+        if (c->rel_stop || c->rel_halt) { /* no new release once stopping (the loop drains before it stops us)
+                                             or after a ledger failure (an epoch sealed meanwhile is dropped
+                                             unreleased: nothing of it was charged) */
+            c->rel_asked = 0;
+            pthread_cond_broadcast(&c->rel_cv);
+            break;
+        }
         c->rel_asked = 0;
         c->rel_busy = 1;
         uint64_t epoch = c->rel_epoch; /* the loop may seal the next one (and set rel_epoch) once this is released */
@@ -54,7 +59,7 @@ static void *s_release_thread(void *arg)
         int rc = dps_estimator_release_sealed(c->est, &snap);
         pthread_mutex_lock(&c->rel_mu);
         if (rc == DPS_ECOMMIT)
-            c->rel_halt = 1; /* the loop stops when it takes this result; it seals nothing more meanwhile */
+            c->rel_halt = 1; /* the loop stops when it takes this result; collector_seal seals nothing more */
         pthread_cond_broadcast(&c->rel_cv); /* released: the loop's backpressure may end */
         pthread_mutex_unlock(&c->rel_mu);
         collector_result r;
@@ -163,6 +168,7 @@ static void s_take(collector *c)
     int rc = r.rc;
     if (rc == DPS_ECOMMIT) {
         log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", r.epoch);
+        c->ledger_failed = 1;
         collector_stop = 1;
     } else if (rc == REL_LOST) {
         rc = 0; /* the next epoch goes on */
@@ -217,8 +223,11 @@ static void s_wait_while(collector *c, int (*busy)(collector *))
     s_drain_pipe(c);
 }
 
-/* Anything sealed, releasing, storing or unsent. */
-static int s_any_busy(collector *c) { return c->rel_asked || c->rel_busy || c->wr_has || c->wr_busy || c->rel_has; }
+/* Anything sealed (and still to be released), releasing, storing or unsent. */
+static int s_any_busy(collector *c)
+{
+    return (c->rel_asked && !c->rel_halt) || c->rel_busy || c->wr_has || c->wr_busy || c->rel_has;
+}
 
 /* The estimator still holds a sealed epoch (the thread broadcasts when it
    is released; a failure before the charge keeps it sealed and is asked
@@ -239,10 +248,18 @@ void collector_backpressure(collector *c)
     log_debug("waited %.1f ms for the last epoch's release", w);
 }
 
+static int s_halted(collector *c)
+{
+    pthread_mutex_lock(&c->rel_mu);
+    int h = c->rel_halt;
+    pthread_mutex_unlock(&c->rel_mu);
+    return h;
+}
+
 int collector_seal(collector *c)
 {
-    if (dps_estimator_release_pending(c->est))
-        collector_backpressure(c); /* the last epoch is still releasing */
+    if (dps_estimator_release_pending(c->est) || s_halted(c))
+        collector_backpressure(c); /* the last epoch is still releasing, or a ledger failure: until the loop stops */
     if (collector_stop)
         return DPS_ESTATE;
     dps_stats st;
@@ -254,11 +271,14 @@ int collector_seal(collector *c)
         return rc;
     }
     pthread_mutex_lock(&c->rel_mu);
-    c->rel_epoch = st.epoch;
-    c->rel_asked = 1;
-    pthread_cond_broadcast(&c->rel_cv);
+    int halted = c->rel_halt; /* the ledger failed since the check above: this epoch is never released */
+    if (!halted) {
+        c->rel_epoch = st.epoch;
+        c->rel_asked = 1;
+        pthread_cond_broadcast(&c->rel_cv);
+    }
     pthread_mutex_unlock(&c->rel_mu);
-    return DPS_OK;
+    return halted ? DPS_ESTATE : DPS_OK;
 }
 
 void collector_release_stop(collector *c)

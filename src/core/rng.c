@@ -234,6 +234,7 @@ static void s_gaussian_fill(dps_rng *rng, double sigma, void *out, size_t n, fil
             }
         }
     }
+    sodium_memzero(b, sizeof b); /* keystream (secure mode) does not stay on the stack */
 }
 
 void dps_rng_gaussian_fill(dps_rng *rng, double sigma, double *out, size_t n)

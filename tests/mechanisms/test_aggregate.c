@@ -5,6 +5,7 @@
 #include "dpsubspace.h"
 #include "linalg.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +32,12 @@ static double f2_of(const float *x, size_t n)
 }
 
 /* Exact squared distances of near-identical items, in long double from the
-   explicit items (products of floats are exact there; each item entry sums k
-   of them, each difference then carries at most 2 k 2^-64 max|y| of error, and
-   the q d squares and sums add (q d + 2) 2^-64 relative: far below the 1e-9
-   relative the caller allows them).  proj: items V_j^T V_j (d x d), else
-   A_j^T V_j (q x d). */
+   explicit items (products of floats are exact there with a 64-bit
+   significand; each item entry sums k of them, so each difference carries at
+   most 2 k 2^-64 max|y| ~ 1e-20 of error against differences ~1e-8: about
+   1e-12 relative, and the squares and sums add (q d + 2) 2^-64: far below the
+   1e-9 relative the caller allows).  proj: items V_j^T V_j (d x d), else
+   A_j^T V_j (q x d).  Needs long double wider than double (checked). */
 static long double s_exact_d2(const float *V, const float *A, size_t j, size_t l, size_t k, size_t d, size_t q,
                               int proj)
 {
@@ -126,7 +128,8 @@ int main(void)
        the near-identical items share their roundings' pattern).  The margin
        must also stay small: below 1e-9 (the bound is about 1e-13 (X_j +
        X_l)^2 here, X_j ~ k sqrt(q): 1.1e-10 reference, 6.6e-12 projection). */
-    {
+    CHECK(LDBL_MANT_DIG >= 64, "long double has %d significant bits: part 2b needs 64", LDBL_MANT_DIG);
+    if (LDBL_MANT_DIG >= 64) {
         size_t t3 = 9, n3 = t3 * k;
         float *W = malloc(n3 * d * sizeof *W), *A3 = malloc(t3 * k * q * sizeof *A3), *V3 = malloc(k * d * sizeof *V3);
         double *G3 = malloc(n3 * n3 * sizeof *G3), *U = malloc(t3 * t3 * sizeof *U);

@@ -105,6 +105,32 @@ def test_crashes():
     c.stop()
 
 
+def test_ledger_write_fails():
+    """A ledger write that fails while running (test-only DPS_FAULT=commit-fails: every commit fails,
+    after 1 s, so that epoch 1 is full and waiting when epoch 0's release returns)
+    releases nothing, stops the collector by itself with exit code 3, and does not hang: the next
+    epochs keep arriving while the failure travels from the release thread through the writer to the
+    loop (a sealed epoch must not wait for a release thread that has stopped)."""
+    rng = np.random.default_rng(6)
+    c = Collector("ledger-fails", d=40, k=2, t=60, env={"DPS_FAULT": "commit-fails"}).start()
+    sub = c.subscriber()
+    fill_until_killed(c, 3, rng)  # epoch 0 fails; epochs 1 and 2 may fill before the loop stops
+    try:
+        code = c.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        code = None
+    check(code == 3, f"the collector stopped by itself with exit code 3 (got {code}): {c.tail(4)}")
+    check(sub.recv(500) is None, "nothing was published")
+    sub.close()
+    c.stop()
+    led = c.ledger()
+    check(not any(e["kind"] == "commit" for e in led) and not c.snapshots(),
+          f"no commit line and no stored snapshot ({len(led)} ledger lines)")
+    with open(c.log_path) as f:
+        log = f.read()
+    check("could not write the ledger" in log and "epoch 0 dropped" in log, "the log says why")
+
+
 def test_lost_batches_loud():
     """A connection libzmq drops with batches in flight is logged, counted, and makes the exit code 4.
 
@@ -165,4 +191,5 @@ if __name__ == "__main__":
     sys.exit(run([
         test_crashes,
         test_lost_batches_loud,
+        test_ledger_write_fails,
     ]))
