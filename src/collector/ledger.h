@@ -6,7 +6,9 @@
      dps-ledger-v1 kind=commit epoch=3 rho=1 delta=1e-06 total_rho=4 total_delta=4e-06 time_ms=... check=<16 hex>
    kinds: "commit" (the epoch's mechanism is about to run: its cost is spent),
    "outcome" (what was released: status and sequence number, cost 0; it may
-   come after the next epoch's commit: the writer thread, release.c),
+   come after the next epoch's commit: the writer thread, release.c; its
+   totals are the ledger's when it was written, so then they include that
+   commit),
    "refused" (the cap refused the epoch, cost 0).  check is BLAKE2b of the rest
    of the line.  A torn last line (crash mid-write, so the mechanism never ran)
    is cut off with a warning; any other damage stops the collector. */
