@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_install - install the build into a temporary prefix, then build a
 # consumer with find_package(dpsubspace) (shared and static targets) and with
-# pkg-config, and run them.  usage: test_install.sh BUILD_DIR SOURCE_DIR
+# a Makefile that asks pkg-config alone (dpsubspace_net.pc), and run them;
+# the .pc files' --cflags hold only the include directory.
+# usage: test_install.sh BUILD_DIR SOURCE_DIR
 build=$1; src=$2
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
@@ -9,6 +11,7 @@ ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 if cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1; then ok; else ko "cmake --install"; cat "$tmp/install.log" >&2; fi
 for f in include/dpsubspace.h include/dpsubspace_export.h include/dpsubspace_net.h lib/pkgconfig/dpsubspace.pc \
+         lib/pkgconfig/dpsubspace_net.pc \
          lib/cmake/dpsubspace/dpsubspaceConfig.cmake bin/dps-collector; do
   if [ -e "$tmp/prefix/$f" ]; then ok; else ko "installed $f"; fi
 done
@@ -17,8 +20,27 @@ if cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH
 for v in shared static; do
   if LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer/consumer_$v" >/dev/null 2>&1; then ok; else ko "consumer_$v runs"; fi
 done
-if PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" cc -o "$tmp/pc" "$src/tests/install/consumer/main.c" \
-     $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs dpsubspace) -ldpsubspace_net >"$tmp/pc.log" 2>&1 &&
-   LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/pc" >/dev/null; then ok; else ko "pkg-config consumer"; cat "$tmp/pc.log" >&2; fi
+# the Python package where Debian's python3 searches for this prefix: lib/python3.X/dist-packages
+# (on sys.path for /usr/local), not lib/python3/dist-packages (only for /usr)
+pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ -f "$tmp/prefix/lib/python$pyv/dist-packages/dpsubspace/__init__.py" ] &&
+   /usr/bin/python3 -c "import sys; sys.exit('/usr/local/lib/python$pyv/dist-packages' not in sys.path)" &&
+   PYTHONPATH="$tmp/prefix/lib/python$pyv/dist-packages" /usr/bin/python3 -c 'import dpsubspace' 2>"$tmp/py.log"
+then ok; else ko "the Python package in lib/python$pyv/dist-packages, importable"; cat "$tmp/py.log" >&2; fi
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+mkdir "$tmp/mk" && cp "$src/tests/install/consumer/main.c" "$src/tests/install/consumer/Makefile" "$tmp/mk/"
+if make -C "$tmp/mk" consumer_pc >"$tmp/pc.log" 2>&1 && LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/mk/consumer_pc" >/dev/null
+then ok; else ko "Makefile consumer with pkg-config --cflags --libs dpsubspace_net"; cat "$tmp/pc.log" >&2; fi
+# the headers need only their own directory: no -I (or -isystem) of the libraries used inside
+for pc in dpsubspace dpsubspace_net; do
+  cf=$(pkg-config --cflags "$pc")
+  inc=$(cd "$tmp/prefix/include" && pwd)
+  set -- $cf
+  if [ $# -eq 1 ] && [ "$(cd "${1#-I}" 2>/dev/null && pwd)" = "$inc" ]; then ok; else ko "pkg-config --cflags $pc is '$cf'"; fi
+done
+case " $(pkg-config --libs dpsubspace_net) " in
+  *" -ldpsubspace_net "*"-ldpsubspace "*) ok ;;
+  *) ko "pkg-config --libs dpsubspace_net lacks the libraries: $(pkg-config --libs dpsubspace_net)" ;;
+esac
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
