@@ -20,6 +20,16 @@ if cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH
 for v in shared static; do
   if LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer/consumer_$v" >/dev/null 2>&1; then ok; else ko "consumer_$v runs"; fi
 done
+# a man page for every program, made from its --help (when help2man made them: build/man)
+if [ -d "$build/man" ]; then
+  for p in dps-collector dps-estimate dps-produce dps-watch dps-status dps-keygen dps-gen; do
+    f="$tmp/prefix/share/man/man1/$p.1"
+    up=$(echo "$p" | tr a-z A-Z)
+    if [ -f "$f" ] && grep -q "^\.TH $up \"1\"" "$f" && grep -q '^\.SH NAME' "$f" && grep -q -- '\\-\\-help' "$f" &&
+       { ! command -v man >/dev/null || MANWIDTH=80 man -l "$f" 2>/dev/null | grep -q "^NAME"; }
+    then ok; else ko "man page $p.1"; fi
+  done
+fi
 # the Python package where Debian's python3 searches for this prefix: lib/python3.X/dist-packages
 # (on sys.path for /usr/local), not lib/python3/dist-packages (only for /usr)
 pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
