@@ -30,6 +30,18 @@ if [ -d "$build/man" ]; then
     then ok; else ko "man page $p.1"; fi
   done
 fi
+# the systemd unit: installed, names the installed program, verifies (its man page found through
+# MANPATH), and systemd-analyze's offline security rating stays "OK" or better (exposure < 3)
+unit="$tmp/prefix/lib/systemd/system/dps-collector.service"
+if [ -f "$unit" ] && grep -q "^ExecStart=$tmp/prefix/bin/dps-collector " "$unit"; then ok; else ko "the unit names $tmp/prefix/bin/dps-collector"; fi
+if command -v systemd-analyze >/dev/null; then
+  if MANPATH="$tmp/prefix/share/man" systemd-analyze verify "$unit" >"$tmp/sd.log" 2>&1; then ok; else ko "systemd-analyze verify"; cat "$tmp/sd.log" >&2; fi
+  exposure=$(systemd-analyze security --offline=true "$unit" 2>/dev/null | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+  if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e < 3) }'; then ok; else ko "systemd-analyze security: exposure '$exposure'"; fi
+else
+  ko "systemd-analyze is missing (tools/setup installs systemd)"
+fi
+if [ -f "$tmp/prefix/share/doc/dpsubspace/dps-collector.conf.example" ]; then ok; else ko "the configuration example"; fi
 # the Python package where Debian's python3 searches for this prefix: lib/python3.X/dist-packages
 # (on sys.path for /usr/local), not lib/python3/dist-packages (only for /usr)
 pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
