@@ -91,6 +91,10 @@ static const opt_def s_opts[] = {
                                         " with CURVE, at least 2 there: libzmq keeps one place of each queue for"
                                         " the key's credential; more lets the buffer hold fewer producers)"},
     {"state-dir", OPT_STR, F(state_dir), "DIR", "ledger and snapshots (required)"},
+    {"keep-snapshots", OPT_U64, F(keep_snapshots), "N", "keep only the newest N stored snapshots (default 0: all); the"
+                                                      " ledger is never pruned"},
+    {"keep-days", OPT_DOUBLE, F(keep_days), "D", "delete stored snapshots older than D days (default 0: none); the"
+                                                " newest is always kept"},
     {"config", OPT_CONFIG, 0, 0, "FILE", "read settings from FILE (name = value lines)"},
     {"verbose", OPT_FLAG, F(verbose), NULL, "log every batch refusal"},
     {"quiet", OPT_FLAG, F(quiet), NULL, "log only warnings and errors"},
@@ -363,6 +367,10 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     }
     if (s_ingest_finish(o, err, errlen) != 0)
         return -1;
+    if (!(o->keep_days >= 0)) {
+        snprintf(err, errlen, "--keep-days must be >= 0 (0: no age limit)");
+        return -1;
+    }
     if (o->epoch_seconds < 0) {
         snprintf(err, errlen, "--epoch-seconds must be >= 0");
         return -1;

@@ -35,6 +35,8 @@ typedef struct {
     uint64_t machine_mb;     /* memory the default is sized from: RAM, or less under a cgroup limit */
     /* state */
     char state_dir[4096];
+    uint64_t keep_snapshots; /* stored snapshots kept: the newest N (0: all) */
+    double keep_days;        /* ... and none older than D days (0: no age limit); the newest always stays */
     int verbose, quiet;
     int help;
 } collector_options;

@@ -130,6 +130,10 @@ void collector_store(collector *c, collector_outgoing *out)
     ledger_append(&c->led, "outcome", in->epoch, (dps_zcdp){0, 0}, extra);
     pthread_mutex_unlock(&c->led_mu);
     collector_fault("after-store");
+    long gone = store_prune(c->o.state_dir, c->o.keep_snapshots, c->o.keep_days, (double)net_unix_ms() / 1000.0);
+    if (gone > 0)
+        log_debug("retention: %ld stored snapshot%s deleted (--keep-snapshots %" PRIu64 ", --keep-days %g)", gone,
+                  gone == 1 ? "" : "s", c->o.keep_snapshots, c->o.keep_days);
 }
 
 /* Send a stored snapshot to the subscribers (the loop: it owns the socket). */

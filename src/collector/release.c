@@ -208,19 +208,24 @@ void collector_release_poll(collector *c)
     pthread_mutex_unlock(&c->rel_mu);
 }
 
-/* Wait (publishing what the writer hands over meanwhile) while busy(c). */
+/* Wait (publishing what the writer hands over meanwhile) while busy(c).
+   Returns with nothing handed over left untaken, and leaves the wake-up
+   pipe alone: a byte the writer writes after this returns is for the next
+   poll (draining here lost one when the writer handed over between the
+   last check and the drain, and that snapshot waited for the next). */
 static void s_wait_while(collector *c, int (*busy)(collector *))
 {
     pthread_mutex_lock(&c->rel_mu);
-    while (busy(c) && !collector_stop) {
+    for (;;) {
         if (c->rel_has) {
             s_take(c);
             continue;
         }
+        if (!busy(c) || collector_stop)
+            break;
         pthread_cond_wait(&c->rel_cv, &c->rel_mu);
     }
     pthread_mutex_unlock(&c->rel_mu);
-    s_drain_pipe(c);
 }
 
 /* Anything sealed (and still to be released), releasing, storing or unsent. */

@@ -63,6 +63,59 @@ int store_put(const char *state_dir, uint64_t epoch, const unsigned char *buf, s
     return ok ? DPS_OK : DPS_EIO;
 }
 
+static int s_desc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+long store_prune(const char *state_dir, uint64_t keep_n, double keep_days, double now_unix)
+{
+    if (keep_n == 0 && !(keep_days > 0))
+        return 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/snapshots", state_dir);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return -1;
+    size_t n = 0, cap = 64;
+    uint64_t *epochs = malloc(cap * sizeof *epochs);
+    struct dirent *de;
+    while (epochs && (de = readdir(dp))) {
+        uint64_t epoch;
+        char tail[8];
+        if (sscanf(de->d_name, "epoch-%20" SCNu64 ".%5s", &epoch, tail) != 2 || strcmp(tail, "snap") != 0)
+            continue;
+        if (n == cap) {
+            uint64_t *more = realloc(epochs, 2 * cap * sizeof *epochs);
+            if (!more)
+                break;
+            epochs = more;
+            cap *= 2;
+        }
+        epochs[n++] = epoch;
+    }
+    closedir(dp);
+    if (!epochs)
+        return -1;
+    qsort(epochs, n, sizeof *epochs, s_desc);
+    long deleted = 0;
+    for (size_t i = 1; i < n; i++) { /* i = 0: the newest stays */
+        char path[4200];
+        snprintf(path, sizeof path, "%s/epoch-%020" PRIu64 ".snap", dir, epochs[i]);
+        int drop = keep_n > 0 && i >= keep_n;
+        struct stat st;
+        if (!drop && keep_days > 0 && stat(path, &st) == 0)
+            drop = now_unix - (double)st.st_mtime > keep_days * 86400.0;
+        if (drop && unlink(path) == 0)
+            deleted++;
+    }
+    free(epochs);
+    if (deleted)
+        store_fsync_dir(dir);
+    return deleted;
+}
+
 static int s_read_file(const char *path, unsigned char **buf, size_t *len)
 {
     FILE *f = fopen(path, "rb");

@@ -148,6 +148,36 @@ def test_store_during_next_release():
     check(epochs == [0, 1], f"the ledger: epochs 0 and 1 committed ({epochs})")
 
 
+def test_snapshot_retention():
+    """--keep-snapshots N keeps the newest N stored snapshots, --keep-days D deletes older files (never
+    the newest); the ledger keeps every line."""
+    rng = np.random.default_rng(13)
+    c = Collector("keep-n", d=40, k=2, t=60, extra=["--keep-snapshots", "2"]).start()
+    fill_epochs(c, 4, rng)
+    check(wait_for(lambda: c.query()["last_snapshot_seq"] == 4), "4 epochs released")
+    c.stop()
+    kept = sorted(s.epoch for s in c.snapshots())
+    total, epochs = ledger_invariants(c, "keep-n")
+    check(kept == [2, 3] and epochs == [0, 1, 2, 3], f"the newest 2 snapshots kept ({kept}), the ledger has all 4 "
+          f"({epochs})")
+    c = Collector("keep-days", d=40, k=2, t=60, extra=["--keep-days", "1"]).start()
+    fill_epochs(c, 1, rng)
+    check(wait_for(lambda: c.query()["last_snapshot_seq"] == 1), "epoch 0 released")
+    snapdir = os.path.join(c.state, "snapshots")
+    old = time.time() - 2 * 86400
+    for f in os.listdir(snapdir):
+        os.utime(os.path.join(snapdir, f), (old, old))  # epoch 0's file is two days old
+    fill_epochs(c, 1, rng)
+    check(wait_for(lambda: c.query()["last_snapshot_seq"] == 2), "epoch 1 released")
+    c.stop()
+    kept = sorted(s.epoch for s in c.snapshots())
+    check(kept == [1], f"the two-day-old snapshot deleted, the new one kept ({kept})")
+    p = subprocess.run(Collector("keep-bad", d=40, k=2, t=60, extra=["--keep-days", "-1"]).args,
+                       capture_output=True, text=True)
+    check(p.returncode == 2 and "--keep-days must be >= 0" in p.stderr, f"a negative --keep-days is refused: "
+          f"{p.stderr.strip()}")
+
+
 def test_period_and_config_file():
     """--epoch-seconds closes a partial epoch; settings can come from a config file."""
     conf = os.path.join(TMP, "period.conf")
@@ -375,6 +405,7 @@ if __name__ == "__main__":
         test_backpressure,
         test_ingest_during_release,
         test_store_during_next_release,
+        test_snapshot_retention,
         test_period_and_config_file,
         test_weak_snapshot,
         test_other_mechanisms,
