@@ -425,7 +425,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "dps-collector: %s\n", err);
         return 2;
     }
-    log_set_level(c.o.quiet ? LOG_QUIET : c.o.verbose ? LOG_DEBUG : LOG_INFO);
+    log_set_level(c.o.quiet ? LOGLEVEL_QUIET : c.o.verbose ? LOGLEVEL_DEBUG : LOGLEVEL_INFO);
+    log_set_sink_name(c.o.log[0] ? c.o.log : "stderr"); /* checked by options_finish */
     dps_config cfg;
     dps_config_init(&cfg, c.o.d, c.o.k);
     const char *why = "";

@@ -1,44 +1,69 @@
-/* log.c - "2026-11-21 10:00:00.123 dps-collector [warn] message" on stderr. */
+/* log.c - the daemon's log lines (see log.h). */
 #include "log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <syslog.h>
 #include <time.h>
 
-static int s_level = LOG_INFO;
+static int s_level = LOGLEVEL_INFO;
+static log_sink s_sink = LOG_TO_STDERR;
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void log_set_level(int level) { s_level = level; }
 int log_level(void) { return s_level; }
 
-static void s_line(const char *tag, const char *fmt, va_list ap)
+int log_set_sink_name(const char *name)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    localtime_r(&ts.tv_sec, &tm);
-    char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    if (strcmp(name, "stderr") == 0)
+        s_sink = LOG_TO_STDERR;
+    else if (strcmp(name, "journal") == 0)
+        s_sink = LOG_TO_JOURNAL;
+    else if (strcmp(name, "syslog") == 0) {
+        s_sink = LOG_TO_SYSLOG;
+        openlog("dps-collector", LOG_PID, LOG_DAEMON);
+    } else
+        return -1;
+    return 0;
+}
+
+static void s_line(int prio, const char *tag, const char *fmt, va_list ap)
+{
+    if (s_sink == LOG_TO_SYSLOG) {
+        vsyslog(prio, fmt, ap);
+        return;
+    }
     pthread_mutex_lock(&s_mu);
-    fprintf(stderr, "%s.%03ld dps-collector %s", stamp, ts.tv_nsec / 1000000, tag);
+    if (s_sink == LOG_TO_JOURNAL) {
+        fprintf(stderr, "<%d>", prio);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        struct tm tm;
+        localtime_r(&ts.tv_sec, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+        fprintf(stderr, "%s.%03ld dps-collector %s", stamp, ts.tv_nsec / 1000000, tag);
+    }
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     fflush(stderr);
     pthread_mutex_unlock(&s_mu);
 }
 
-#define LOG_FN(name, lvl, tag)          \
+#define LOG_FN(name, lvl, prio, tag)    \
     void name(const char *fmt, ...)     \
     {                                   \
         if (s_level < (lvl))            \
             return;                     \
         va_list ap;                     \
         va_start(ap, fmt);              \
-        s_line(tag, fmt, ap);           \
+        s_line(prio, tag, fmt, ap);     \
         va_end(ap);                     \
     }
-LOG_FN(log_info, LOG_INFO, "")
-LOG_FN(log_warn, LOG_QUIET, "[warn] ")
-LOG_FN(log_error, LOG_QUIET, "[error] ")
-LOG_FN(log_debug, LOG_DEBUG, "[debug] ")
+LOG_FN(log_info, LOGLEVEL_INFO, LOG_INFO, "")
+LOG_FN(log_warn, LOGLEVEL_QUIET, LOG_WARNING, "[warn] ")
+LOG_FN(log_error, LOGLEVEL_QUIET, LOG_ERR, "[error] ")
+LOG_FN(log_debug, LOGLEVEL_DEBUG, LOG_DEBUG, "[debug] ")

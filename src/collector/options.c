@@ -98,6 +98,8 @@ static const opt_def s_opts[] = {
     {"config", OPT_CONFIG, 0, 0, "FILE", "read settings from FILE (name = value lines)"},
     {"verbose", OPT_FLAG, F(verbose), NULL, "log every batch refusal"},
     {"quiet", OPT_FLAG, F(quiet), NULL, "log only warnings and errors"},
+    {"log", OPT_STR, F(log), "TO", "where the log goes: stderr (default, timestamped lines), journal (stderr with"
+                                   " journald's <priority> prefixes: under systemd), syslog (facility daemon)"},
     {"help", OPT_FLAG, F(help), NULL, "this text"},
 };
 #define N_OPTS (sizeof s_opts / sizeof *s_opts)
@@ -367,6 +369,11 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     }
     if (s_ingest_finish(o, err, errlen) != 0)
         return -1;
+    if (o->log[0] && strcmp(o->log, "stderr") != 0 && strcmp(o->log, "journal") != 0 &&
+        strcmp(o->log, "syslog") != 0) {
+        snprintf(err, errlen, "--log must be stderr, journal or syslog (got '%s')", o->log);
+        return -1;
+    }
     if (!(o->keep_days >= 0)) {
         snprintf(err, errlen, "--keep-days must be >= 0 (0: no age limit)");
         return -1;

@@ -38,6 +38,7 @@ typedef struct {
     uint64_t keep_snapshots; /* stored snapshots kept: the newest N (0: all) */
     double keep_days;        /* ... and none older than D days (0: no age limit); the newest always stays */
     int verbose, quiet;
+    char log[16];            /* stderr (default), journal or syslog (log.h) */
     int help;
 } collector_options;
 

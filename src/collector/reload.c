@@ -63,7 +63,7 @@ void collector_reload_config(collector *c)
                      "(restart the collector), %s meanwhile", ch[i].name, ch[i].before, ch[i].after, ch[i].before);
     }
     options_apply_live(&c->o, &next);
-    log_set_level(c->o.quiet ? LOG_QUIET : c->o.verbose ? LOG_DEBUG : LOG_INFO);
+    log_set_level(c->o.quiet ? LOGLEVEL_QUIET : c->o.verbose ? LOGLEVEL_DEBUG : LOGLEVEL_INFO);
     if (cap) {
         dps_zcdp spent = dps_estimator_spent(c->est);
         log_info("SIGHUP: privacy budget cap now %s; spent so far rho %.6g delta %.3g",

@@ -63,6 +63,13 @@ int store_put(const char *state_dir, uint64_t epoch, const unsigned char *buf, s
     return ok ? DPS_OK : DPS_EIO;
 }
 
+/* 1 and the epoch if name is a stored snapshot's (epoch-<20 digits>.snap). */
+static int s_snap_epoch(const char *name, uint64_t *epoch)
+{
+    char tail[8];
+    return sscanf(name, "epoch-%20" SCNu64 ".%5s", epoch, tail) == 2 && strcmp(tail, "snap") == 0;
+}
+
 static int s_desc(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -83,8 +90,7 @@ long store_prune(const char *state_dir, uint64_t keep_n, double keep_days, doubl
     struct dirent *de;
     while (epochs && (de = readdir(dp))) {
         uint64_t epoch;
-        char tail[8];
-        if (sscanf(de->d_name, "epoch-%20" SCNu64 ".%5s", &epoch, tail) != 2 || strcmp(tail, "snap") != 0)
+        if (!s_snap_epoch(de->d_name, &epoch))
             continue;
         if (n == cap) {
             uint64_t *more = realloc(epochs, 2 * cap * sizeof *epochs);
@@ -154,8 +160,7 @@ int store_latest(const char *state_dir, dps_snapshot **latest, uint64_t *max_seq
     int have = 0;
     while ((de = readdir(dp))) {
         uint64_t epoch;
-        char tail[8];
-        if (sscanf(de->d_name, "epoch-%20" SCNu64 ".%5s", &epoch, tail) != 2 || strcmp(tail, "snap") != 0)
+        if (!s_snap_epoch(de->d_name, &epoch))
             continue;
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);

@@ -84,6 +84,32 @@ def test_end_to_end_tcp_curve():
     ledger_invariants(c, "e2e")
 
 
+def test_log_sinks():
+    """--log journal: every line starts with journald's <priority> (error 3, warn 4, info 6, debug 7)
+    and carries no timestamp (the journal adds it); --log syslog: nothing on stderr; any other --log
+    is refused (exit 2)."""
+    rng = np.random.default_rng(21)
+    c = Collector("log-journal", d=40, k=2, t=60, extra=["--log", "journal"]).start()
+    fill_epochs(c, 1, rng)
+    check(wait_for(lambda: c.query()["last_snapshot_seq"] == 1), "journal: an epoch released")
+    c.stop()
+    with open(c.log_path) as f:
+        lines = [ln for ln in f.read().splitlines() if ln.strip()]
+    check(lines and all(re.match(r"^<[3467]>[^<]", ln) for ln in lines) and not any("dps-collector [" in ln for ln in lines),
+          f"journal: every line has its priority and no stamp ({lines[:2]})")
+    check(any(ln.startswith("<4>") and "SEEDED" in ln for ln in lines) and
+          any(ln.startswith("<6>") and "epoch 0 released" in ln for ln in lines),
+          "journal: the seeded-mode warning at 4, the release at 6")
+    c = Collector("log-syslog", d=40, k=2, t=60, extra=["--log", "syslog"]).start()
+    c.stop()
+    with open(c.log_path) as f:
+        rest = f.read()
+    check(c.proc.returncode == 0 and "dps-collector" not in rest, f"syslog: nothing on stderr ({rest[:120]!r})")
+    p = subprocess.run(Collector("log-bad", d=40, k=2, t=60, extra=["--log", "file"]).args, capture_output=True,
+                       text=True)
+    check(p.returncode == 2 and "--log must be stderr, journal or syslog" in p.stderr, f"a bad --log: {p.stderr.strip()}")
+
+
 def test_key_rotation():
     """Keys replaced (same file name, same size), removed and added at runtime: a key that left the
     authorized directory is refused for new connections at once and for connected producers' batches
@@ -479,6 +505,7 @@ if __name__ == "__main__":
     sys.exit(run([
         test_end_to_end_tcp_curve,
         test_key_rotation,
+        test_log_sinks,
         test_bad_input_ipc,
         test_plaintext_rules,
         test_producer_credit,
