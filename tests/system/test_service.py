@@ -84,6 +84,45 @@ def test_end_to_end_tcp_curve():
     ledger_invariants(c, "e2e")
 
 
+def test_collector_key_rotation():
+    """The collector's own key, rotated as the README says: a new pair, the collector restarted with
+    it on the same state directory (the ledger, the budget and the epoch numbers go on), producers
+    given the new public key.  A producer still holding the old one is refused at the handshake (it
+    never gets ready), one with the new one sends."""
+    rng = np.random.default_rng(22)
+    keys = make_keys()
+    c = Collector("ckey", d=40, k=2, t=60, curve=keys).start()
+    fill_epochs(c, 1, rng)
+    check(wait_for(lambda: c.query()["last_snapshot_seq"] == 1), "epoch 0 released under the first key")
+    c.stop()
+    new_pub, new_sec = zmq.curve_keypair()
+    new_file = os.path.join(keys["dir"], "collector-2.key_secret")
+    with open(new_file, "w") as f:
+        f.write(f"public-key = {new_pub.decode()}\nsecret-key = {new_sec.decode()}\n")
+    keys2 = dict(keys, server_secret_file=new_file, server_public=new_pub)
+    c2 = Collector("ckey", d=40, k=2, t=60, curve=keys2, state=c.state).start()
+
+    def ready(server_public):
+        p = Producer(c2.ingest, c2.d, server_public_key=server_public, public_key=keys["client_public"],
+                     secret_key=keys["client_secret"], status_endpoint=c2.status, linger_ms=500)
+        try:
+            return bool(p.wait_ready(3000))
+        except (PermissionError, TimeoutError):
+            return False
+        finally:
+            p.close()
+
+    check(not ready(keys["server_public"]), "a producer with the collector's old public key is refused")
+    check(ready(new_pub), "a producer with the new public key gets ready")
+    fill_epochs(c2, 1, rng)
+    check(wait_for(lambda: c2.query()["last_snapshot_seq"] == 2), "epoch 1 released under the new key")
+    st = c2.query()
+    c2.stop()
+    total, epochs = ledger_invariants(c2, "collector key rotation")
+    check(epochs == [0, 1] and abs(st["rho_spent"] - 2.0) < 1e-12,
+          f"one ledger across the rotation: epochs {epochs}, rho spent {st['rho_spent']}")
+
+
 def test_log_sinks():
     """--log journal: every line starts with journald's <priority> (error 3, warn 4, info 6, debug 7)
     and carries no timestamp (the journal adds it); --log syslog: nothing on stderr; any other --log
@@ -505,6 +544,7 @@ if __name__ == "__main__":
     sys.exit(run([
         test_end_to_end_tcp_curve,
         test_key_rotation,
+        test_collector_key_rotation,
         test_log_sinks,
         test_bad_input_ipc,
         test_plaintext_rules,
