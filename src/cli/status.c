@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <time.h>
 
 static const char s_synopsis[] =
     "Usage: dps-status [--connect EP] [security] [--producer ID] [--json] [--timeout MS]\n"
@@ -149,12 +151,83 @@ static void s_print_json(const char *ep, const dps_collector_status *st, const c
 }
 
 /* Parse the flags, print --help, or ask; returns the exit code. */
+/* One frame of --watch: the figures an operator watches, on one screen.
+   rate: rows/s since the last frame (< 0: not known yet). */
+static void s_print_frame(const char *ep, const dps_collector_status *st, double rate)
+{
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(now, sizeof now, "%H:%M:%S", localtime_r(&t, &tm));
+    printf("dps-status --watch  %s  %s  (d %zu, k %zu, up %" PRIu64 " s)\n", ep, now, st->d, st->k, st->uptime_s);
+    if (rate >= 0)
+        printf("  rows/s        %.0f  (%" PRIu64 " rows in all)\n", rate, st->rows_accepted);
+    else
+        printf("  rows/s        -  (%" PRIu64 " rows in all; the rate from the next frame on)\n", st->rows_accepted);
+    double f = st->epoch_rows ? (double)st->rows_in_epoch / (double)st->epoch_rows : 0;
+    char bar[41];
+    int full = (int)(f * 40 + 0.5);
+    for (int i = 0; i < 40; i++)
+        bar[i] = i < full ? '#' : '.';
+    bar[40] = 0;
+    printf("  epoch %-6" PRIu64 "[%s] %5.1f%%  %" PRIu64 " of %" PRIu64 " rows\n", st->epoch, bar, 100 * f,
+           st->rows_in_epoch, st->epoch_rows);
+    if (strcmp(st->budget_unit, "none") == 0 || !isfinite(st->budget_left))
+        printf("  budget left   no cap (spent rho %.4g, eps %.4g at delta %.3g)\n", st->rho_spent, st->eps_spent,
+               st->delta_target);
+    else
+        printf("  budget left   %.4g %s (spent rho %.4g, eps %.4g at delta %.3g)\n", st->budget_left,
+               st->budget_unit, st->rho_spent, st->eps_spent, st->delta_target);
+    printf("  snapshots     %" PRIu64 " published (the last sequence number)\n", st->last_snapshot_seq);
+    int any = 0;
+    for (size_t i = 0; i < st->n_rejected; i++)
+        if (st->rejected[i].value && strncmp(st->rejected[i].name, "credit_", 7) != 0 &&
+            strcmp(st->rejected[i].name, "disconnects") != 0) {
+            printf("%s%s %" PRIu64, any ? ", " : "  refusals     ", st->rejected[i].name, st->rejected[i].value);
+            any = 1;
+        }
+    printf("%s\n", any ? "" : "  refusals     none");
+}
+
+/* --watch: a frame every interval seconds, redrawn in place on a terminal
+   (one after another otherwise), count frames (0: until interrupted); a
+   query that fails is shown and retried.  The exit code of the last query. */
+static int s_watch(const char *ep, const dps_security *sec, int timeout_ms, double interval, uint64_t count)
+{
+    int tty = isatty(STDOUT_FILENO), rc = 0;
+    double last_t = -1;
+    uint64_t last_rows = 0;
+    for (uint64_t i = 0; count == 0 || i < count; i++) {
+        if (i > 0) {
+            struct timespec ts = {(time_t)interval, (long)((interval - (double)(time_t)interval) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        dps_collector_status st;
+        rc = dps_collector_status_query(ep, sec, timeout_ms, &st);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double t = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+        printf("%s", tty ? "\033[H\033[2J" : (i ? "\n" : ""));
+        if (rc) {
+            printf("dps-status --watch  %s: no answer (%s); asking again in %g s\n", ep, dps_strerror(rc), interval);
+            last_t = -1;
+        } else {
+            s_print_frame(ep, &st, last_t >= 0 ? (double)(st.rows_accepted - last_rows) / (t - last_t) : -1);
+            last_t = t;
+            last_rows = st.rows_accepted;
+        }
+        fflush(stdout);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     cli_set_program("dps-status");
     const char *ep = "tcp://127.0.0.1:7782", *producer = NULL;
-    uint64_t timeout_ms = 5000;
-    int json = 0, help = 0;
+    uint64_t timeout_ms = 5000, count = 0;
+    double interval = 1.0;
+    int json = 0, help = 0, watch = 0;
     cli_net_flags net = {0};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Options:", 0},
@@ -164,6 +237,11 @@ int main(int argc, char **argv)
          "also show what the collector took from this producer id (dps-produce --id)", 0},
         {"--timeout", CLI_OPT_U64, &timeout_ms, "MS", "5000", "give up (exit 6) after MS milliseconds", 0},
         {"--json", CLI_OPT_FLAG, &json, NULL, NULL, "print JSON instead of text", 0},
+        {"--watch", CLI_OPT_FLAG, &watch, NULL, NULL,
+         "a live view: rows/s, the open epoch's progress, the budget left and the refusals, redrawn every "
+         "--interval seconds (Ctrl-C ends it)", 0},
+        {"--interval", CLI_OPT_DOUBLE, &interval, "S", "1", "--watch: seconds between frames (0.1 to 3600)", 0},
+        {"--count", CLI_OPT_U64, &count, "N", "0", "--watch: stop after N frames (0: until interrupted)", 0},
         CLI_NET_OPTS(net, "our own NAME.key_secret (dps-keygen NAME); NAME.key must be in the collector's "
                           "--authorized-keys directory"),
         {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
@@ -176,6 +254,14 @@ int main(int argc, char **argv)
         cli_error("--timeout must be 1 to 3600000 ms (got %" PRIu64 ")", timeout_ms);
         return CLI_EXIT_USAGE;
     }
+    if (!(interval >= 0.1 && interval <= 3600)) {
+        cli_error("--interval must be 0.1 to 3600 seconds (got %g)", interval);
+        return CLI_EXIT_USAGE;
+    }
+    if (watch && (json || producer)) {
+        cli_error("--watch shows the collector's own figures: without --json and --producer");
+        return CLI_EXIT_USAGE;
+    }
     if (producer && strlen(producer) > 64) {
         cli_error("--producer: a producer id is at most 64 bytes");
         return CLI_EXIT_USAGE;
@@ -186,6 +272,11 @@ int main(int argc, char **argv)
     if ((rc = cli_net_security(&net, eps, 1, &ns, &m)) != 0) {
         cli_error("%s", m.msg);
         return rc;
+    }
+    if (watch) {
+        rc = s_watch(ep, &ns.sec, (int)timeout_ms, interval, count);
+        memset(&ns, 0, sizeof ns);
+        return rc ? cli_net_exit_code(rc) : CLI_EXIT_OK;
     }
     dps_collector_status st;
     rc = dps_collector_status_query_producer(ep, &ns.sec, (int)timeout_ms, producer, &st);

@@ -160,6 +160,16 @@ run "$STATUS" $STATUS_ARGS --producer half-2
     grep -q "rows accepted *2000" out.txt && grep -q "wrong_dim *0  batches whose row length" out.txt &&
     grep -q "producer 'half-2'  batches taken 8  rows 750" out.txt
 verdict "dps-status text: rows, the wrong_dim line, the producer"
+# --watch: frames one after another when stdout is not a terminal, each with the rate (from the
+# second), the open epoch's bar, the budget and the refusals
+run "$STATUS" $STATUS_ARGS --watch --count 2 --interval 0.2
+[ "$rc" -eq 0 ] && [ "$(grep -c '^dps-status --watch' out.txt)" -eq 2 ] &&
+    grep -q '^  rows/s        -  (2000 rows in all' out.txt && grep -q '^  rows/s        0  (2000 rows in all)' out.txt &&
+    grep -q '^  epoch 2 .*\[\.*\] *0\.0%  0 of 1000 rows' out.txt && grep -q '^  budget left ' out.txt &&
+    grep -q '^  snapshots     2 published' out.txt
+verdict "dps-status --watch: two frames with the rate, the epoch's bar, the budget"
+expect_error "dps-status --watch --json: refused" 2 "without --json" "$STATUS" $STATUS_ARGS --watch --json
+expect_error "dps-status --interval 0: refused" 2 "--interval must be" "$STATUS" $STATUS_ARGS --watch --interval 0
 # every counter line under "refusals and counted rows" carries its explanation
 check "dps-status text: no counter without an explanation" \
     sh -c "sed -n '/refusals and counted rows/,\$p' out.txt | grep -E '^    [a-z_]+ +[0-9]+ *\$' | (! grep -q .)"
