@@ -446,18 +446,26 @@ static double s_sum_row_norms2(const double *G, size_t n, size_t j, size_t k, do
     return x;
 }
 
-void agg_distances_projection(const agg_input *in, const double *G, double *D2)
+int agg_distances_projection(const agg_input *in, const double *G, double *D2)
 {
     size_t t = in->t, k = in->k, n = t * k;
     double c = s_bound_projection(k, in->d), gG = s_gamma_dot(in->d);
+    double *self = malloc(2 * t * sizeof *self), *X = self + t; /* per item once, not per pair */
+    if (!self)
+        return DPS_ENOMEM;
+    for (size_t j = 0; j < t; j++) {
+        self[j] = s_block_fro2(G, n, j, j, k);
+        X[j] = s_sum_row_norms2(G, n, j, k, gG);
+    }
     for (size_t j = 0; j < t; j++) {
         D2[j * t + j] = 0;
-        double Xj = s_sum_row_norms2(G, n, j, k, gG);
         for (size_t l = j + 1; l < t; l++) {
-            double v = s_block_fro2(G, n, j, j, k) + s_block_fro2(G, n, l, l, k) - 2 * s_block_fro2(G, n, j, l, k);
-            D2[j * t + l] = D2[l * t + j] = s_upper(c, v, Xj, s_sum_row_norms2(G, n, l, k, gG));
+            double v = self[j] + self[l] - 2 * s_block_fro2(G, n, j, l, k);
+            D2[j * t + l] = D2[l * t + j] = s_upper(c, v, X[j], X[l]);
         }
     }
+    free(self);
+    return DPS_OK;
 }
 
 /* Distances, then the WFC weights (or FAIL) into ws->w. */
@@ -472,7 +480,7 @@ static int s_weigh(const agg_input *in, const wfc_params *p, dps_rng *noise, dps
     if (reference)
         rc = s_distances_reference(in, ws->G, ws->D2, pool, ws->lanes, ws->lane_buf); /* lanes: free now */
     else
-        agg_distances_projection(in, ws->G, ws->D2);
+        rc = agg_distances_projection(in, ws->G, ws->D2);
     if (rc)
         return rc;
     wfc_params pp = *p;

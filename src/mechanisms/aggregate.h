@@ -42,7 +42,8 @@ int agg_gram(dps_pool *pool, agg_ws *ws, const float *A, size_t n, size_t d, dou
    bounds"), from the Gram G of the stacked bases: what WFC's friend test needs. */
 /* The reference distances on the pool's workers (NULL: here); DPS_ENOMEM. */
 int agg_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool);
-void agg_distances_projection(const agg_input *in, const double *G, double *D2);
+/* The projection distances; DPS_ENOMEM. */
+int agg_distances_projection(const agg_input *in, const double *G, double *D2);
 
 /* The reference items of an epoch (the reference and histogram aggregators):
    public points P (q x d) drawn at the epoch's begin, each bucket's

@@ -28,6 +28,13 @@ static inline void rounding_unit_row(dps_rng *g, int kind, size_t d, float *x)
         x[c] *= inv;
 }
 
+/* n unit rows of the kind into X (n x d). */
+static inline void rounding_fill_rows(dps_rng *g, int kind, size_t n, size_t d, float *X)
+{
+    for (size_t r = 0; r < n; r++)
+        rounding_unit_row(g, kind, d, X + r * d);
+}
+
 /* gamma_n = n u / (1 - n u), u = 2^-53: the bound on a double sum of n terms
    in any order (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1). */
 static inline double rounding_gamma(size_t n) { return (double)n * 0x1p-53 / (1.0 - (double)n * 0x1p-53); }
@@ -39,8 +46,7 @@ static inline double rounding_gamma(size_t n) { return (double)n * 0x1p-53 / (1.
 static inline void rounding_neighbours(dps_rng *g, int kind, size_t n, size_t d, size_t j, int insert, float *X,
                                        float *y, float *Y)
 {
-    for (size_t r = 0; r < n; r++)
-        rounding_unit_row(g, kind, d, X + r * d);
+    rounding_fill_rows(g, kind, n, d, X);
     rounding_unit_row(g, kind == 1 ? 0 : kind, d, y);
     memcpy(Y, X, j * d * sizeof *X);
     memcpy(Y + j * d, y, d * sizeof *y);

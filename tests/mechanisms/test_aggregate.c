@@ -140,7 +140,7 @@ int main(void)
         agg_input in3 = {W, A3, t3, k, d, q, 1.0};
         for (int proj = 0; proj < 2; proj++) {
             if (proj)
-                agg_distances_projection(&in3, G3, U);
+                CHECK(agg_distances_projection(&in3, G3, U) == DPS_OK, "projection distances (near-identical)");
             else
                 CHECK(agg_distances_reference(&in3, G3, U, pool) == DPS_OK, "distances (near-identical)");
             size_t below = 0;
@@ -161,7 +161,7 @@ int main(void)
     }
 
     /* 3. Projection distances against ||Pi_j - Pi_l||_F^2 built explicitly. */
-    agg_distances_projection(&in, G, D2);
+    CHECK(agg_distances_projection(&in, G, D2) == DPS_OK, "projection distances");
     rel = 0;
     for (size_t j = 0; j < t; j++)
         for (size_t l = j + 1; l < t; l++) {

@@ -58,8 +58,7 @@ static void s_test_entries(void)
                 size_t d = ds[di], n = ns[ni];
                 float *R = malloc(n * d * sizeof *R);
                 double *ref = calloc(b * d, sizeof *ref), *A = calloc(b * d, sizeof *A);
-                for (size_t r = 0; r < n; r++)
-                    rounding_unit_row(g, kind, d, R + r * d);
+                rounding_fill_rows(g, kind, n, d, R);
                 power_iteration p;
                 CHECK(power_init(&p, d, k, b) == DPS_OK, "init d %zu", d);
                 s_sum(&p, kind == 1, R, n);

@@ -40,8 +40,7 @@ static void s_test_entries(void)
             for (int kind = 0; kind < 3; kind++) {
                 size_t d = ds[di], n = ns[ni];
                 float *X = malloc(n * d * sizeof *X);
-                for (size_t r = 0; r < n; r++)
-                    rounding_unit_row(g, kind, d, X + r * d);
+                rounding_fill_rows(g, kind, n, d, X);
                 second_moment sm;
                 CHECK(second_moment_init(&sm, d) == DPS_OK, "init d %zu", d);
                 s_accumulate(&sm, X, n, d);
