@@ -33,7 +33,7 @@ ledger total is printed beside it: it counts the same releases under
 replace-one, and any other job's.
 
 Start a local collector first (plaintext only on ipc:// and loopback):
-  dps-collector --d 200 --k 4 --t 60 --m 8 --aggregator gaussian --rho-epoch 0.05 --state-dir /tmp/dps-train \
+  dps-collector --d 200 --k 4 --t 60 --m 8 --aggregator gaussian --rho 0.05 --state-dir /tmp/dps-train \
       --cap-rho 20 --insecure-plaintext --ingest ipc:///tmp/dps.in --publish ipc:///tmp/dps.pub --status ipc:///tmp/dps.st
   (Fashion-MNIST: --d 7850 --k 10 --t 100 --m 50 instead of the first line's sizes)
 then:  PYTHONPATH=build/python python3 python/examples/train_loop.py --plaintext --basis-rho 0.05 [--synthetic]
@@ -96,7 +96,7 @@ def main():
     ap.add_argument("--delta", type=float, default=1e-5, help="the whole run's delta")
     ap.add_argument("--basis-every", type=int, default=50, help="steps between basis releases (one at step 0)")
     ap.add_argument("--basis-rho", type=float, required=True,
-                    help="the collector's --rho-epoch (checked against each snapshot): each release costs that")
+                    help="the collector's --rho (checked against each snapshot): each release costs that")
     ap.add_argument("--synthetic", action="store_true", help="synthetic data even if Fashion-MNIST is installed")
     ap.add_argument("--seed", type=int, default=None,
                     help="reproducible noise and sampling (NOT private; default: the secure generator)")
@@ -135,7 +135,7 @@ def main():
         sigma = dp.noise_multiplier(a.eps, a.delta, q, a.steps, rho=releases * a.basis_rho)
     except ValueError as e:
         sys.exit(f"train_loop.py: --eps {a.eps:g} cannot hold {releases} basis releases at rho {a.basis_rho:g} "
-                 f"each ({e}): lower the collector's --rho-epoch, raise --basis-every or --eps")
+                 f"each ({e}): lower the collector's --rho, raise --basis-every or --eps")
     print(f"plan: {a.steps} steps at q = {q:.4g} with noise multiplier {sigma:.4g}, {releases} basis releases at "
           f"rho {a.basis_rho:g}: (eps {a.eps:g}, delta {a.delta:g}) for the whole run")
 

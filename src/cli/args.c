@@ -129,12 +129,42 @@ int cli_opt_given(const cli_opt *opts, size_t n_opts, const char *name)
     return o && o->given;
 }
 
-/* The table entry whose name equals the first len bytes of arg, or NULL. */
+static const cli_alias *s_aliases;
+static size_t s_n_aliases;
+
+void cli_set_aliases(const cli_alias *aliases, size_t n)
+{
+    s_aliases = aliases;
+    s_n_aliases = aliases ? n : 0;
+}
+
+/* 1 if name equals the first len bytes of arg. */
+static int s_name_is(const char *name, const char *arg, size_t len)
+{
+    return strlen(name) == len && strncmp(name, arg, len) == 0;
+}
+
+/* The shown alias of the option named name, or NULL. */
+static const char *s_shown_alias(const char *name)
+{
+    for (size_t i = 0; i < s_n_aliases; i++)
+        if (s_aliases[i].shown && strcmp(s_aliases[i].name, name) == 0)
+            return s_aliases[i].alias;
+    return NULL;
+}
+
+/* The table entry named by the first len bytes of arg, directly or through
+   an alias, or NULL. */
 static cli_opt *s_find_n(cli_opt *opts, size_t n_opts, const char *arg, size_t len)
 {
+    for (size_t a = 0; a < s_n_aliases; a++)
+        if (s_name_is(s_aliases[a].alias, arg, len)) {
+            arg = s_aliases[a].name;
+            len = strlen(arg);
+            break;
+        }
     for (size_t i = 0; i < n_opts; i++)
-        if (opts[i].kind != CLI_OPT_SECTION && opts[i].name && strlen(opts[i].name) == len &&
-            strncmp(opts[i].name, arg, len) == 0)
+        if (opts[i].kind != CLI_OPT_SECTION && opts[i].name && s_name_is(opts[i].name, arg, len))
             return &opts[i];
     return NULL;
 }
@@ -240,7 +270,9 @@ int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const ch
             return CLI_EXIT_USAGE;
         }
         if (o->given && o->kind != CLI_OPT_PARSE) {
-            cli_error("%s was given twice; give it once", o->name);
+            const char *alias = s_shown_alias(o->name);
+            cli_error("%s%s%s%s was given twice; give it once", o->name, alias ? " (or " : "", alias ? alias : "",
+                      alias ? ")" : "");
             return CLI_EXIT_USAGE;
         }
         o->given = 1;
@@ -386,10 +418,12 @@ void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t 
             continue;
         }
         char head[96];
-        if (o->kind == CLI_OPT_FLAG)
-            snprintf(head, sizeof head, "  %s", o->name);
+        const char *mv = o->kind == CLI_OPT_FLAG ? "" : o->metavar ? o->metavar : "VALUE";
+        const char *sp = mv[0] ? " " : "", *alias = s_shown_alias(o->name);
+        if (alias)
+            snprintf(head, sizeof head, "  %s%s%s, %s%s%s", o->name, sp, mv, alias, sp, mv);
         else
-            snprintf(head, sizeof head, "  %s %s", o->name, o->metavar ? o->metavar : "VALUE");
+            snprintf(head, sizeof head, "  %s%s%s", o->name, sp, mv);
         int col = (int)strlen(head);
         fputs(head, f);
         if (col + 1 >= S_INDENT) {

@@ -71,6 +71,12 @@ int cli_parse_double(const char *s, double *out);
    sentence in err (c's groups then unspecified). */
 int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, char *err, size_t errlen);
 
+/* --split S:C:M (three positive numbers, the shares of an epoch's rho for
+   the radius search, the friend count and the noisy average; the library
+   normalises them) into c's split_search, split_count, split_mean.  Returns
+   0, or -1 with a sentence in err (c unchanged). */
+int cli_split_apply(const char *split, dps_config *c, char *err, size_t errlen);
+
 /* dps_config_plan in words (src/cli/plan_text.c): at most max lines into
    lines, the count returned (0 for a configuration dps_config_check
    refuses); *near_random = 1 if some group's noise floor leaves its basis
@@ -121,6 +127,18 @@ typedef struct {
     int given;           /* set by the parser: 1 on the command line, 2 from
                             a config file                                     */
 } cli_opt;
+
+/* Other names of a program's options: alias is read as name on the command
+   line and in config files; shown = 1 puts it beside name in --help (a
+   synonym in the users' words: --n-components for --k, as sklearn's
+   n_components), shown = 0 keeps it out (a former name, still read). */
+typedef struct {
+    const char *name, *alias;
+    int shown;
+} cli_alias;
+/* The aliases the next parses and --help use (the caller's array, kept by
+   pointer; NULL, 0 for none). */
+void cli_set_aliases(const cli_alias *aliases, size_t n);
 
 /* Parse argv[1..argc-1] against opts.  Accepts "--name value", "--name=value",
    "-h" for "--help" (if the table has it), "--version" (if the table does not

@@ -1,7 +1,8 @@
-/* args_groups.c - the parameter-group settings (DESIGN 7.2) as every program
-   takes them: --param-groups D1,D2,... (the groups' widths, in row order) and
-   --group-k K1,K2,... (their ranks), into a dps_config.  Part of dps_args,
-   so that dps-estimate and dps-collector read them one way. */
+/* args_groups.c - the estimator settings written as lists, as every program
+   takes them: the parameter groups (DESIGN 7.2) --param-groups D1,D2,...
+   (the groups' widths, in row order) and --group-k K1,K2,... (their ranks),
+   and the rho split --split S:C:M; into a dps_config.  Part of dps_args, so
+   that dps-estimate and dps-collector read them one way. */
 #include "args.h"
 #include "dpsubspace.h"
 
@@ -80,4 +81,31 @@ int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, cha
     c->groups = n;
     c->k = k;
     return 0;
+}
+
+int cli_split_apply(const char *split, dps_config *c, char *err, size_t errlen)
+{
+    double part[3];
+    char buf[128];
+    const char *p = split;
+    for (int i = 0; i < 3; i++) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        int last_ok = i < 2 ? colon != NULL : colon == NULL;
+        if (!last_ok || len == 0 || len >= sizeof buf)
+            goto bad;
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (cli_parse_double(buf, &part[i]) || !(part[i] > 0))
+            goto bad;
+        p = colon ? colon + 1 : p + len;
+    }
+    c->split_search = part[0];
+    c->split_count = part[1];
+    c->split_mean = part[2];
+    return 0;
+bad:
+    snprintf(err, errlen, "--split: '%s' is not three positive numbers S:C:M (radius search : friend count : noisy "
+             "average), e.g. %g:%g:%g", split, c->split_search, c->split_count, c->split_mean);
+    return -1;
 }

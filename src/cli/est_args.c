@@ -10,33 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parse "S:C:M" into three positive numbers. */
-static int s_parse_split(const char *v, double out[3])
-{
-    char buf[128];
-    if (strlen(v) >= sizeof buf)
-        return -1;
-    strcpy(buf, v);
-    char *parts[3];
-    char *p = buf;
-    for (int i = 0; i < 3; i++) {
-        parts[i] = p;
-        char *c = strchr(p, ':');
-        if (i < 2) {
-            if (!c)
-                return -1;
-            *c = '\0';
-            p = c + 1;
-        } else if (c) {
-            return -1;
-        }
-    }
-    for (int i = 0; i < 3; i++)
-        if (cli_parse_double(parts[i], &out[i]) || !(out[i] > 0))
-            return -1;
-    return 0;
-}
-
 /* Checks that need no input: names, required flags, flags that only make
    sense together.  Fills the parts of s that do not depend on d. */
 /* 1 if name is an aggregator that takes every row (no buckets): a method of
@@ -274,15 +247,9 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
     if (cli_opt_given(opts, n_opts, "--power-oversample"))
         c->power_oversample = a->power_oversample;
     c->dense_max_d = a->dense_max_d;
-    if (a->split) {
-        double sp[3];
-        if (s_parse_split(a->split, sp))
-            CLI_USAGE("--split: '%s' is not three positive numbers S:C:M, e.g. %g:%g:%g", a->split,
-                      c->split_search, c->split_count, c->split_mean);
-        c->split_search = sp[0];
-        c->split_count = sp[1];
-        c->split_mean = sp[2];
-    }
+    char err[300];
+    if (a->split && cli_split_apply(a->split, c, err, sizeof err))
+        CLI_USAGE("%s", err);
     c->rho_epoch = (s->method == EST_ESTIMATOR && s->task == EST_MEAN) ? a->rho / 2 : a->rho;
     c->delta_epoch = a->delta;
     c->alpha = a->alpha;

@@ -477,11 +477,11 @@ int main(int argc, char **argv)
         {"--cov-out", CLI_OPT_STRING, &a.cov_out, "FILE", "not written",
          "the released d x d covariance as float32 .npy (iterative: sum lambda_i theta_i theta_i', rank k)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Estimator (--method estimator only):", 0},
-        {"--t", CLI_OPT_SIZE, &a.t, "T", t_def, "buckets per epoch", 0},
-        {"--m", CLI_OPT_SIZE, &a.m, "M", m_def, "rows per bucket (an epoch holds t*m rows)", 0},
+        {"--t", CLI_OPT_SIZE, &a.t, "T", t_def, "buckets per epoch (the papers' t)", 0},
+        {"--m", CLI_OPT_SIZE, &a.m, "M", m_def, "rows per bucket (the papers' m; an epoch holds t*m rows)", 0},
         {"--window", CLI_OPT_SIZE, &a.window, "W", "t",
          "buckets open at once (W < t bounds memory; use only for rows in random order)", 0},
-        {"--q", CLI_OPT_SIZE, &a.q, "Q", q_def, "reference points (reference aggregator)", 0},
+        {"--q", CLI_OPT_SIZE, &a.q, "Q", q_def, "reference points (the papers' q; reference aggregator)", 0},
         {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
          "reference (projected reference points), projection (d x d, d <= 10000), histogram (Singhal-Steinke "
          "grid histogram, (sqrt(2 rho), delta)-DP), covariance (no buckets: each epoch's sum x x^T and iterative "
@@ -506,9 +506,9 @@ int main(int argc, char **argv)
         {"--group-k", CLI_OPT_STRING, &a.group_k, "K1,K2,...", "--k each",
          "with --param-groups: each group's rank (0 = no basis for that group); without it every group gets --k "
          "(at most its width)", 0},
-        {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", alpha_def, "WFC slope of the friend weights, in (0, 1]", 0},
+        {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", alpha_def, "weighted FriendlyCore's slope of the friend weights (Tsfadia's alpha), in (0, 1]", 0},
         {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", tau_def,
-         "radius search target: the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
+         "radius search target (the papers' tau): the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
         {"--split", CLI_OPT_STRING, &a.split, "S:C:M", split_def,
          "how an epoch's rho is split: radius search : friend count : noisy average; for --method iterative: "
          "uniform (default) or adaptive (Amin et al. Cor. 1, by the noisy eigenvalues)",
@@ -556,6 +556,8 @@ int main(int argc, char **argv)
     size_t n_opts = sizeof opts / sizeof opts[0];
     const char *pos[1] = {NULL};
     size_t n_pos = 0;
+    static const cli_alias aliases[] = {{"--k", "--n-components", 1}}; /* sklearn's word */
+    cli_set_aliases(aliases, 1);
     int rc = cli_parse_or_help(argc, argv, opts, n_opts, pos, 1, &n_pos, &a.help, s_synopsis, s_epilogue);
     if (rc >= 0)
         return rc;

@@ -27,18 +27,18 @@ typedef struct {
 static const opt_def s_opts[] = {
     {"d", OPT_U64, F(d), "N", "row dimension (required)"},
     {"k", OPT_U64, F(k), "N", "subspace dimension, 1 <= k < d (required)"},
-    {"t", OPT_U64, F(t), "N", "buckets per epoch"},
-    {"m", OPT_U64, F(m), "N", "rows per bucket; an epoch is t*m rows"},
+    {"t", OPT_U64, F(t), "N", "buckets per epoch (the papers' t)"},
+    {"m", OPT_U64, F(m), "N", "rows per bucket (the papers' m); an epoch is t*m rows"},
     {"window", OPT_U64, F(window), "N", "buckets open at once (default t: an exactly uniform partition;"
                                         " smaller only for shuffled streams)"},
-    {"q", OPT_U64, F(q), "N", "reference points"},
+    {"q", OPT_U64, F(q), "N", "reference points (the papers' q): reference aggregator"},
     {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default), projection (d <= 10000), histogram"
-                                                    " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho-epoch))"
+                                                    " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho))"
                                                     ", covariance (no buckets: the epoch's sum x x^T and"
                                                     " iterative eigenvector sampling, pure eps-DP with"
-                                                    " eps = sqrt(2 rho-epoch), d <= 4096), gaussian (no"
+                                                    " eps = sqrt(2 rho), d <= 4096), gaussian (no"
                                                     " buckets: the epoch's sum x x^T plus symmetric Gaussian"
-                                                    " noise of sd 1/sqrt(rho-epoch), its top-k eigenvectors,"
+                                                    " noise of sd 1/sqrt(rho), its top-k eigenvectors,"
                                                     " rho-zCDP, d <= 16384) or power (no buckets: noisy power"
                                                     " iteration on disjoint blocks of the epoch's rows,"
                                                     " rho-zCDP, memory O((k + p) d), any d)"},
@@ -54,18 +54,18 @@ static const opt_def s_opts[] = {
                                                             " own basis for the cost of one release"},
     {"group-k", OPT_STR, F(group_k), "K1,K2,...", "with --param-groups: each group's rank (default: --k each, at"
                                                   " most its width); the snapshot's k is their sum"},
-    {"rho-epoch", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent per released epoch"},
-    {"delta-epoch", OPT_DOUBLE, F(delta_epoch), "X", "delta per epoch; deltas add up across epochs"},
+    {"rho", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent by each epoch's release"},
+    {"delta", OPT_DOUBLE, F(delta_epoch), "X", "delta of each epoch's release; deltas add up across epochs"},
     {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused); a cap or"
                                             " --no-cap is required"},
     {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target"},
     {"no-cap", OPT_FLAG, F(no_cap), NULL, "no budget cap: spend without limit (a warning at every release)"},
     {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped"},
-    {"alpha", OPT_DOUBLE, F(alpha), "X", "WFC weight slope"},
-    {"tau", OPT_DOUBLE, F(tau), "X", "radius search target fraction"},
-    {"split-search", OPT_DOUBLE, F(split_search), "X", "share of rho for the radius search"},
-    {"split-count", OPT_DOUBLE, F(split_count), "X", "share of rho for the noisy count"},
-    {"split-mean", OPT_DOUBLE, F(split_mean), "X", "share of rho for the noisy mean"},
+    {"alpha", OPT_DOUBLE, F(alpha), "X", "weighted FriendlyCore's weight slope (Tsfadia's alpha)"},
+    {"tau", OPT_DOUBLE, F(tau), "X", "radius search target (the papers' tau): the fraction of t whose friend"
+                                     " weight the radius must reach, in (0, 1]"},
+    {"split", OPT_STR, F(split), "S:C:M", "how an epoch's rho is shared between the radius search, the friend"
+                                          " count and the noisy average (default 0.2:0.1:0.7; normalised to sum 1)"},
     {"public-seed", OPT_U64, F(public_seed), "N", "seed of the public reference points (default 0)"},
     {"seed", OPT_U64, F(seed), "N", "TESTS ONLY: seeded noise (not secure); snapshots say so"},
     {"workers", OPT_U64, F(workers), "N", "worker threads for bucket bases (default: CPUs)"},
@@ -103,6 +103,14 @@ static const opt_def s_opts[] = {
     {"help", OPT_FLAG, F(help), NULL, "this text"},
 };
 #define N_OPTS (sizeof s_opts / sizeof *s_opts)
+
+/* Other names: sklearn's word for k, and former names still read (config
+   files written for an older collector). */
+static const cli_alias s_aliases[] = {
+    {"--k", "--n-components", 1},
+    {"--rho", "--rho-epoch", 0},
+    {"--delta", "--delta-epoch", 0},
+};
 
 /* A number from the first line of a file (a cgroup limit), or 0. */
 static uint64_t s_file_u64(const char *path)
@@ -145,7 +153,7 @@ void options_defaults(collector_options *o)
     o->delta_target = lib.cap.delta_target;
     o->alpha = lib.alpha;
     o->tau = lib.tau;
-    o->split_search = lib.split_search;
+    o->split_search = lib.split_search; /* --split, if given, in options_finish */
     o->split_count = lib.split_count;
     o->split_mean = lib.split_mean;
     o->workers = (uint64_t)lib.workers;
@@ -213,6 +221,7 @@ static void s_table_make(s_table *t, collector_options *o, const collector_optio
         c->dest = (char *)o + od->offset;
         c->metavar = od->arg;
         c->help = od->help;
+
         c->deflt = def ? s_deflt(od, def, t->deflt[i], sizeof t->deflt[i]) : NULL;
         if (od->kind == OPT_STR) {
             t->text[i] = (cli_text){(char *)o + od->offset, od->size};
@@ -228,6 +237,7 @@ int options_parse(collector_options *o, int argc, char **argv, char *err, size_t
     s_table t;
     s_table_make(&t, o, NULL);
     cli_set_program("dps-collector");
+    cli_set_aliases(s_aliases, sizeof s_aliases / sizeof *s_aliases);
     cli_set_silent(1); /* the caller says it: on stderr, or in the log on SIGHUP */
     int rc = cli_parse_args(argc, argv, t.opt, N_OPTS, NULL, 0, NULL);
     if (!rc && t.config && !o->help && !cli_version_given())
@@ -335,6 +345,13 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     if (cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, &lib, err,
                          errlen))
         return -1;
+    if (o->split[0]) {
+        if (cli_split_apply(o->split, &lib, err, errlen))
+            return -1;
+        o->split_search = lib.split_search;
+        o->split_count = lib.split_count;
+        o->split_mean = lib.split_mean;
+    }
     o->k_total = lib.k;
     if (o->hist_width != 0 && strcmp(o->aggregator, "histogram")) {
         snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
@@ -423,6 +440,7 @@ void options_usage(FILE *to)
     options_defaults(&def);
     s_table t;
     s_table_make(&t, &def, &def);
+    cli_set_aliases(s_aliases, sizeof s_aliases / sizeof *s_aliases);
     cli_print_usage(to, "", t.opt, N_OPTS, NULL);
     fprintf(to,
             "\ningest memory: batches in transit are bounded in bytes for all producers together.\n"
@@ -442,6 +460,8 @@ void options_usage(FILE *to)
             "window, q; logged at start-up) comes on top.  A connection that libzmq drops with batches\n"
             "in flight on it (a batch above --max-batch-rows, or no memory for one) is logged and\n"
             "counted (connections_dropped in dps-status), and so are sequence gaps.\n");
+    fprintf(to, "\nformer names, still read: --rho-epoch and --delta-epoch (now --rho and --delta); the three\n"
+                "--split-search, --split-count, --split-mean are now one --split S:C:M, as in dps-estimate.\n");
     fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem (at\n"
                 "start, or a ledger write that failed while running: the collector stops),\n"
                 "4 stopped cleanly, but batches were lost in transit this run (connections_dropped, seq_gaps)\n");

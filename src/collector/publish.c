@@ -154,7 +154,7 @@ void collector_send(collector *c, collector_outgoing *out)
     out->numbered = NULL;
     if (in->total.delta >= 0.5 * in->delta_target && !c->warned_delta) {
         log_warn("the mechanisms' deltas add up to %.3g, over half of --delta-target %.3g: eps becomes infinite "
-                 "when they reach it (lower --delta-epoch, or state eps at a larger delta)",
+                 "when they reach it (lower --delta, or state eps at a larger delta)",
                  in->total.delta, in->delta_target);
         c->warned_delta = 1;
     }

@@ -7,6 +7,7 @@ Runs the real dps-collector binary.
 usage: test_epochs.py BUILD_DIR [TEST_NAME...]   (prints "N passed, N failed" last)
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -219,6 +220,15 @@ def test_period_and_config_file():
     except (RuntimeError, OSError) as e:
         check(False, f"the config example starts a collector: {e}")
     c.stop()
+    # ... and documents every setting: each option of --help (but --config and --help) is a line of it,
+    # "name = value", commented out where the default stands
+    options = re.findall(r"^  --([a-z-]+)", subprocess.run([COLLECTOR, "--help"], capture_output=True,
+                                                           text=True).stdout, re.M)
+    with open(example) as f:
+        keys = {m.group(1) for m in re.finditer(r"^#? ?([a-z-]+) =", f.read(), re.M)}
+    missing = [o for o in options if o not in keys and o not in ("config", "help")]
+    check(len(options) > 40 and not missing, f"the config example has all {len(options) - 2} settings"
+          f"{': missing ' + ', '.join(missing) if missing else ''}")
     bad = os.path.join(TMP, "bad.conf")
     with open(bad, "w") as f:
         f.write("d = 40\nbogus = 1\n")
@@ -246,7 +256,7 @@ def test_weak_snapshot():
 def row_mechanism_epoch(aggregator, rho, sin_bound, rng, extra=()):
     """One epoch of 240 rows near a 2-dim span of R^20 through a collector running a row-intake mechanism
     (no buckets): released, every row used, charged (rho, 0) in the snapshot and the ledger, within sin_bound."""
-    c = Collector(aggregator[:5], d=20, k=2, t=60, extra=("--aggregator", aggregator, "--rho-epoch", str(rho)) + tuple(extra)).start()
+    c = Collector(aggregator[:5], d=20, k=2, t=60, extra=("--aggregator", aggregator, "--rho", str(rho)) + tuple(extra)).start()
     sub = c.subscriber()
     rows, basis = synth(240, 20, 2, 2e4, rng)
     send_rows(c, rows)
@@ -354,7 +364,7 @@ def test_train_loop_example():
              "(the normal build runs it)")
         return
     c = Collector("train", d=200, k=4, t=60, m=8, extra=["--cap-rho", "1000", "--aggregator", "gaussian",
-                                                        "--rho-epoch", "0.05"]).start()
+                                                        "--rho", "0.05"]).start()
     example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "examples",
                            "train_loop.py")
     env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
