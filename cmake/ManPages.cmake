@@ -1,7 +1,9 @@
 # Man pages for the programs, made at build time from their --help and
 # --version by help2man (tools/setup installs it), installed in
 # share/man/man1.  Without help2man the build goes on without them (a status
-# line says so).  Each page's one-line NAME is given here.
+# line says so).  Each page's one-line NAME is given here.  A program that is
+# a script, not a target (dps-report), is named by DPS_MAN_SCRIPT_<name>: its
+# path, then the files and targets its --help needs built.
 find_program(HELP2MAN help2man)
 set(DPS_MAN_NAMES
   "dps-collector|collect rows over ZeroMQ and publish differentially private subspace snapshots once per epoch"
@@ -10,7 +12,8 @@ set(DPS_MAN_NAMES
   "dps-watch|subscribe to a dps-collector's snapshots and print them"
   "dps-status|ask a running dps-collector for its counters and privacy spent"
   "dps-keygen|make a CURVE key pair for a dps-collector or a producer"
-  "dps-gen|write synthetic rows near a low-dimensional subspace (the papers' generator)")
+  "dps-gen|write synthetic rows near a low-dimensional subspace (the papers' generator)"
+  "dps-report|draw a PNG of a dps-collector's snapshots (privacy spent, principal angles) from dps-watch --json")
 set(DPS_MAN_PAGES "")
 if(HELP2MAN)
   file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/man)
@@ -19,13 +22,20 @@ if(HELP2MAN)
     list(GET parts 0 prog)
     list(GET parts 1 what)
     if(TARGET ${prog})
-      set(page ${PROJECT_BINARY_DIR}/man/${prog}.1)
-      add_custom_command(OUTPUT ${page}
-        COMMAND ${HELP2MAN} --no-info --section 1 --name "${what}" --output ${page} $<TARGET_FILE:${prog}>
-        DEPENDS ${prog}
-        COMMENT "man page ${prog}.1 (help2man)" VERBATIM)
-      list(APPEND DPS_MAN_PAGES ${page})
+      set(run $<TARGET_FILE:${prog}>)
+      set(needs ${prog})
+    elseif(DEFINED DPS_MAN_SCRIPT_${prog})
+      list(GET DPS_MAN_SCRIPT_${prog} 0 run)
+      set(needs ${DPS_MAN_SCRIPT_${prog}})
+    else()
+      continue()
     endif()
+    set(page ${PROJECT_BINARY_DIR}/man/${prog}.1)
+    add_custom_command(OUTPUT ${page}
+      COMMAND ${HELP2MAN} --no-info --section 1 --name "${what}" --output ${page} ${run}
+      DEPENDS ${needs}
+      COMMENT "man page ${prog}.1 (help2man)" VERBATIM)
+    list(APPEND DPS_MAN_PAGES ${page})
   endforeach()
   add_custom_target(dps_man_pages ALL DEPENDS ${DPS_MAN_PAGES})
   install(FILES ${DPS_MAN_PAGES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

@@ -151,7 +151,7 @@ typedef enum {
                               or fewer than 2 buckets completed so it did not run
                               (nothing spent): epoch_cost tells which          */
     DPS_SNAP_REFUSED  = 2  /* not run: it would pass the budget cap (nothing spent) */
-} dps_status;
+} dps_snapshot_status;
 
 typedef enum {
     DPS_AGG_REFERENCE  = 0, /* SS_Agg: projected reference points (default) */
@@ -173,7 +173,12 @@ typedef enum {
                                delta 0; memory O(b d), no d x d (DESIGN 7.3)    */
 } dps_aggregator;
 
-DPS_EXPORT const char *dps_status_name(dps_status s);
+DPS_EXPORT const char *dps_snapshot_status_name(dps_snapshot_status s);
+/* Former names (0.1), kept for callers written against them: dps_status was
+   the snapshot's status, dps_stats the estimator's counters. */
+typedef dps_snapshot_status dps_status __attribute__((deprecated("dps_status is now dps_snapshot_status")));
+DPS_EXPORT const char *dps_status_name(dps_snapshot_status s)
+    __attribute__((deprecated("dps_status_name is now dps_snapshot_status_name")));
 DPS_EXPORT const char *dps_aggregator_name(dps_aggregator a);
 /* The aggregator named name (as dps_aggregator_name spells it) into *out;
    DPS_EINVAL for another name. */
@@ -192,7 +197,7 @@ typedef struct dps_snapshot dps_snapshot;
 typedef struct {
     uint64_t epoch;
     size_t d, k;
-    dps_status status;
+    dps_snapshot_status status;
     dps_aggregator aggregator;
     uint64_t rows_used;      /* rows in the completed buckets aggregated       */
     size_t buckets_used;     /* completed buckets (public)                     */
@@ -406,7 +411,8 @@ typedef struct {
     uint64_t epochs_closed;
     uint64_t epochs_internal_error; /* published FAILED because a mechanism
                                        returned an error after the charge  */
-} dps_stats;
+} dps_estimator_stats;
+typedef dps_estimator_stats dps_stats __attribute__((deprecated("dps_stats is now dps_estimator_stats")));
 
 typedef struct dps_estimator dps_estimator;
 
@@ -432,7 +438,7 @@ DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t
 DPS_EXPORT int  dps_estimator_epoch_full(const dps_estimator *est);
 /* Close the open epoch: wait for its buckets, aggregate the completed ones
    privately, charge the accountant, and return the snapshot (the caller owns
-   it).  A refusal or a FAIL is a snapshot too (see dps_status).  Rows of
+   it).  A refusal or a FAIL is a snapshot too (see dps_snapshot_status).  Rows of
    buckets left incomplete are discarded (each row is used in one epoch only).
    Once the commit hook has made the charge durable, every outcome is a
    snapshot and the return is DPS_OK: an error of the mechanism gives a FAILED
@@ -468,7 +474,7 @@ DPS_EXPORT int  dps_estimator_prepare_overlap(dps_estimator *est);
 /* 1 while an epoch is sealed and not yet released (any thread). */
 DPS_EXPORT int  dps_estimator_release_pending(const dps_estimator *est);
 /* From the pushing thread (dps_estimator_spent: any thread). */
-DPS_EXPORT void dps_estimator_get_stats(const dps_estimator *est, dps_stats *out);
+DPS_EXPORT void dps_estimator_get_stats(const dps_estimator *est, dps_estimator_stats *out);
 DPS_EXPORT dps_zcdp dps_estimator_spent(const dps_estimator *est);
 /* Replace the budget cap (cfg.cap), e.g. when a collector reloads its
    configuration: the next close checks against it; what was spent stays, and

@@ -147,15 +147,25 @@ DPS_EXPORT void dps_subscriber_counts(const dps_subscriber *s, uint64_t *receive
                                       uint64_t *bad);
 
 /* ---------------------------------------------------------------- status */
+/* What a collector's status endpoint answers (dps-status shows it): the
+   open epoch, the privacy spent (named as in snapshots: rho_total ...), and
+   operator counts.  refusals: batches and requests refused, by reason
+   (wrong_dim, auth_refused, ...); counters: everything else counted (rows
+   taken as zero vectors, rows discarded, sequence gaps, dropped connections,
+   credit).  Each name is listed in dps-status --help. */
 #define DPS_STATUS_MAX_COUNTERS 32
 typedef struct {
+    char name[32];
+    uint64_t value;
+} dps_named_count;
+typedef struct {
     uint64_t epoch, rows_accepted, buckets_completed, rows_in_epoch, epoch_rows;
-    double rho_spent, delta_spent, eps_spent, delta_target, budget_left;
+    double rho_total, delta_total, eps_total, delta_target, budget_left;
     char budget_unit[8];
     uint64_t last_snapshot_seq, uptime_s;
     size_t d, k;
-    size_t n_rejected;
-    struct { char name[32]; uint64_t value; } rejected[DPS_STATUS_MAX_COUNTERS];
+    size_t n_refusals, n_counters;
+    dps_named_count refusals[DPS_STATUS_MAX_COUNTERS], counters[DPS_STATUS_MAX_COUNTERS];
     /* for the producer_id asked (dps_collector_status_query_producer) */
     uint64_t producer_batches, producer_rows, producer_seq_gaps, producer_refused;
     /* credit (the producers' flow control): 1 if the collector grants it (0

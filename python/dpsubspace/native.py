@@ -66,7 +66,7 @@ class SnapshotInfo(ctypes.Structure):
 
 
 class Stats(ctypes.Structure):
-    """dps_stats: the estimator's counters."""
+    """dps_estimator_stats: the estimator's counters."""
     _fields_ = [("epoch", c_u64), ("rows_accepted", c_u64), ("rows_nan", c_u64), ("rows_inf", c_u64),
                 ("rows_zero", c_u64), ("rows_discarded", c_u64), ("batches_dim", c_u64), ("batches_empty", c_u64),
                 ("buckets_completed", c_u64), ("rows_in_epoch", c_u64), ("buckets_done_epoch", c_size),

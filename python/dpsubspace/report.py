@@ -62,9 +62,9 @@ The PNG is redrawn after each snapshot that arrives (a burst of lines already
 waiting, or a finished file, is drawn once at its end), written to a temporary
 file beside FILE and renamed over it, so a viewer never sees half of it.
 
-example:
-  dps-watch --insecure-plaintext --connect ipc:///tmp/c.pub --truth basis.npy \\
-      --json | dps-report --out privacy.png
+examples:
+  dps-watch --connect EP [security] --truth basis.npy --json | dps-report --out privacy.png
+  dps-watch --connect EP [security] --json > watch.jsonl
   dps-report --in watch.jsonl --out privacy.png --size 1600x1000
 
 exit status:
@@ -83,6 +83,13 @@ class WriteError(Exception):
     """The PNG could not be written (exit 2)."""
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """--help as the project's programs print it: "Usage: ..." (help2man makes it the SYNOPSIS)."""
+
+    def add_usage(self, usage, actions, groups, prefix=None):
+        super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: "dps-report: ..." and exit 2."""
 
@@ -96,20 +103,21 @@ def parse_size(text):
     try:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--size must be WIDTHxHEIGHT in pixels, like 1200x800, not {text!r}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT in pixels (like 1200x800)")
     if not (200 <= w <= MAX_PIXELS and 200 <= h <= MAX_PIXELS):
-        raise argparse.ArgumentTypeError(f"--size {text}: each side must be 200 to {MAX_PIXELS} pixels")
+        raise argparse.ArgumentTypeError(f"{text}: each side must be 200 to {MAX_PIXELS} pixels")
     return w, h
 
 
 def make_parser():
     """The command line."""
-    p = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Draw a PNG of a dps-collector's snapshots (privacy spent, principal angles between "
-                            "successive snapshots and to the truth) from the lines of dps-watch --json, redrawn "
-                            "as each snapshot arrives.",
+    p = _Parser(prog=PROG, formatter_class=_Formatter,
+                usage=f"{PROG} --out FILE [--in FILE] [--size WxH] [--verbose]",
+                description="Draw a PNG of a dps-collector's snapshots (the privacy spent, the principal\n"
+                            "angles between successive snapshots and to the truth) from the lines of\n"
+                            "dps-watch --json, redrawn as each snapshot arrives.",
                 epilog=HELP_EPILOG)
-    p.add_argument("--out", metavar="FILE", help="the PNG to write (required)")
+    p.add_argument("--out", metavar="FILE", required=True, help="the PNG to write")
     p.add_argument("--in", dest="input", metavar="FILE", default="-",
                    help="read the JSON lines from FILE (default: standard input, drawn live)")
     p.add_argument("--size", metavar="WxH", type=parse_size, default=(1200, 800),
@@ -205,8 +213,8 @@ def series(snaps):
 
 # ------------------------------------------------------------------ drawing
 def _fmt(v):
-    """A number for a title: 3 significant digits."""
-    return f"{v:.3g}"
+    """A number for a title: 3 significant digits, whole numbers from 1000 on (no 1e+03)."""
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
 
 
 def title_text(last):
@@ -237,12 +245,12 @@ def draw_privacy(ax, snaps):
     """Panel 1: eps_total over the epochs, the eps cap as a dashed line or rho_total and the rho cap."""
     last = snaps[-1]
     delta = last["delta_target"]
-    xs = [s["epoch"] for s in snaps]
-    eps = [s["eps_total"] if s["eps_total"] is not None else float("nan") for s in snaps]
-    ax.plot(xs, eps, "o-", color="tab:blue", label="ε spent (total)", zorder=3)
+    have = [s for s in snaps if s["eps_total"] is not None]  # (null: an infinite eps)
+    eps = [s["eps_total"] for s in have]
+    ax.plot([s["epoch"] for s in have], eps, "o-", color="tab:blue", label="ε spent (total)", zorder=3)
     ax.set_ylabel(f"ε total (δ = {delta:.0e})" if delta is not None else "ε total")
-    title = "privacy spent"
-    top = max([e for e in eps if not math.isnan(e)], default=0.0)
+    title, axes = "privacy spent", [ax]
+    top = max(eps, default=0.0)
     unit, left = last["budget_unit"], last["budget_left"]
     if unit == "eps" and left is not None and last["eps_total"] is not None:
         cap = last["eps_total"] + left
@@ -251,11 +259,14 @@ def draw_privacy(ax, snaps):
         title += f": ε {_fmt(last['eps_total'])} of the cap {_fmt(cap)} ({_fmt(left)} left)"
     elif unit == "rho":
         twin = ax.twinx()
-        rho = [s["rho_total"] if s["rho_total"] is not None else float("nan") for s in snaps]
-        twin.plot(xs, rho, "s:", color="tab:green", markersize=4, label="ρ spent (zCDP, right axis)", zorder=2)
+        axes.append(twin)
+        have = [s for s in snaps if s["rho_total"] is not None]
+        rho = [s["rho_total"] for s in have]
+        twin.plot([s["epoch"] for s in have], rho, "s:", color="tab:green", markersize=4,
+                  label="ρ spent (zCDP, right axis)", zorder=2)
         twin.set_ylabel("ρ total (zCDP)", color="tab:green")
         twin.tick_params(axis="y", colors="tab:green")
-        twin.set_ylim(bottom=0, top=max([r for r in rho if not math.isnan(r)], default=0.0) * 1.1 or 1.0)
+        twin.set_ylim(bottom=0, top=max(rho, default=0.0) * 1.1 or 1.0)
         if left is not None and last["rho_total"] is not None:
             title += (f": budget cap ρ = {_fmt(last['rho_total'] + left)} (zCDP), "
                       f"{_fmt(last['rho_total'])} spent, {_fmt(left)} left")
@@ -264,7 +275,7 @@ def draw_privacy(ax, snaps):
     ax.set_ylim(bottom=0, top=top * 1.1 or 1.0)
     ax.set_title(title, loc="left", fontsize=11)
     ax.grid(True, alpha=0.3)
-    return ax.get_legend_handles_labels() if unit != "rho" else _merged_handles(ax, twin)
+    return _merged_handles(*axes)
 
 
 def _merged_handles(*axes):
@@ -280,27 +291,27 @@ def _merged_handles(*axes):
 def draw_angles(ax, snaps):
     """Panel 2: sin of the largest principal angle to the previous snapshot and to the truth; refused and
     failed epochs as crosses below 0, weak releases ringed."""
-    nan = float("nan")
-    xs = [s["epoch"] for s in snaps]
     ax.axhline(0, color="0.6", linewidth=0.8)
     ax.set_ylim(-0.12, 1.04)
     ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax.set_ylabel("sin of the largest\nprincipal angle")
     ax.set_title("subspace change (0 = the same subspace, 1 = an orthogonal direction)", loc="left", fontsize=11)
     ax.grid(True, alpha=0.3)
-    keys = [("sin_to_prev", "to the previous snapshot", "tab:blue", "o-")]
+    # each line joins the released snapshots that have the value (over refused and failed epochs)
+    keys = [("sin_to_prev", "to the previous snapshot", "tab:blue", "o-", 5, 4)]
     if any(s["sin_to_truth"] is not None for s in snaps):
-        keys.append(("sin_to_truth", "to the truth (--truth)", "tab:orange", "D-"))
+        keys.append(("sin_to_truth", "to the truth (--truth)", "tab:orange", "D-", 7, 3))
     weak_x, weak_y = [], []
-    for key, label, color, style in keys:
-        ys = [s[key] if s[key] is not None else nan for s in snaps]
-        ax.plot(xs, ys, style, color=color, label=label, markersize=5, zorder=3)
+    for key, label, color, style, size, z in keys:
+        have = [s for s in snaps if s[key] is not None]
+        ax.plot([s["epoch"] for s in have], [s[key] for s in have], style, color=color, label=label,
+                markersize=size, zorder=z)
         for s in snaps:
             if s["weak"] and s[key] is not None:
                 weak_x.append(s["epoch"])
                 weak_y.append(s[key])
     for s in snaps:  # a weak release with no angle yet (the first one) is ringed on the 0 line
-        if s["weak"] and all(s[k] is None for k, *_ in keys):
+        if s["weak"] and all(s[k[0]] is None for k in keys):
             weak_x.append(s["epoch"])
             weak_y.append(0.0)
     if weak_x:
@@ -312,7 +323,7 @@ def draw_angles(ax, snaps):
         if ex:
             ax.plot(ex, [-0.06] * len(ex), marker, color=color, markersize=9, markeredgewidth=2,
                     linestyle="none", label=label, zorder=4)
-    if all(s[k] is None for s in snaps for k, *_ in keys):
+    if all(s[k[0]] is None for s in snaps for k in keys):
         ax.text(0.5, 0.5, "no angles yet: they need two released snapshots (or dps-watch --truth)",
                 transform=ax.transAxes, ha="center", va="center", color="0.4")
     return ax.get_legend_handles_labels()
@@ -323,28 +334,31 @@ def set_epoch_axis(ax, snaps):
     from matplotlib.ticker import MaxNLocator
     xs = [s["epoch"] for s in snaps]
     ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel("epoch")
 
 
 def render(snaps, size):
-    """The figure of the snapshots (a matplotlib Figure, pixel size exactly `size` at dpi 100)."""
+    """The figure of the snapshots (a matplotlib Figure, pixel size exactly `size` at dpi 100).  The
+    margins are set in pixels, so the legends (right of the panels) fit at any --size."""
     from matplotlib.figure import Figure
     w, h = size
     fig = Figure(figsize=(w / 100, h / 100), dpi=100)
     last = snaps[-1]
-    fig.subplots_adjust(left=0.09, right=0.74, top=0.88, bottom=0.12, hspace=0.35)
+    left, legend_x = 100 / w, 1 - 250 / w  # the legends take 250 px, the right axis' labels 80 more
+    fig.subplots_adjust(left=left, right=legend_x - 80 / w, top=1 - 95 / h, bottom=90 / h, hspace=0.35)
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
-    fig.suptitle(title_text(last), x=0.09, ha="left", fontsize=14, fontweight="bold")
+    fig.suptitle(title_text(last), x=left, y=1 - 15 / h, ha="left", va="top", fontsize=14, fontweight="bold")
     if any(s["seeded"] for s in snaps):
-        fig.text(0.99, 0.975, "SEEDED (not secure)", ha="right", va="top", color="white", fontsize=12,
+        fig.text(1 - 10 / w, 1 - 18 / h, "SEEDED (not secure)", ha="right", va="top", color="white", fontsize=12,
                  fontweight="bold", bbox=dict(boxstyle="round", facecolor="tab:red", edgecolor="none"))
     for ax, handles in ((ax1, draw_privacy(ax1, snaps)), (ax2, draw_angles(ax2, snaps))):
-        ax.legend(*handles, loc="upper left", bbox_to_anchor=(1.09, 1.0), borderaxespad=0, fontsize=9,
-                  frameon=False)
+        top = ax.get_position().y1
+        ax.legend(*handles, loc="upper left", bbox_to_anchor=(legend_x, top), bbox_transform=fig.transFigure,
+                  borderaxespad=0, fontsize=9, frameon=False)
     set_epoch_axis(ax2, snaps)
     ax1.tick_params(labelbottom=True)
-    fig.text(0.09, 0.02, footer_text(last, len(snaps)), fontsize=9, color="0.3")
+    fig.text(left, 12 / h, footer_text(last, len(snaps)), fontsize=9, color="0.3")
     return fig
 
 

@@ -7,7 +7,8 @@ from .keys import apply_client_security
 
 def query_status(endpoint, timeout_ms=2000, server_public_key=None, public_key=None, secret_key=None,
                  plaintext=False, producer_id=""):
-    """A dict of the collector's counters (with producer_batches etc. for producer_id), or TimeoutError."""
+    """A dict of the collector's status (dps-status --json's names: rho_total ..., refusals {name: count},
+    counters {name: count}; producer_batches etc. for producer_id), or TimeoutError."""
     ctx = zmq.Context()
     s = ctx.socket(zmq.REQ)
     try:
@@ -18,8 +19,10 @@ def query_status(endpoint, timeout_ms=2000, server_public_key=None, public_key=N
         if not s.poll(timeout_ms):
             raise TimeoutError(f"no status answer from {endpoint} in {timeout_ms} ms")
         m = wire.StatusReply.FromString(s.recv())
-        out = {f.name: getattr(m, f.name) for f in m.DESCRIPTOR.fields if f.name != "rejected"}
-        out["rejected"] = {c.name: c.value for c in m.rejected}
+        lists = ("refusals", "counters")
+        out = {f.name: getattr(m, f.name) for f in m.DESCRIPTOR.fields if f.name not in lists}
+        for name in lists:
+            out[name] = {c.name: c.value for c in getattr(m, name)}
         return out
     finally:
         s.close()

@@ -125,7 +125,7 @@ def main():
     print(f"{src}: {len(X)} examples, {C} classes, d = {d}; collector k = {st['k']}, "
           f"epoch = {st['epoch_rows']} rows")
     print(f"collector at the start: epoch {start['epoch']} open ({start['rows_in_epoch']} rows in it), "
-          f"total spent so far rho {start['rho_spent']:g}")
+          f"total spent so far rho {start['rho_total']:g}")
     if start["rows_in_epoch"]:
         sys.exit("train_loop.py: the collector's open epoch already holds rows of another producer; the guarantee "
                  "needs epochs of this run's samples alone (wait for it to close, or use a collector of your own)")
@@ -183,12 +183,12 @@ def main():
           f"(q {q:.4g}, sigma {sigma:.4g}) and {basis.releases} basis releases at rho {a.basis_rho:g} each "
           f"({basis.cut} samples cut to one epoch); Renyi order {order}")
     end = query_status(a.status, 3000, **sec)
-    eps_c = lambda st: f"eps {st['eps_spent']:.3g} at delta {st['delta_target']:g}"  # noqa: E731
-    print(f"privacy, the collector's ledger total: rho {end['rho_spent']:g} ({eps_c(end)}) after "
+    eps_c = lambda st: f"eps {st['eps_total']:.3g} at delta {st['delta_target']:g}"  # noqa: E731
+    print(f"privacy, the collector's ledger total: rho {end['rho_total']:g} ({eps_c(end)}) after "
           f"{end['epoch']} epochs (replace-one, every job's releases)")
     closed = (f"epochs {start['epoch']} to {end['epoch'] - 1} closed while it ran" if end["epoch"] > start["epoch"]
               else "no epoch closed while it ran")
-    print(f"privacy, this run's share: rho {end['rho_spent'] - start['rho_spent']:g} ({closed}; "
+    print(f"privacy, this run's share: rho {end['rho_total'] - start['rho_total']:g} ({closed}; "
           f"{producer.rows_sent} rows sent by it)")
 
 

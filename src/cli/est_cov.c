@@ -198,7 +198,7 @@ out:
 void est_cov_report(FILE *f, const est_settings *s, const est_release *rel, const est_result *r)
 {
     const est_cov_result *cr = &r->cov;
-    fprintf(f, "%s  %s  rows %llu  eps %g", s_name(s->method), dps_status_name(rel->status),
+    fprintf(f, "%s  %s  rows %llu  eps %g", s_name(s->method), dps_snapshot_status_name(rel->status),
             (unsigned long long)rel->rows_used, cr->eps);
     if (s->method == EST_COV_GAUSSIAN)
         fprintf(f, " delta %g (noise sd %.3g)", cr->delta, cr->noise);

@@ -71,12 +71,12 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
         fprintf(f, "topk  NOT PRIVATE  rows %llu", (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
     } else if (s->method == EST_ANALYZE_GAUSS) {
-        fprintf(f, "analyze-gauss  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
+        fprintf(f, "analyze-gauss  %s  rows %llu", dps_snapshot_status_name(rel->status), (unsigned long long)rel->rows_used);
         s_truth_part(f, rel);
         fprintf(f, "  rho %.3f (called with rho %.3g: it spends 2 rho)", rel->rho_epoch, r->analyze_rho);
         est_report_budget(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
     } else {
-        fprintf(f, "epoch %llu  %s  rows %llu", (unsigned long long)rel->epoch, dps_status_name(rel->status),
+        fprintf(f, "epoch %llu  %s  rows %llu", (unsigned long long)rel->epoch, dps_snapshot_status_name(rel->status),
                 (unsigned long long)rel->rows_used);
         if (dps_config_uses_buckets(&s->cfg)) /* no buckets, no radius */
             fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
@@ -176,7 +176,7 @@ static void s_json_release(cli_json *j, const est_release *e)
 {
     cli_json_object_begin(j, NULL);
     cli_json_u64(j, "epoch", e->epoch);
-    cli_json_str(j, "status", dps_status_name(e->status));
+    cli_json_str(j, "status", dps_snapshot_status_name(e->status));
     cli_json_str(j, "reason", e->reason);
     cli_json_u64(j, "rows_used", e->rows_used);
     cli_json_num(j, "buckets_used", e->buckets_used);

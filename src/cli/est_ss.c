@@ -72,7 +72,7 @@ int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n
 void est_ss_report_line(FILE *f, const est_settings *s, const est_release *rel, const est_result *r)
 {
     (void)s;
-    fprintf(f, "exact  %s  rows %llu", dps_status_name(rel->status), (unsigned long long)rel->rows_used);
+    fprintf(f, "exact  %s  rows %llu", dps_snapshot_status_name(rel->status), (unsigned long long)rel->rows_used);
     if (!isnan(rel->sin_to_truth))
         fprintf(f, "  sin %.3g  ||P-P*||_F %.3g", rel->sin_to_truth, rel->fro_to_truth);
     fprintf(f, "  (eps %.3g, delta %.3g)-DP  candidates %zu", sqrt(2 * rel->rho_epoch), rel->delta_epoch,

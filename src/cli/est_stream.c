@@ -146,7 +146,7 @@ static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, 
             }
         }
     }
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(e, &st);
     if (!code && !stop && st.rows_in_epoch > 0) {
         if (s->close_partial) {

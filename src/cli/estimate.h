@@ -52,7 +52,7 @@ typedef struct {
 /* One release (an epoch of the estimator, or the single central release). */
 typedef struct {
     uint64_t epoch;
-    dps_status status;
+    dps_snapshot_status status;
     char reason[256];
     uint64_t rows_used;
     double buckets_used;     /* NaN when it does not apply (central methods)    */

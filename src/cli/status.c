@@ -27,10 +27,12 @@ static const char s_synopsis[] =
 
 static const char s_epilogue[] =
     "JSON (--json): endpoint, d, k, epoch, rows_accepted, rows_in_epoch, epoch_rows,\n"
-    "buckets_completed, rho_spent, delta_spent, eps_spent, delta_target,\n"
-    "budget_unit (rho, eps or none), budget_left (null: no cap), last_snapshot_seq,\n"
-    "uptime_s, rejected {name: count} and, with --producer, producer {id, batches,\n"
-    "rows, seq_gaps}.\n"
+    "buckets_completed, rho_total, delta_total, eps_total (spent by every charged\n"
+    "epoch; eps at delta_target), delta_target, budget_unit (rho, eps or none),\n"
+    "budget_left (null: no cap), last_snapshot_seq, uptime_s, refusals {name: count}\n"
+    "(batches and requests refused), counters {name: count} (everything else\n"
+    "counted) and, with --producer, producer {id, batches, rows, seq_gaps}.  The\n"
+    "names are the snapshots' (README, \"Names\").\n"
     "\n"
     "Example:\n"
     "  dps-status --insecure-plaintext --connect ipc:///tmp/c.st\n"
@@ -89,11 +91,11 @@ static void s_print_text(const char *ep, const dps_collector_status *st, const c
            st->epoch_rows ? 100.0 * (double)st->rows_in_epoch / (double)st->epoch_rows : 0.0);
     printf("  buckets completed   %" PRIu64 " (all epochs)\n", st->buckets_completed);
     char eps[32];
-    if (isfinite(st->eps_spent))
-        snprintf(eps, sizeof eps, "%.4g", st->eps_spent);
+    if (isfinite(st->eps_total))
+        snprintf(eps, sizeof eps, "%.4g", st->eps_total);
     else
         snprintf(eps, sizeof eps, "inf");
-    printf("  privacy spent       rho %.4g  delta %.3g  (eps %s at delta %.3g)\n", st->rho_spent, st->delta_spent,
+    printf("  privacy spent       rho %.4g  delta %.3g  (eps %s at delta %.3g)\n", st->rho_total, st->delta_total,
            eps, st->delta_target);
     if (strcmp(st->budget_unit, "none") == 0 || !isfinite(st->budget_left))
         printf("  budget left         no cap\n");
@@ -103,10 +105,14 @@ static void s_print_text(const char *ep, const dps_collector_status *st, const c
         printf("  last snapshot seq   %" PRIu64 "\n", st->last_snapshot_seq);
     else
         printf("  last snapshot seq   none published yet\n");
-    printf("  refusals and counted rows (operator information, not differentially private):\n");
-    for (size_t i = 0; i < st->n_rejected; i++)
-        printf("    %-21s %10" PRIu64 "  %s\n", st->rejected[i].name, st->rejected[i].value,
-               s_what(st->rejected[i].name));
+    printf("  refusals (operator information, not differentially private):\n");
+    for (size_t i = 0; i < st->n_refusals; i++)
+        printf("    %-21s %10" PRIu64 "  %s\n", st->refusals[i].name, st->refusals[i].value,
+               s_what(st->refusals[i].name));
+    printf("  counters (the same):\n");
+    for (size_t i = 0; i < st->n_counters; i++)
+        printf("    %-21s %10" PRIu64 "  %s\n", st->counters[i].name, st->counters[i].value,
+               s_what(st->counters[i].name));
     if (producer)
         printf("  producer '%s'  batches taken %" PRIu64 "  rows %" PRIu64 "  sequence gaps %" PRIu64 "%s\n",
                producer, st->producer_batches, st->producer_rows, st->producer_seq_gaps,
@@ -126,17 +132,21 @@ static void s_print_json(const char *ep, const dps_collector_status *st, const c
     cli_json_u64(&j, "rows_in_epoch", st->rows_in_epoch);
     cli_json_u64(&j, "epoch_rows", st->epoch_rows);
     cli_json_u64(&j, "buckets_completed", st->buckets_completed);
-    cli_json_num(&j, "rho_spent", st->rho_spent);
-    cli_json_num(&j, "delta_spent", st->delta_spent);
-    cli_json_num(&j, "eps_spent", st->eps_spent);
+    cli_json_num(&j, "rho_total", st->rho_total);
+    cli_json_num(&j, "delta_total", st->delta_total);
+    cli_json_num(&j, "eps_total", st->eps_total);
     cli_json_num(&j, "delta_target", st->delta_target);
     cli_json_str(&j, "budget_unit", st->budget_unit);
     cli_json_num(&j, "budget_left", st->budget_left);
     cli_json_u64(&j, "last_snapshot_seq", st->last_snapshot_seq);
     cli_json_u64(&j, "uptime_s", st->uptime_s);
-    cli_json_object_begin(&j, "rejected");
-    for (size_t i = 0; i < st->n_rejected; i++)
-        cli_json_u64(&j, st->rejected[i].name, st->rejected[i].value);
+    cli_json_object_begin(&j, "refusals");
+    for (size_t i = 0; i < st->n_refusals; i++)
+        cli_json_u64(&j, st->refusals[i].name, st->refusals[i].value);
+    cli_json_object_end(&j);
+    cli_json_object_begin(&j, "counters");
+    for (size_t i = 0; i < st->n_counters; i++)
+        cli_json_u64(&j, st->counters[i].name, st->counters[i].value);
     cli_json_object_end(&j);
     if (producer) {
         cli_json_object_begin(&j, "producer");
@@ -150,7 +160,20 @@ static void s_print_json(const char *ep, const dps_collector_status *st, const c
     cli_json_finish(&j);
 }
 
-/* Parse the flags, print --help, or ask; returns the exit code. */
+/* One line of --watch: the non-zero counts of list, but the routine ones
+   (credit flow control, producers' disconnects), or "none". */
+static void s_print_nonzero(const char *title, const dps_named_count *list, size_t n)
+{
+    int any = 0;
+    printf("  %-13s", title);
+    for (size_t i = 0; i < n; i++)
+        if (list[i].value && strncmp(list[i].name, "credit_", 7) != 0 && strcmp(list[i].name, "disconnects") != 0) {
+            printf("%s %s %" PRIu64, any ? "," : "", list[i].name, list[i].value);
+            any = 1;
+        }
+    printf("%s\n", any ? "" : " none");
+}
+
 /* One frame of --watch: the figures an operator watches, on one screen.
    rate: rows/s since the last frame (< 0: not known yet). */
 static void s_print_frame(const char *ep, const dps_collector_status *st, double rate)
@@ -173,20 +196,14 @@ static void s_print_frame(const char *ep, const dps_collector_status *st, double
     printf("  epoch %-6" PRIu64 "[%s] %5.1f%%  %" PRIu64 " of %" PRIu64 " rows\n", st->epoch, bar, 100 * f,
            st->rows_in_epoch, st->epoch_rows);
     if (strcmp(st->budget_unit, "none") == 0 || !isfinite(st->budget_left))
-        printf("  budget left   no cap (spent rho %.4g, eps %.4g at delta %.3g)\n", st->rho_spent, st->eps_spent,
+        printf("  budget left   no cap (spent rho %.4g, eps %.4g at delta %.3g)\n", st->rho_total, st->eps_total,
                st->delta_target);
     else
         printf("  budget left   %.4g %s (spent rho %.4g, eps %.4g at delta %.3g)\n", st->budget_left,
-               st->budget_unit, st->rho_spent, st->eps_spent, st->delta_target);
+               st->budget_unit, st->rho_total, st->eps_total, st->delta_target);
     printf("  snapshots     %" PRIu64 " published (the last sequence number)\n", st->last_snapshot_seq);
-    int any = 0;
-    for (size_t i = 0; i < st->n_rejected; i++)
-        if (st->rejected[i].value && strncmp(st->rejected[i].name, "credit_", 7) != 0 &&
-            strcmp(st->rejected[i].name, "disconnects") != 0) {
-            printf("%s%s %" PRIu64, any ? ", " : "  refusals     ", st->rejected[i].name, st->rejected[i].value);
-            any = 1;
-        }
-    printf("%s\n", any ? "" : "  refusals     none");
+    s_print_nonzero("refusals", st->refusals, st->n_refusals);
+    s_print_nonzero("rows, losses", st->counters, st->n_counters);
 }
 
 /* --watch: a frame every interval seconds, redrawn in place on a terminal

@@ -154,12 +154,21 @@ check "dps-status: rows_accepted 2000" [ "$(jget st.json rows_accepted)" = 2000 
 [ "$(jget st.json epoch)" = 2 ] &&
     [ "$(jget st.json last_snapshot_seq)" = 2 ]
 verdict "dps-status: epoch 2, last snapshot seq 2"
-check "dps-status: rho spent 2" [ "$(jget st.json rho_spent)" = 2 ]
+check "dps-status: rho spent 2" [ "$(jget st.json rho_total)" = 2 ]
+/usr/bin/python3 -c 'import json, sys; st = json.load(open("st.json"))
+sys.exit(not ("wrong_dim" in st["refusals"] and "auth_refused" in st["refusals"] and "seq_gaps" in st["counters"]
+              and "rows_nan" in st["counters"] and not set(st["refusals"]) & set(st["counters"])))'
+verdict "dps-status --json: refusals (wrong_dim, auth_refused) apart from the other counters (seq_gaps, rows_nan)"
 run "$STATUS" $STATUS_ARGS --producer half-2
 [ "$rc" -eq 0 ] &&
     grep -q "rows accepted *2000" out.txt && grep -q "wrong_dim *0  batches whose row length" out.txt &&
     grep -q "producer 'half-2'  batches taken 8  rows 750" out.txt
 verdict "dps-status text: rows, the wrong_dim line, the producer"
+# every count line under "refusals" and "counters" carries its explanation (and there are some)
+check "dps-status text: no count without an explanation" \
+    sh -c "sed -n '/^  refusals (/,\$p' out.txt | grep -E '^    [a-z_]+ +[0-9]+ *\$' | (! grep -q .)"
+check "dps-status text: both lists there" \
+    sh -c "[ \$(sed -n '/^  refusals (/,\$p' out.txt | grep -cE '^    [a-z_]+ +[0-9]+  [A-Za-z]') -ge 20 ] && grep -q '^  counters (' out.txt"
 # --watch: frames one after another when stdout is not a terminal, each with the rate (from the
 # second), the open epoch's bar, the budget and the refusals
 run "$STATUS" $STATUS_ARGS --watch --count 2 --interval 0.2
@@ -170,9 +179,6 @@ run "$STATUS" $STATUS_ARGS --watch --count 2 --interval 0.2
 verdict "dps-status --watch: two frames with the rate, the epoch's bar, the budget"
 expect_error "dps-status --watch --json: refused" 2 "without --json" "$STATUS" $STATUS_ARGS --watch --json
 expect_error "dps-status --interval 0: refused" 2 "--interval must be" "$STATUS" $STATUS_ARGS --watch --interval 0
-# every counter line under "refusals and counted rows" carries its explanation
-check "dps-status text: no counter without an explanation" \
-    sh -c "sed -n '/refusals and counted rows/,\$p' out.txt | grep -E '^    [a-z_]+ +[0-9]+ *\$' | (! grep -q .)"
 
 # one snapshot (the latest, sent on subscribing) and then silence: --timeout
 expect_error "dps-watch --timeout: exit 6" 6 "no snapshot .* for 1 s" "$WATCH" $PT --connect "$PUB" --count 5 --timeout 1
@@ -186,7 +192,7 @@ run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --from-epoch 1
 verdict "dps-watch --from-epoch 1: the latest (epoch 1) printed"
 run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --json
 [ "$rc" -eq 0 ] && [ "$(wc -l < out.txt | tr -d ' ')" -eq 1 ] &&
-    grep -q '^{"seq": 2, "epoch": 1, "status": "released".*"sin_prev": null' out.txt
+    grep -q '^{"seq": 2, "epoch": 1, "status": "released".*"sin_to_prev": null' out.txt
 verdict "dps-watch --json: one line, an object"
 
 # bad inputs

@@ -68,10 +68,13 @@ static const char s_epilogue[] =
     "                   residual, accurate also for tiny angles\n"
     "--json prints one object per line instead: seq, epoch, status, reason,\n"
     "seeded, time_unix_ms, d, k, aggregator, rows_used, buckets_used, radius,\n"
-    "radius_unrelated, noise_level (0: not computed), weak, epoch_rho, epoch_delta, epoch_eps, total_rho, total_delta, total_eps,\n"
-    "delta_target, budget_left, budget_unit (rho, eps or none; budget_left null\n"
-    "without a cap), prev_epoch, angles_prev_deg, sin_prev, angles_truth_deg,\n"
-    "sin_truth, saved (null where they do not apply; an infinite eps is null).\n"
+    "radius_unrelated, noise_level (0: not computed), weak, rho_epoch,\n"
+    "delta_epoch, eps_epoch, rho_total, delta_total, eps_total, delta_target,\n"
+    "budget_left, budget_unit (rho, eps or none; budget_left null without a cap),\n"
+    "prev_epoch, angles_to_prev_deg, sin_to_prev, angles_to_truth_deg,\n"
+    "sin_to_truth, saved (null where they do not apply; an infinite eps is null).\n"
+    "The names are the same in every program and the Python package (README,\n"
+    "\"Names\"); dps-report draws these lines as a PNG.\n"
     "\n"
     "Examples:\n"
     "  dps-watch --insecure-plaintext --connect ipc:///tmp/c.pub --count 2 --truth basis.npy\n"
@@ -211,7 +214,7 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     cli_json_object_begin(&j, NULL);
     cli_json_u64(&j, "seq", in->seq);
     cli_json_u64(&j, "epoch", in->epoch);
-    cli_json_str(&j, "status", dps_status_name(in->status));
+    cli_json_str(&j, "status", dps_snapshot_status_name(in->status));
     cli_json_str(&j, "reason", in->reason ? in->reason : "");
     cli_json_bool(&j, "seeded", in->seeded);
     cli_json_u64(&j, "time_unix_ms", in->time_unix_ms);
@@ -224,12 +227,12 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     cli_json_num(&j, "radius_unrelated", in->radius_unrelated);
     cli_json_num(&j, "noise_level", in->noise_level);
     cli_json_bool(&j, "weak", dps_snapshot_weak(in));
-    cli_json_num(&j, "epoch_rho", in->epoch_cost.rho);
-    cli_json_num(&j, "epoch_delta", in->epoch_cost.delta);
-    cli_json_num(&j, "epoch_eps", dps_zcdp_eps_total(in->epoch_cost, in->delta_target));
-    cli_json_num(&j, "total_rho", in->total.rho);
-    cli_json_num(&j, "total_delta", in->total.delta);
-    cli_json_num(&j, "total_eps", in->eps_total);
+    cli_json_num(&j, "rho_epoch", in->epoch_cost.rho);
+    cli_json_num(&j, "delta_epoch", in->epoch_cost.delta);
+    cli_json_num(&j, "eps_epoch", dps_zcdp_eps_total(in->epoch_cost, in->delta_target));
+    cli_json_num(&j, "rho_total", in->total.rho);
+    cli_json_num(&j, "delta_total", in->total.delta);
+    cli_json_num(&j, "eps_total", in->eps_total);
     cli_json_num(&j, "delta_target", in->delta_target);
     cli_json_num(&j, "budget_left", in->budget_unit[0] ? in->budget_left : NAN);
     cli_json_str(&j, "budget_unit", in->budget_unit[0] ? in->budget_unit : NULL);
@@ -237,10 +240,10 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
         cli_json_u64(&j, "prev_epoch", cmp->prev_epoch);
     else
         cli_json_null(&j, "prev_epoch");
-    s_json_angles(&j, "angles_prev_deg", cmp->have_prev, cmp->ang_prev, in->k);
-    cli_json_num(&j, "sin_prev", cmp->have_prev ? cmp->sin_prev : NAN);
-    s_json_angles(&j, "angles_truth_deg", cmp->have_truth, cmp->ang_truth, in->k);
-    cli_json_num(&j, "sin_truth", cmp->have_truth ? cmp->sin_truth : NAN);
+    s_json_angles(&j, "angles_to_prev_deg", cmp->have_prev, cmp->ang_prev, in->k);
+    cli_json_num(&j, "sin_to_prev", cmp->have_prev ? cmp->sin_prev : NAN);
+    s_json_angles(&j, "angles_to_truth_deg", cmp->have_truth, cmp->ang_truth, in->k);
+    cli_json_num(&j, "sin_to_truth", cmp->have_truth ? cmp->sin_truth : NAN);
     cli_json_str(&j, "saved", cmp->saved[0] ? cmp->saved : NULL);
     cli_json_object_end(&j);
     cli_json_finish(&j);

@@ -360,7 +360,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             credit_reclaim(&c->credit, c->credit_swept_ms, CREDIT_SILENCE_MS);
         }
         if (c->o.epoch_seconds > 0 && net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
-            dps_stats es;
+            dps_estimator_stats es;
             dps_estimator_get_stats(c->est, &es);
             if (es.rows_in_epoch > 0) {
                 if (!dps_estimator_release_pending(c->est)) /* else at a later turn: the loop never waits here */
@@ -374,7 +374,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         }
     }
     collector_release_stop(c); /* an epoch already sealed is charged: release and publish it */
-    dps_stats es;
+    dps_estimator_stats es;
     dps_estimator_get_stats(c->est, &es);
     if (es.rows_in_epoch)
         log_info("stopping: the open epoch's %" PRIu64 " rows are discarded (no budget was spent on them)",

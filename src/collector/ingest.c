@@ -116,7 +116,7 @@ int collector_ingest(collector *c)
     if (dps_estimator_epoch_full(c->est) && !collector_stop)
         collector_seal(c);
     double took = net_clock_ms() - t0 - c->waited_ms; /* the batch's own time: backpressure apart */
-    dps_stats es;
+    dps_estimator_stats es;
     dps_estimator_get_stats(c->est, &es);
     if (took > c->stall_batch_ms)
         c->stall_batch_ms = took;

@@ -14,7 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LEDGER_MAGIC "dps-ledger-v1 "
+#define LEDGER_MAGIC "dps-ledger-v2 "
+#define LEDGER_MAGIC_V1 "dps-ledger-v1 " /* read, not written: rho= delta= total_rho= total_delta= */
 
 static void s_check(const char *body, size_t n, char out[17])
 {
@@ -47,7 +48,8 @@ static const char *s_field(const char *line, const char *key, char *buf, size_t 
 /* Parse one complete line; 0 ok, -1 bad check or fields. */
 static int s_parse(ledger *l, const char *line, size_t len, char *err, size_t errlen)
 {
-    if (len < strlen(LEDGER_MAGIC) || strncmp(line, LEDGER_MAGIC, strlen(LEDGER_MAGIC)) != 0)
+    int v1 = len >= strlen(LEDGER_MAGIC_V1) && strncmp(line, LEDGER_MAGIC_V1, strlen(LEDGER_MAGIC_V1)) == 0;
+    if (!v1 && (len < strlen(LEDGER_MAGIC) || strncmp(line, LEDGER_MAGIC, strlen(LEDGER_MAGIC)) != 0))
         return -1;
     const char *ck = strstr(line, " check=");
     if (!ck || strlen(ck + 7) < 16)
@@ -64,8 +66,10 @@ static int s_parse(ledger *l, const char *line, size_t len, char *err, size_t er
         l->next_epoch = epoch + 1;
     if (strcmp(kind, "commit") == 0) {
         char r[64], d[64], tr[64], td[64];
-        if (!s_field(line, "rho", r, sizeof r) || !s_field(line, "delta", d, sizeof d) ||
-            !s_field(line, "total_rho", tr, sizeof tr) || !s_field(line, "total_delta", td, sizeof td))
+        if (!s_field(line, v1 ? "rho" : "rho_epoch", r, sizeof r) ||
+            !s_field(line, v1 ? "delta" : "delta_epoch", d, sizeof d) ||
+            !s_field(line, v1 ? "total_rho" : "rho_total", tr, sizeof tr) ||
+            !s_field(line, v1 ? "total_delta" : "delta_total", td, sizeof td))
             return -1;
         double rho = strtod(r, NULL), delta = strtod(d, NULL);
         if (!(rho >= 0) || !(delta >= 0) || !isfinite(rho) || !isfinite(delta))
@@ -188,8 +192,8 @@ int ledger_append(ledger *l, const char *kind, uint64_t epoch, dps_zcdp cost, co
     clock_gettime(CLOCK_REALTIME, &ts);
     char line[1024];
     int n = snprintf(line, sizeof line,
-                     LEDGER_MAGIC "kind=%s epoch=%" PRIu64 " rho=%.17g delta=%.17g total_rho=%.17g "
-                                  "total_delta=%.17g time_ms=%" PRIu64 "%s%s",
+                     LEDGER_MAGIC "kind=%s epoch=%" PRIu64 " rho_epoch=%.17g delta_epoch=%.17g rho_total=%.17g "
+                                  "delta_total=%.17g time_ms=%" PRIu64 "%s%s",
                      kind, epoch, commit ? cost.rho : 0.0, commit ? cost.delta : 0.0, total.rho, total.delta,
                      (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000, extra ? " " : "",
                      extra ? extra : "");

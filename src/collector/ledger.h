@@ -2,8 +2,10 @@
    spent, written and fsync'ed before anything of that epoch is released.  A
    restart reads it back: budget spent and the next epoch number.
 
-   File: STATE/ledger, one line per entry,
-     dps-ledger-v1 kind=commit epoch=3 rho=1 delta=1e-06 total_rho=4 total_delta=4e-06 time_ms=... check=<16 hex>
+   File: STATE/ledger, one line per entry, the snapshots' names for the costs,
+     dps-ledger-v2 kind=commit epoch=3 rho_epoch=1 delta_epoch=1e-06 rho_total=4 delta_total=4e-06 time_ms=... check=<16 hex>
+   (lines of a 0.1 collector, "dps-ledger-v1 ... rho= delta= total_rho=
+   total_delta=", are read as well: a ledger keeps its old lines)
    kinds: "commit" (the epoch's mechanism is about to run: its cost is spent),
    "outcome" (what was released: status and sequence number, cost 0; it may
    come after the next epoch's commit: the writer thread, release.c; its

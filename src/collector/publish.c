@@ -69,7 +69,7 @@ static void s_log_snapshot(const dps_snapshot_info *in)
                  in->delta_target, left);
     else
         log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e; %s", in->epoch,
-                 dps_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target, left);
+                 dps_snapshot_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target, left);
     if (strcmp(in->budget_unit, "none") == 0)
         log_warn("no privacy budget cap (--no-cap): spent so far eps %s at delta %.0e (total rho %.4g), and nothing "
                  "stops it from growing; set --cap-rho or --cap-eps (SIGHUP reads the config file again)",
@@ -125,7 +125,7 @@ void collector_store(collector *c, collector_outgoing *out)
         log_error("could not store the snapshot of epoch %" PRIu64 " in %s/snapshots (publishing it anyway)",
                   in->epoch, c->o.state_dir);
     char extra[96];
-    snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_status_name(in->status), in->seq);
+    snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_snapshot_status_name(in->status), in->seq);
     pthread_mutex_lock(&c->led_mu);
     ledger_append(&c->led, "outcome", in->epoch, (dps_zcdp){0, 0}, extra);
     pthread_mutex_unlock(&c->led_mu);

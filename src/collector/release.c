@@ -267,7 +267,7 @@ int collector_seal(collector *c)
         collector_backpressure(c); /* the last epoch is still releasing, or a ledger failure: until the loop stops */
     if (collector_stop)
         return DPS_ESTATE;
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(c->est, &st);
     int rc = dps_estimator_seal(c->est);
     c->epoch_started_ms = net_now_ms();

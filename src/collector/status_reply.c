@@ -22,10 +22,17 @@
 
 
 /* --------------------------------------------------------------- status */
+/* Append the count name = v to list (of *n). */
+static void s_count(dps_named_count *list, size_t *n, const char *name, uint64_t v)
+{
+    snprintf(list[*n].name, sizeof list[*n].name, "%s", name);
+    list[(*n)++].value = v;
+}
+
 /* The collector's counters, for a status reply. */
 static void s_status_counters(collector *c, dps_collector_status *st)
 {
-    dps_stats es;
+    dps_estimator_stats es;
     dps_estimator_get_stats(c->est, &es);
     dps_zcdp spent = dps_estimator_spent(c->est);
     st->epoch = es.epoch;
@@ -33,16 +40,16 @@ static void s_status_counters(collector *c, dps_collector_status *st)
     st->buckets_completed = es.buckets_completed;
     st->rows_in_epoch = es.rows_in_epoch;
     st->epoch_rows = c->o.t * c->o.m;
-    st->rho_spent = spent.rho;
-    st->delta_spent = spent.delta;
+    st->rho_total = spent.rho;
+    st->delta_total = spent.delta;
     st->delta_target = c->o.delta_target;
-    st->eps_spent = dps_zcdp_eps_total(spent, c->o.delta_target);
+    st->eps_total = dps_zcdp_eps_total(spent, c->o.delta_target);
     if (c->o.cap_rho > 0) {
         snprintf(st->budget_unit, sizeof st->budget_unit, "rho");
         st->budget_left = fmax(0, c->o.cap_rho - spent.rho);
     } else if (c->o.cap_eps > 0) {
         snprintf(st->budget_unit, sizeof st->budget_unit, "eps");
-        st->budget_left = fmax(0, c->o.cap_eps - st->eps_spent);
+        st->budget_left = fmax(0, c->o.cap_eps - st->eps_total);
     } else {
         snprintf(st->budget_unit, sizeof st->budget_unit, "none");
         st->budget_left = INFINITY;
@@ -54,25 +61,24 @@ static void s_status_counters(collector *c, dps_collector_status *st)
     uint64_t zap_ok = 0, zap_refused = 0;
     if (c->zap)
         zap_counts(c->zap, &zap_ok, &zap_refused);
-    struct { const char *name; uint64_t v; } rows[] = {
+    /* refusals: batches and requests refused (by the decoder's reasons, and keys) */
+    for (int r = 1; r < WIRE_REJECT_COUNT_; r++)
+        s_count(st->refusals, &st->n_refusals, wire_reject_name(r), c->rejected[r]);
+    s_count(st->refusals, &st->n_refusals, "auth_refused", zap_refused);
+    s_count(st->refusals, &st->n_refusals, "auth_revoked", c->revoked);
+    _Static_assert(WIRE_REJECT_COUNT_ + 1 <= DPS_STATUS_MAX_COUNTERS, "the refusals fit the reply");
+    /* counters: what was taken or lost otherwise */
+    struct { const char *name; uint64_t v; } other[] = {
         {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
-        {"rows_discarded", es.rows_discarded}, {"auth_refused", zap_refused}, {"auth_revoked", c->revoked},
-        {"disconnects", c->pull_mon.disconnects}, {"seq_gaps", c->producers.total_gaps},
-        {"epochs_internal_error", es.epochs_internal_error},
+        {"rows_discarded", es.rows_discarded}, {"disconnects", c->pull_mon.disconnects},
+        {"seq_gaps", c->producers.total_gaps}, {"epochs_internal_error", es.epochs_internal_error},
         {"connections_dropped", c->connections_dropped},
         {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
         {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
     };
-    for (int r = 1; r < WIRE_REJECT_COUNT_; r++) {
-        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", wire_reject_name(r));
-        st->rejected[st->n_rejected++].value = c->rejected[r];
-    }
-    _Static_assert(WIRE_REJECT_COUNT_ - 1 + sizeof rows / sizeof *rows <= DPS_STATUS_MAX_COUNTERS,
-                   "every status counter fits the reply (raise DPS_STATUS_MAX_COUNTERS)");
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-        snprintf(st->rejected[st->n_rejected].name, sizeof st->rejected[0].name, "%s", rows[i].name);
-        st->rejected[st->n_rejected++].value = rows[i].v;
-    }
+    _Static_assert(sizeof other / sizeof *other <= DPS_STATUS_MAX_COUNTERS, "the counters fit the reply");
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        s_count(st->counters, &st->n_counters, other[i].name, other[i].v);
 }
 
 void collector_status(collector *c)

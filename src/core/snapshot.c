@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-const char *dps_status_name(dps_status s)
+const char *dps_snapshot_status_name(dps_snapshot_status s)
 {
     switch (s) {
     case DPS_SNAP_RELEASED: return "released";
@@ -13,6 +13,9 @@ const char *dps_status_name(dps_status s)
     }
     return "unknown";
 }
+
+/* The former name (0.1), for callers built against it. */
+const char *dps_status_name(dps_snapshot_status s) { return dps_snapshot_status_name(s); }
 
 int dps_snapshot_weak(const dps_snapshot_info *in)
 {

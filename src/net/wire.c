@@ -252,7 +252,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
         in.epoch = m->epoch;
         in.d = m->d;
         in.k = m->k;
-        in.status = (dps_status)m->status;
+        in.status = (dps_snapshot_status)m->status;
         in.aggregator = (dps_aggregator)m->aggregator;
         in.rows_used = m->rows_used;
         in.buckets_used = m->buckets_used;
@@ -330,29 +330,49 @@ int wire_status_request_decode(const unsigned char *buf, size_t len, char produc
     return rc;
 }
 
+/* n named counts (at most DPS_STATUS_MAX_COUNTERS) as the message's
+   Counters: cs holds them, cp points at them; returns how many. */
+static size_t s_counts_encode(const dps_named_count *in, size_t n, Dps__Wire__Counter *cs, Dps__Wire__Counter **cp)
+{
+    n = n < DPS_STATUS_MAX_COUNTERS ? n : DPS_STATUS_MAX_COUNTERS;
+    for (size_t i = 0; i < n; i++) {
+        dps__wire__counter__init(&cs[i]);
+        cs[i].name = (char *)in[i].name;
+        cs[i].value = in[i].value;
+        cp[i] = &cs[i];
+    }
+    return n;
+}
+
+/* The message's Counters into out (at most DPS_STATUS_MAX_COUNTERS); returns how many. */
+static size_t s_counts_decode(Dps__Wire__Counter *const *in, size_t n, dps_named_count *out)
+{
+    n = n < DPS_STATUS_MAX_COUNTERS ? n : DPS_STATUS_MAX_COUNTERS;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(out[i].name, sizeof out[i].name, "%s", in[i]->name ? in[i]->name : "");
+        out[i].value = in[i]->value;
+    }
+    return n;
+}
+
 int wire_status_encode(const dps_collector_status *st, unsigned char **out, size_t *len)
 {
     Dps__Wire__StatusReply m = DPS__WIRE__STATUS_REPLY__INIT;
-    Dps__Wire__Counter cs[DPS_STATUS_MAX_COUNTERS];
-    Dps__Wire__Counter *cp[DPS_STATUS_MAX_COUNTERS];
-    size_t n = st->n_rejected < DPS_STATUS_MAX_COUNTERS ? st->n_rejected : DPS_STATUS_MAX_COUNTERS;
-    for (size_t i = 0; i < n; i++) {
-        dps__wire__counter__init(&cs[i]);
-        cs[i].name = (char *)st->rejected[i].name;
-        cs[i].value = st->rejected[i].value;
-        cp[i] = &cs[i];
-    }
+    Dps__Wire__Counter cs[2][DPS_STATUS_MAX_COUNTERS];
+    Dps__Wire__Counter *cp[2][DPS_STATUS_MAX_COUNTERS];
     m.version = DPS_WIRE_VERSION;
     m.epoch = st->epoch;
     m.rows_accepted = st->rows_accepted;
-    m.n_rejected = n;
-    m.rejected = cp;
+    m.n_refusals = s_counts_encode(st->refusals, st->n_refusals, cs[0], cp[0]);
+    m.refusals = cp[0];
+    m.n_counters = s_counts_encode(st->counters, st->n_counters, cs[1], cp[1]);
+    m.counters = cp[1];
     m.buckets_completed = st->buckets_completed;
     m.rows_in_epoch = st->rows_in_epoch;
     m.epoch_rows = st->epoch_rows;
-    m.rho_spent = st->rho_spent;
-    m.delta_spent = st->delta_spent;
-    m.eps_spent = st->eps_spent;
+    m.rho_total = st->rho_total;
+    m.delta_total = st->delta_total;
+    m.eps_total = st->eps_total;
     m.delta_target = st->delta_target;
     m.budget_left = st->budget_left;
     m.budget_unit = (char *)st->budget_unit;
@@ -389,9 +409,9 @@ int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_statu
     out->buckets_completed = m->buckets_completed;
     out->rows_in_epoch = m->rows_in_epoch;
     out->epoch_rows = m->epoch_rows;
-    out->rho_spent = m->rho_spent;
-    out->delta_spent = m->delta_spent;
-    out->eps_spent = m->eps_spent;
+    out->rho_total = m->rho_total;
+    out->delta_total = m->delta_total;
+    out->eps_total = m->eps_total;
     out->delta_target = m->delta_target;
     out->budget_left = m->budget_left;
     snprintf(out->budget_unit, sizeof out->budget_unit, "%s", m->budget_unit ? m->budget_unit : "");
@@ -405,12 +425,8 @@ int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_statu
     out->producer_refused = m->producer_refused;
     out->credit = m->credit;
     out->credit_seq_end = m->credit_seq_end;
-    out->n_rejected = m->n_rejected < DPS_STATUS_MAX_COUNTERS ? m->n_rejected : DPS_STATUS_MAX_COUNTERS;
-    for (size_t i = 0; i < out->n_rejected; i++) {
-        snprintf(out->rejected[i].name, sizeof out->rejected[i].name, "%s",
-                 m->rejected[i]->name ? m->rejected[i]->name : "");
-        out->rejected[i].value = m->rejected[i]->value;
-    }
+    out->n_refusals = s_counts_decode(m->refusals, m->n_refusals, out->refusals);
+    out->n_counters = s_counts_decode(m->counters, m->n_counters, out->counters);
     dps__wire__status_reply__free_unpacked(m, NULL);
     return DPS_OK;
 }

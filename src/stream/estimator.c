@@ -67,7 +67,7 @@ struct dps_estimator {
 
     uint64_t epoch;       /* the open epoch's number */
     int open_started;     /* the open epoch has begun (its first row came) */
-    dps_stats stats;      /* the push counters: owned by the pushing thread */
+    dps_estimator_stats stats;      /* the push counters: owned by the pushing thread */
     uint64_t closed, internal_errors; /* guarded by mu */
     dps_bucket_hook hook; /* tests */
     void *hook_arg;
@@ -512,7 +512,7 @@ int dps_estimator_close_epoch(dps_estimator *e, dps_snapshot **out)
     return rc ? rc : dps_estimator_release_sealed(e, out);
 }
 
-void dps_estimator_get_stats(const dps_estimator *e, dps_stats *out)
+void dps_estimator_get_stats(const dps_estimator *e, dps_estimator_stats *out)
 {
     *out = e->stats;
     uint64_t total = 0;

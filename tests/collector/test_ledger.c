@@ -8,6 +8,7 @@
 #include "store.h"
 
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,43 @@ int main(void)
     CHECK(ledger_open(&l, dir, err, sizeof err) == DPS_EIO, "damaged line refused");
     CHECK(strstr(err, "damaged") != NULL, "says why: %s", err);
     ledger_close(&l);
+
+    /* A ledger begun by a 0.1 collector (v1 lines: rho= delta= total_rho=
+       total_delta=) is read, and this one appends v2 lines to it. */
+    char dir1[] = "/tmp/dps-test-ledger1-XXXXXX";
+    CHECK(mkdtemp(dir1) != NULL, "tmpdir v1");
+    char path1[600];
+    snprintf(path1, sizeof path1, "%s/ledger", dir1);
+    FILE *f1 = fopen(path1, "w");
+    for (int e = 0; e < 2; e++) {
+        char body[300], ck[17];
+        unsigned char h[8];
+        int n = snprintf(body, sizeof body, "dps-ledger-v1 kind=commit epoch=%d rho=0.25 delta=1e-06 total_rho=%g "
+                         "total_delta=%g time_ms=1", e, 0.25 * (e + 1), 1e-6 * (e + 1));
+        crypto_generichash(h, sizeof h, (const unsigned char *)body, (size_t)n, NULL, 0);
+        for (int i = 0; i < 8; i++)
+            snprintf(ck + 2 * i, 3, "%02x", h[i]);
+        fprintf(f1, "%s check=%s\n", body, ck);
+    }
+    fclose(f1);
+    CHECK(ledger_open(&l, dir1, err, sizeof err) == DPS_OK, "open a v1 ledger: %s", err);
+    CHECK(l.total.rho == 0.5 && l.next_epoch == 2, "v1 totals read: rho %g, next epoch %llu", l.total.rho,
+          (unsigned long long)l.next_epoch);
+    CHECK(ledger_append(&l, "commit", 2, (dps_zcdp){0.25, 1e-6}, NULL) == DPS_OK, "append v2 to it");
+    ledger_close(&l);
+    CHECK(ledger_open(&l, dir1, err, sizeof err) == DPS_OK && l.total.rho == 0.75 && l.lines == 3,
+          "v1 and v2 lines together: rho %g, %llu lines (%s)", l.total.rho, (unsigned long long)l.lines, err);
+    ledger_close(&l);
+    char last[300] = "";
+    f1 = fopen(path1, "r");
+    while (fgets(last, sizeof last, f1)) {
+    }
+    fclose(f1);
+    CHECK(strncmp(last, "dps-ledger-v2 kind=commit epoch=2 rho_epoch=0.25 delta_epoch=", 60) == 0 &&
+              strstr(last, " rho_total=0.75 delta_total=") != NULL,
+          "the new line in the snapshots' names: %s", last);
+    unlink(path1);
+    rmdir(dir1);
 
     /* Store: put three epochs, find the latest; a garbage file is counted. */
     CHECK(store_init(dir, err, sizeof err) == DPS_OK, "store init");

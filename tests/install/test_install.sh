@@ -22,7 +22,7 @@ for v in shared static; do
 done
 # a man page for every program, made from its --help (when help2man made them: build/man)
 if [ -d "$build/man" ]; then
-  for p in dps-collector dps-estimate dps-produce dps-watch dps-status dps-keygen dps-gen; do
+  for p in dps-collector dps-estimate dps-produce dps-watch dps-status dps-keygen dps-gen dps-report; do
     f="$tmp/prefix/share/man/man1/$p.1"
     up=$(echo "$p" | tr a-z A-Z)
     if [ -f "$f" ] && grep -q "^\.TH $up \"1\"" "$f" && grep -q '^\.SH NAME' "$f" && grep -q -- '\\-\\-help' "$f" &&
@@ -49,6 +49,10 @@ if [ -f "$tmp/prefix/lib/python$pyv/dist-packages/dpsubspace/__init__.py" ] &&
    /usr/bin/python3 -c "import sys; sys.exit('/usr/local/lib/python$pyv/dist-packages' not in sys.path)" &&
    PYTHONPATH="$tmp/prefix/lib/python$pyv/dist-packages" /usr/bin/python3 -c 'import dpsubspace' 2>"$tmp/py.log"
 then ok; else ko "the Python package in lib/python$pyv/dist-packages, importable"; cat "$tmp/py.log" >&2; fi
+# dps-report installed in bin finds the package under the prefix (a JSON line in, a PNG out)
+printf '%s\n' '{"seq": 1, "epoch": 0, "status": "released", "d": 4, "k": 1, "aggregator": "gaussian", "eps_total": 3.0, "delta_target": 1e-5, "sin_to_prev": null}' |
+  "$tmp/prefix/bin/dps-report" --out "$tmp/r.png" 2>"$tmp/r.log" && [ -s "$tmp/r.png" ] && grep -q "1 snapshot" "$tmp/r.log"
+if [ $? -eq 0 ]; then ok; else ko "the installed dps-report draws a PNG"; cat "$tmp/r.log" >&2; fi
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 mkdir "$tmp/mk" && cp "$src/tests/install/consumer/main.c" "$src/tests/install/consumer/Makefile" "$tmp/mk/"
 if make -C "$tmp/mk" consumer_pc >"$tmp/pc.log" 2>&1 && LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/mk/consumer_pc" >/dev/null

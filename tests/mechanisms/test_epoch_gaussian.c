@@ -104,7 +104,7 @@ static void s_test_accuracy(void)
     }
     NOTE("Gaussian covariance at rho 1, n %zu, d %zu: worst sin over 3 epochs %.3f (bound 0.2)", n, d, worst);
     CHECK(worst < 0.2, "accuracy: sin %g", worst);
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(e, &st);
     CHECK(st.rows_discarded == 0 && st.epochs_internal_error == 0, "nothing discarded, no internal error");
     dps_estimator_destroy(&e);

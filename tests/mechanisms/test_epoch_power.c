@@ -400,7 +400,7 @@ static void s_test_warm_start(void)
     CHECK(bounded >= 2 && within, "from some epoch on, every epoch within Wedin's bound from the last (%d)", bounded);
     CHECK(sn[epochs - 1] < sn[0] && sn[epochs - 1] < 0.25, "the warm start helps: %g after %g", sn[epochs - 1],
           sn[0]);
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(e, &st);
     CHECK(st.rows_discarded == 0 && st.epochs_internal_error == 0, "nothing discarded, no internal error");
     dps_estimator_destroy(&e);

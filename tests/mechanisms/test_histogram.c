@@ -209,7 +209,7 @@ int main(void)
         dps_snapshot_info info;
         dps_snapshot_get_info(s, &info);
         double sn = info.status == DPS_SNAP_RELEASED ? dps_subspace_sin(dps_snapshot_basis(s), truth, c.k, c.d, NULL) : 1;
-        NOTE("estimator, histogram: status %s, sin %.4f, l = %.4f, unrelated %.4f, count^ %.1f", dps_status_name(info.status),
+        NOTE("estimator, histogram: status %s, sin %.4f, l = %.4f, unrelated %.4f, count^ %.1f", dps_snapshot_status_name(info.status),
              sn, info.radius, info.radius_unrelated, info.w_hat);
         CHECK(info.status == DPS_SNAP_RELEASED && sn < 0.3, "released and accurate: %g", sn);
         CHECK(info.aggregator == DPS_AGG_HISTOGRAM && strcmp(dps_aggregator_name(info.aggregator), "histogram") == 0,

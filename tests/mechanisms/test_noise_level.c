@@ -96,7 +96,7 @@ static void s_test_aggregators(void)
             s_epoch(&c, X, N, &in);
             free(X);
             NOTE("%s, %s: %s, radius %.3g, w_hat %.3g, noise level %.3g%s", name, signal ? "signal" : "zero rows",
-                 dps_status_name(in.status), in.radius, in.w_hat, in.noise_level, dps_snapshot_weak(&in) ? " WEAK" : "");
+                 dps_snapshot_status_name(in.status), in.radius, in.w_hat, in.noise_level, dps_snapshot_weak(&in) ? " WEAK" : "");
             if (aggs[a] == DPS_AGG_HISTOGRAM && !signal) {
                 CHECK(in.status == DPS_SNAP_FAILED && in.noise_level == 0 && !dps_snapshot_weak(&in),
                       "histogram on zero rows: FAIL, no level, not weak (status %d)", (int)in.status);

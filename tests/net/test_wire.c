@@ -342,15 +342,24 @@ int main(void)
     st.rows_accepted = 1000;
     st.budget_left = INFINITY;
     snprintf(st.budget_unit, sizeof st.budget_unit, "none");
-    st.n_rejected = 2;
-    snprintf(st.rejected[0].name, 32, "wrong_dim");
-    st.rejected[0].value = 4;
-    snprintf(st.rejected[1].name, 32, "rows_nan");
-    st.rejected[1].value = 2;
+    st.rho_total = 1.5;
+    st.n_refusals = 2;
+    snprintf(st.refusals[0].name, 32, "wrong_dim");
+    st.refusals[0].value = 4;
+    snprintf(st.refusals[1].name, 32, "auth_refused");
+    st.refusals[1].value = 1;
+    st.n_counters = 1;
+    snprintf(st.counters[0].name, 32, "rows_nan");
+    st.counters[0].value = 2;
     CHECK(wire_status_encode(&st, &buf, &len) == DPS_OK, "status encode");
     CHECK(wire_status_decode(buf, len, &st2) == DPS_OK, "status decode");
-    CHECK(st2.epoch == 3 && st2.rows_accepted == 1000 && st2.n_rejected == 2 && st2.rejected[1].value == 2 &&
-          strcmp(st2.rejected[0].name, "wrong_dim") == 0 && isinf(st2.budget_left), "status fields");
+    CHECK(st2.epoch == 3 && st2.rows_accepted == 1000 && st2.rho_total == 1.5 && isinf(st2.budget_left),
+          "status fields");
+    CHECK(st2.n_refusals == 2 && strcmp(st2.refusals[0].name, "wrong_dim") == 0 && st2.refusals[0].value == 4 &&
+              strcmp(st2.refusals[1].name, "auth_refused") == 0 && st2.refusals[1].value == 1,
+          "status refusals, apart from ...");
+    CHECK(st2.n_counters == 1 && strcmp(st2.counters[0].name, "rows_nan") == 0 && st2.counters[0].value == 2,
+          "... the other counters");
     free(buf);
     char pid[WIRE_MAX_PRODUCER_ID + 1];
     uint64_t from = 9, want = 9;

@@ -107,7 +107,7 @@ static void s_test_hostile_rows(void)
             CHECK(finite, "aggregator %d, row '%s': the basis is finite", (int)aggs[a], kind_name[kind]);
             if (kind == 0 && V) /* the clean epoch works, so the comparison means something */
                 CHECK(dps_subspace_sin(V, B, k, d, NULL) < 0.5, "aggregator %d: clean epoch accurate", (int)aggs[a]);
-            dps_stats st;
+            dps_estimator_stats st;
             dps_estimator_get_stats(e, &st);
             CHECK(st.rows_nan == (kind == 5) && st.rows_inf == (kind == 6) && st.rows_zero == (kind == 7) &&
                       st.epochs_internal_error == 0,

@@ -139,7 +139,7 @@ static void s_test_covariance(void)
     NOTE("covariance mechanism: worst sin over 3 epochs %.3f (bound 0.5)", worst);
     CHECK(worst < 0.5, "covariance accuracy %g", worst);
     CHECK(l.calls == 3 && fabs(l.rho_seen - 6.0) < 1e-12, "ledger saw 3 charges of rho 2");
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(e, &st);
     CHECK(st.rows_discarded == 0 && st.rows_accepted == 3 * n, "no row discarded");
     /* An epoch with no rows is not run and spends nothing. */
@@ -288,7 +288,7 @@ int main(void)
         CHECK(dps_estimator_push(e, rows, 6, d, &taken) == DPS_OK && taken == 6, "push 6");
         CHECK(dps_estimator_push(e, rows, 2, d + 1, &taken) == DPS_EDIM && taken == 0, "wrong dim refused");
         CHECK(dps_estimator_push(e, rows, 0, d, &taken) == DPS_EEMPTY, "empty refused");
-        dps_stats st;
+        dps_estimator_stats st;
         dps_estimator_get_stats(e, &st);
         CHECK(st.rows_nan == 2 && st.rows_inf == 1 && st.rows_zero == 1, "row counts nan %llu inf %llu zero %llu",
               (unsigned long long)st.rows_nan, (unsigned long long)st.rows_inf, (unsigned long long)st.rows_zero);
@@ -420,7 +420,7 @@ int main(void)
         dps_estimator_new(&e, &c);
         float *rows = malloc(n * d * sizeof *rows);
         dps_synth_paper(rng, n, d, k, 10.0 * d, rows, NULL);
-        dps_status st[4];
+        dps_snapshot_status st[4];
         for (int ep = 0; ep < 4; ep++) {
             dps_snapshot *s = s_run_epoch(e, rows, n, d);
             dps_snapshot_info in;

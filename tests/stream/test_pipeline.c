@@ -179,7 +179,7 @@ static void s_states(const dps_config *c, const float *x, int warm)
         rc = dps_estimator_push(e, x + per * D, per, D, &taken);
         CHECK(rc == DPS_OK && taken == per, "%s (warm): the next epoch after the release", name);
     }
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(e, &st);
     CHECK(st.epoch == 1 && st.rows_in_epoch == per && st.epochs_closed == 1, "%s: counters (epoch %llu, %llu rows, "
           "%llu closed)", name, (unsigned long long)st.epoch, (unsigned long long)st.rows_in_epoch,

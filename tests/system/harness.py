@@ -214,8 +214,8 @@ def ledger_invariants(c, label):
     total = 0.0
     ok = True
     for e in commits:
-        total += float(e["rho"])
-        ok &= abs(float(e["total_rho"]) - total) < 1e-9
+        total += float(e["rho_epoch"])
+        ok &= abs(float(e["rho_total"]) - total) < 1e-9
     check(ok, f"{label}: ledger totals add up")
     for s in c.snapshots():
         if s.rho_epoch > 0:

@@ -26,7 +26,7 @@ def test_crashes():
     check(epochs == [0] and abs(total - 1.0) < 1e-12, f"mid-epoch kill: only epoch 0 spent ({epochs})")
     c2 = Collector("crash-mid", d=40, k=2, t=60, state=c.state).start()
     st = c2.query()
-    check(st["epoch"] == 1 and abs(st["rho_spent"] - 1.0) < 1e-12, "restart: epoch 1 next, rho 1 spent")
+    check(st["epoch"] == 1 and abs(st["rho_total"] - 1.0) < 1e-12, "restart: epoch 1 next, rho 1 spent")
     fill_epochs(c2, 1, rng)
     check(wait_for(lambda: c2.query()["epoch"] == 2), "epoch 1 completes after restart")
     c2.stop()
@@ -61,7 +61,7 @@ def test_crashes():
         st = c2.query()
         want_epoch = 0 if point == "before-commit" else 1
         check(st["epoch"] == want_epoch, f"{point}: resumes at epoch {want_epoch} (got {st['epoch']})")
-        check(abs(st["rho_spent"] - (0.0 if point == "before-commit" else 1.0)) < 1e-12,
+        check(abs(st["rho_total"] - (0.0 if point == "before-commit" else 1.0)) < 1e-12,
               f"{point}: budget spent survives the crash")
         late = c2.subscriber()
         s = late.recv(1500)
@@ -82,7 +82,7 @@ def test_crashes():
     unconfirmed = []
     for trial in range(5):
         c = Collector("crash-random", d=40, k=2, t=60, state=state).start()
-        before = sum(float(e["rho"]) for e in c.ledger() if e["kind"] == "commit")
+        before = sum(float(e["rho_epoch"]) for e in c.ledger() if e["kind"] == "commit")
         th = threading.Thread(target=lambda: unconfirmed.append(fill_until_killed(c, 3, rng)))
         th.start()
         time.sleep(random.Random(trial).uniform(0.05, 0.6))
@@ -93,8 +93,8 @@ def test_crashes():
     c = Collector("crash-random", d=40, k=2, t=60, state=state).start()
     st = c.query()
     total, epochs = ledger_invariants(c, "random kills final")
-    check(abs(st["rho_spent"] - total) < 1e-12 and st["epoch"] == (max(epochs) + 1 if epochs else 0),
-          f"restart after random kills agrees with the ledger ({st['rho_spent']} vs {total})")
+    check(abs(st["rho_total"] - total) < 1e-12 and st["epoch"] == (max(epochs) + 1 if epochs else 0),
+          f"restart after random kills agrees with the ledger ({st['rho_total']} vs {total})")
     note(f"random kills: {len(epochs)} epochs committed over 5 kills, total rho {total}; batches not confirmed "
          f"by each producer: {unconfirmed}")
     check(len(unconfirmed) == 5, f"every producer's close() returned within the join ({len(unconfirmed)} of 5)")
@@ -155,9 +155,9 @@ def test_lost_batches_loud():
         if seq:
             sock.send(batch(pid, 1, 4))
         check(wait_for(lambda: c.query()["rows_accepted"] == taken, 10), f"{pid}: first batches taken")
-        before = c.query()["rejected"]["disconnects"]
+        before = c.query()["counters"]["disconnects"]
         sock.send(batch(pid, seq + 1, 16))  # above 8 x 4d + 1 KiB: libzmq drops the connection with it
-        check(wait_for(lambda: c.query()["rejected"]["disconnects"] > before, 10), f"{pid}: connection dropped")
+        check(wait_for(lambda: c.query()["counters"]["disconnects"] > before, 10), f"{pid}: connection dropped")
 
     a = ctx.socket(zmq.PUSH)
     a.connect(c.ingest)
@@ -168,13 +168,13 @@ def test_lost_batches_loud():
     b.connect(c.ingest)
     drop(b, "lost-b", 0, 16)
     query_status(c.status, 2000, plaintext=True, producer_id="lost-b")  # once: an operator's question
-    check(c.query()["rejected"].get("connections_dropped") == 1, "one question after the end is not a drain")
+    check(c.query()["counters"].get("connections_dropped") == 1, "one question after the end is not a drain")
     # a drain asks again and again (every 20 ms) for a count that does not come
     wait_for(lambda: query_status(c.status, 2000, plaintext=True, producer_id="lost-b") and
-             c.query()["rejected"].get("connections_dropped") == 2, 5, 0.05)
+             c.query()["counters"].get("connections_dropped") == 2, 5, 0.05)
     st = c.query()
-    check(st["rejected"].get("connections_dropped") == 2 and st["rejected"]["seq_gaps"] == 1,
-          f"2 connections dropped, 1 batch missing: {st['rejected']}")
+    check(st["counters"].get("connections_dropped") == 2 and st["counters"]["seq_gaps"] == 1,
+          f"2 connections dropped, 1 batch missing: {st['counters']}")
     log = c.tail(40)
     check("producer lost-a sent again after its connection ended" in log and "lost-b kept asking for its count" in log
           and "before seq 3 never arrived: LOST" in log, f"each logged: {log}")

@@ -90,7 +90,7 @@ def test_backpressure():
         with c.producer(batch_rows=4, sndhwm=2) as p:
             p.send(rows[:100])
     st = c.query()
-    check(st["rows_accepted"] == 900 and st["rejected"]["seq_gaps"] == 0, f"900 rows, no gaps ({st['rows_accepted']})")
+    check(st["rows_accepted"] == 900 and st["counters"]["seq_gaps"] == 0, f"900 rows, no gaps ({st['rows_accepted']})")
     c.stop()
 
 
@@ -200,7 +200,7 @@ def test_period_and_config_file():
     check(s is not None, "a partial epoch closed by --epoch-seconds")
     if s is not None:
         st = c.query()
-        check(s.rows_used == 4 * s.buckets_used and st["rejected"]["rows_discarded"] == 200 - s.rows_used,
+        check(s.rows_used == 4 * s.buckets_used and st["counters"]["rows_discarded"] == 200 - s.rows_used,
               f"{s.buckets_used} complete buckets used, the other {200 - s.rows_used} rows discarded")
         note(f"period close: {s.buckets_used} buckets of 4 complete out of 200 rows; {s.describe()}")
     sub.close()
@@ -391,7 +391,7 @@ def test_train_loop_example():
         ledger_total, _ = ledger_invariants(c, f"train job {job}")
         st = c.query()
         check(r["total"] is not None and abs(r["total"] - ledger_total) < 1e-9 and
-              abs(st["rho_spent"] - ledger_total) < 1e-9,
+              abs(st["rho_total"] - ledger_total) < 1e-9,
               f"job {job}: prints the collector's total, rho {r['total']} = ledger {ledger_total}")
         want_share = ledger_total - (spent[-1] if spent else 0.0)
         check(r["share"] is not None and abs(r["share"] - want_share) < 1e-9 and abs(want_share - 0.1) < 1e-9,

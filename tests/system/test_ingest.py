@@ -73,7 +73,7 @@ def ingest_memory_run(name, n_prod, batches, buf_mb, holds, limit):
     note(f"{n_prod} producers x {batches} batches of 256 x {d} in {time.time() - t0:.1f} s: {confirmed} confirmed; "
          f"peak RSS {hwm_kb / 1024:.0f} MB, bound {bound_kb / 1024:.0f} MB (before {idle_kb / 1024:.0f} + buffer "
          f"{buf_mb} + estimator {est_mb:.0f})" + (f", address-space limit {lim / 2**20:.0f} MB" if limit else "") +
-         f"; credit grants {st['rejected'].get('credit_grants')}, waits {st['rejected'].get('credit_waits')}")
+         f"; credit grants {st['counters'].get('credit_grants')}, waits {st['counters'].get('credit_waits')}")
     for p, o in zip(procs, outs):
         if p.returncode != 0:
             note(f"producer exit {p.returncode}: {o.strip()[-300:]}")
@@ -83,8 +83,8 @@ def ingest_memory_run(name, n_prod, batches, buf_mb, holds, limit):
         note(f"sanitizer build: peak RSS {hwm_kb / 1024:.0f} MB not compared with the bound")
     else:
         check(hwm_kb <= bound_kb, f"peak RSS {hwm_kb / 1024:.0f} MB within the stated bound {bound_kb / 1024:.0f} MB")
-    check(st["rejected"].get("connections_dropped", 0) == 0 and st["rejected"]["seq_gaps"] == 0,
-          f"no connection dropped, no gap: {st['rejected']}")
+    check(st["counters"].get("connections_dropped", 0) == 0 and st["counters"]["seq_gaps"] == 0,
+          f"no connection dropped, no gap: {st['counters']}")
     check(c.stop() == 0, "clean exit: nothing lost")
 
 

@@ -44,9 +44,9 @@ def test_end_to_end_tcp_curve():
     check([s.seq for s in snaps if s] == [1, 2], "sequence numbers 1, 2")
     st = c.query()
     check(st["rows_accepted"] == 2000 and st["epoch"] == 2, f"status rows {st['rows_accepted']} epoch {st['epoch']}")
-    check(abs(st["rho_spent"] - 2.0) < 1e-12, "status rho spent")
-    check(st["rejected"].get("credit_grants", 0) >= 3 and st["rejected"].get("credit_overruns", 1) == 0,
-          f"the 3 producers took credit over CURVE, none sent beyond it: {st['rejected']}")
+    check(abs(st["rho_total"] - 2.0) < 1e-12, "status rho spent")
+    check(st["counters"].get("credit_grants", 0) >= 3 and st["counters"].get("credit_overruns", 1) == 0,
+          f"the 3 producers took credit over CURVE, none sent beyond it: {st['counters']}")
     # late joiner: gets the latest snapshot at once
     t0 = time.time()
     late = c.subscriber()
@@ -67,7 +67,7 @@ def test_end_to_end_tcp_curve():
     check(refused, "unauthorized producer told it was refused")
     st = c.query()
     check(st["rows_accepted"] == 2000, "no rows from the unauthorized producer")
-    check(st["rejected"].get("auth_refused", 0) >= 1, "auth refusal counted")
+    check(st["refusals"].get("auth_refused", 0) >= 1, "auth refusal counted")
     # ...until its key is added to the directory: no restart needed
     with open(os.path.join(keys["authorized"], "stranger.key"), "w") as f:
         f.write(f"public-key = {keys['stranger_public'].decode()}\n")
@@ -119,8 +119,8 @@ def test_collector_key_rotation():
     st = c2.query()
     c2.stop()
     total, epochs = ledger_invariants(c2, "collector key rotation")
-    check(epochs == [0, 1] and abs(st["rho_spent"] - 2.0) < 1e-12,
-          f"one ledger across the rotation: epochs {epochs}, rho spent {st['rho_spent']}")
+    check(epochs == [0, 1] and abs(st["rho_total"] - 2.0) < 1e-12,
+          f"one ledger across the rotation: epochs {epochs}, rho spent {st['rho_total']}")
 
 
 def test_log_sinks():
@@ -186,7 +186,7 @@ def test_key_rotation():
             p.close()
 
     def counter(name):
-        return c.query()["rejected"].get(name, 0)
+        return c.query()["refusals"].get(name, 0)
 
     rows = np.random.default_rng(21).standard_normal((500, c.d)).astype(np.float32)
     trainer = os.path.join(keys["authorized"], "client.key")  # the "trainer" of the issue
@@ -232,7 +232,7 @@ def test_key_rotation():
         ops.send(wire.StatusRequest(version=wire.WIRE_VERSION).SerializeToString())
         if not ops.poll(5000):
             raise TimeoutError("no status answer")
-        return {x.name: x.value for x in wire.StatusReply.FromString(ops.recv()).rejected}.get("auth_revoked", 0)
+        return {x.name: x.value for x in wire.StatusReply.FromString(ops.recv()).refusals}.get("auth_revoked", 0)
 
     check(revoked_now() == 1, "one refusal so far")
     t0 = time.time()
@@ -290,7 +290,7 @@ def test_key_rotation():
     time.sleep(0.5)
     check(c.proc.poll() is None, f"SIGHUP does not stop the collector (exit {c.proc.returncode})")
     st = c.query()
-    check(st["budget_unit"] == "rho" and abs(st["budget_left"] - (7 - st["rho_spent"])) < 1e-9,
+    check(st["budget_unit"] == "rho" and abs(st["budget_left"] - (7 - st["rho_total"])) < 1e-9,
           f"SIGHUP: the cap from the reloaded configuration applies (left {st['budget_left']} {st['budget_unit']})")
     log = c.tail(40)
     check("SIGHUP" in log and "cap" in log and "restart" in log,
@@ -335,19 +335,22 @@ def test_bad_input_ipc():
     # error); the 4-row batch is accepted with three rows entering as zero vectors
     ok = wait_for(lambda: c.query()["rows_accepted"] == 4)
     st = c.query()
-    note("refusals: " + ", ".join(f"{k}={v}" for k, v in st["rejected"].items() if v))
+    note("refusals: " + ", ".join(f"{k}={v}" for k, v in st["refusals"].items() if v))
     check(ok, f"the good batch arrived ({st['rows_accepted']} rows)")
-    rj = st["rejected"]
+    rj = st["refusals"]
     truncated_ok = rj["undecodable"] + rj["count_mismatch"] + rj["wrong_dim"] + rj["bad_version"] + \
         rj["empty_batch"] + rj["bad_producer_id"] == 8
     check(truncated_ok, "8 whole messages refused in all")
-    for name in ("bad_version", "wrong_dim", "empty_batch", "bad_producer_id", "rows_nan", "rows_inf", "rows_zero"):
-        check(rj.get(name) == want[name], f"{name}: {rj.get(name)} want {want[name]}")
+    for name in ("bad_version", "wrong_dim", "empty_batch", "bad_producer_id"):
+        check(rj.get(name) == want[name], f"refused, {name}: {rj.get(name)} want {want[name]}")
+    for name in ("rows_nan", "rows_inf", "rows_zero"):  # taken as zero vectors: counted, not refused
+        check(st["counters"].get(name) == want[name] and name not in rj,
+              f"counted, {name}: {st['counters'].get(name)} want {want[name]}")
     # an oversized message: libzmq drops the connection (MAXMSGSIZE from d); counted, collector up
     big = ctx.socket(zmq.PUSH)
     big.connect(c.ingest)
     big.send(b"\0" * (4096 * d * 4 + 4096))
-    check(wait_for(lambda: c.query()["rejected"].get("disconnects", 0) >= 1, 10), "oversized: connection dropped")
+    check(wait_for(lambda: c.query()["counters"].get("disconnects", 0) >= 1, 10), "oversized: connection dropped")
     s.send(batch(rows=3).SerializeToString())
     check(wait_for(lambda: c.query()["rows_accepted"] == 7), "still accepting after all that")
     s.close(0)
@@ -363,7 +366,7 @@ def test_bad_input_ipc():
     p.close()
     check(f"expects rows of d = {d}" in told and "nothing was sent" in told,
           f"wrong dimension found before sending: {told!r}")
-    check(p.batches_sent == 0 and c.query()["rejected"]["wrong_dim"] == 1, "... and nothing was sent")
+    check(p.batches_sent == 0 and c.query()["refusals"]["wrong_dim"] == 1, "... and nothing was sent")
     # past that check (as if it had asked another collector), the collector refuses the batch: the
     # drain says so instead of timing out, and close() raises with the count
     p = Producer(c.ingest, d + 3, plaintext=True, status_endpoint=c.status, linger_ms=5000)
@@ -477,7 +480,7 @@ def test_producer_confirmation():
         told = str(e)
     p.close()
     check("expects rows of d = 40" in told, f"the collector's d is checked before the first batch: {told!r}")
-    check(c.query()["rejected"]["wrong_dim"] == 0, "... and nothing was sent")
+    check(c.query()["refusals"]["wrong_dim"] == 0, "... and nothing was sent")
     rows = np.random.default_rng(6).standard_normal((512, 40)).astype(np.float32)
     # the issue's case: whole batches sent, the collector killed before anyone asked it
     raised, t0 = None, time.time()

@@ -189,7 +189,7 @@ int main(int argc, char **argv)
         printf("RESULT d=%zu k=%zu status=error-push\n", d, k);
         return 1;
     }
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(est, &st);
     size_t done_at_push = st.buckets_done_epoch, last = done_at_push;
     double last_report = b_now();
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
     printf("# epoch: %zu rows pushed, %zu buckets (%zu done when the last push returned)\n", pushed, t,
            done_at_push);
     printf("# snapshot: %s, radius %.4g, W^ %.2f of t=%zu, sin(angle to the true span) %.3g%s\n",
-           dps_status_name(info.status), info.radius, info.w_hat, t, sinv,
+           dps_snapshot_status_name(info.status), info.radius, info.w_hat, t, sinv,
            info.status == DPS_SNAP_RELEASED ? "" : "  (NOT released: the timed close skipped the noisy mean!)");
     printf("# times: new %.3f s | epoch start (first row: P + buffers) %.3f s | push %.3f s (%.3g rows/s, "
            "%.2f GB/s of rows) | row generation %.3f s (excluded) | drain %.3f s | close %.3f s (cpu %.0f%% of "
@@ -307,7 +307,7 @@ int main(int argc, char **argv)
     printf("RESULT d=%zu k=%zu t=%zu q=%zu workers=%d status=%s start_s=%.3f push_s=%.3f drain_s=%.3f "
            "close_s=%.3f dsyrk_s=%.3f close_over_dsyrk=%.2f libgram_s=%.3f maxrss_gb=%.3f bound_gb=%.3f "
            "design_gb=%.3f maxrss_over_bound=%.2f maxrss_over_design=%.2f sin=%.3g\n",
-           d, k, t, q, cfg.workers, dps_status_name(info.status), t_start, t_push, tp2 - tp1, t_close, ref_dsyrk,
+           d, k, t, q, cfg.workers, dps_snapshot_status_name(info.status), t_start, t_push, tp2 - tp1, t_close, ref_dsyrk,
            ref_dsyrk > 0 ? t_close / ref_dsyrk : 0, ref_gram, maxrss_close / 1e9, bound / 1e9, design / 1e9,
            maxrss_close / bound, maxrss_close / design, sinv);
     b_footer();

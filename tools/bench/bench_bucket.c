@@ -259,7 +259,7 @@ static void s_estimator(const opts *o, size_t k, size_t d, double topk_proj_rate
     if (!rc)
         rc = dps_estimator_push(est, rows + d, t * m - 1, d, &taken);
     double t2 = b_now();
-    dps_stats st;
+    dps_estimator_stats st;
     dps_estimator_get_stats(est, &st);
     size_t done_at_push = st.buckets_done_epoch;
     while (st.buckets_done_epoch < t) {

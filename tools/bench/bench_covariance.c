@@ -216,7 +216,7 @@ int main(int argc, char **argv)
     double signal = eps / (double)k * ((double)N / (double)k) / 2.0;
     printf("# snapshot: %s, rows_used %llu, sin(angle to the true span) %.3g   (sanity only: eps_i*lambda/2 ~ "
            "(eps/k)(N/k)/2 = %.0f vs d = %zu%s)\n",
-           dps_status_name(info.status), (unsigned long long)info.rows_used, sinv, signal, d,
+           dps_snapshot_status_name(info.status), (unsigned long long)info.rows_used, sinv, signal, d,
            signal > 4.0 * (double)d ? ": expect a small sin" : signal < (double)d ? ": expect sin near 1" : "");
     double push_gflop = (double)N * d * (d + 1) / 1e9; /* syrk: N d (d+1) flops (upper triangle, mul+add) */
     printf("# times: new %.3f s | push %.3f s (%.3g rows/s, %.2f GB/s of float rows, %.1f GFLOP/s nominal N d^2) | "
@@ -330,7 +330,7 @@ int main(int argc, char **argv)
     printf("RESULT d=%zu k=%zu t=%zu m=%zu rows=%zu status=%s push_s=%.4f push_rows_per_s=%.4g dsyrk_s=%.4f "
            "push_over_dsyrk=%.2f dsyrk64_s=%.4f close_s=%.4f dsyevr_s=%.4f close_over_dsyevr=%.2f "
            "close_over_k_dsyevr=%.2f maxrss_gb=%.3f bound_gb=%.3f maxrss_over_bound=%.2f sin=%.3g\n",
-           d, k, t, m, N, dps_status_name(info.status), t_push, (double)N / t_push, ref_syrk,
+           d, k, t, m, N, dps_snapshot_status_name(info.status), t_push, (double)N / t_push, ref_syrk,
            ref_syrk > 0 ? t_push / ref_syrk : 0, ref_blk, t_close, ref_evr, ref_evr > 0 ? t_close / ref_evr : 0,
            ref_evr > 0 ? t_close / (k * ref_evr) : 0, maxrss_close / 1e9, bound / 1e9, maxrss_close / bound, sinv);
     b_footer();

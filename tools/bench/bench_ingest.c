@@ -343,12 +343,13 @@ static result s_collector(const opts *o, const n_keys *keys, int curve, char mod
            lbl, cpu, res.coll_rss / 1e6, (unsigned long long)res.epochs, (unsigned long long)res.buckets,
            100.0 * (double)res.buckets * (double)m / res.rows, ex);
     size_t nrej = 0;
-    for (size_t i = 0; i < st1.n_rejected; i++)
-        if (st1.rejected[i].value)
-            printf("  %s: counter %s = %llu%s\n", lbl, st1.rejected[i].name,
-                   (unsigned long long)st1.rejected[i].value,
-                   !strcmp(st1.rejected[i].name, "disconnects") ? " (1 expected: the reference message's PUSH socket)"
-                                                                 : ""), nrej++;
+    for (size_t i = 0; i < st1.n_refusals + st1.n_counters; i++) {
+        const dps_named_count *c = i < st1.n_refusals ? &st1.refusals[i] : &st1.counters[i - st1.n_refusals];
+        if (c->value)
+            printf("  %s: counter %s = %llu%s\n", lbl, c->name, (unsigned long long)c->value,
+                   !strcmp(c->name, "disconnects") ? " (1 expected: the reference message's PUSH socket)" : ""),
+                nrej++;
+    }
     return res;
 }
 

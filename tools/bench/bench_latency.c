@@ -166,11 +166,11 @@ static int s_collector_run(const opts *o, const n_keys *keys, size_t d, const fl
                "%6.1f ms)  status %s seq %llu | epoch's other rows taken in %.2f s, bucket jobs pending at the last "
                "row: %.0f of %zu\n",
                (unsigned long long)in.epoch, is_idle ? "idle" : "busy", 1e3 * r.lat, 1e3 * r.to_release,
-               1e3 * r.delivery, dps_status_name(in.status), (unsigned long long)in.seq, ingest, pending, t);
+               1e3 * r.delivery, dps_snapshot_status_name(in.status), (unsigned long long)in.seq, ingest, pending, t);
         printf("RESULT latency d=%zu kind=%s epoch=%llu ms=%.2f to_release_ms=%.1f delivery_ms=%.1f status=%s "
                "pending=%.0f\n",
                d, is_idle ? "idle" : "busy", (unsigned long long)in.epoch, 1e3 * r.lat, 1e3 * r.to_release,
-               1e3 * r.delivery, dps_status_name(in.status), pending);
+               1e3 * r.delivery, dps_snapshot_status_name(in.status), pending);
         fflush(stdout);
         dps_snapshot_destroy(&snap);
         if (is_idle)
@@ -213,7 +213,7 @@ static double s_reference(const opts *o, size_t d, const float *X, double *max_o
             fprintf(stderr, "bench-latency: reference push: %s (%zu of %zu)\n", dps_strerror(rc), taken, n);
             break;
         }
-        dps_stats st;
+        dps_estimator_stats st;
         do {
             usleep(500);
             dps_estimator_get_stats(e, &st);
@@ -230,9 +230,9 @@ static double s_reference(const opts *o, size_t d, const float *X, double *max_o
         dps_snapshot_get_info(s, &in);
         printf("  reference: in-process close_epoch %8.1f ms  (status %s; push of the epoch's rows %.2f s, workers "
                "drained before close)\n",
-               1e3 * (c1 - c0), dps_status_name(in.status), p1 - p0);
+               1e3 * (c1 - c0), dps_snapshot_status_name(in.status), p1 - p0);
         printf("RESULT latency d=%zu kind=reference_close ms=%.2f status=%s\n", d, 1e3 * (c1 - c0),
-               dps_status_name(in.status));
+               dps_snapshot_status_name(in.status));
         fflush(stdout);
         dps_snapshot_destroy(&s);
         closes[done] = c1 - c0;

@@ -290,7 +290,7 @@ static int s_run_est(const options *o, int rep, const float *X, size_t n, const 
         const float *V = dps_snapshot_basis(snap);
         if (o->verbose)
             fprintf(stderr, "# rep %d est: status %s radius %.3g w_hat %.2f buckets %zu rho %.3g delta %.3g %s\n",
-                    rep, dps_status_name(info.status), info.radius, info.w_hat, info.buckets_used,
+                    rep, dps_snapshot_status_name(info.status), info.radius, info.w_hat, info.buckets_used,
                     info.epoch_cost.rho, info.epoch_cost.delta, info.reason);
         if (info.status == DPS_SNAP_RELEASED && V) {
             dps_project(V, k, d, xt, xhat);
@@ -299,7 +299,7 @@ static int s_run_est(const options *o, int rep, const float *X, size_t n, const 
             *failed = 1;
             memset(xhat, 0, d * sizeof *xhat);
             fprintf(stderr, "# d=%zu k=%zu tau/d=%g rep %d est: %s (%s); x_hat = 0\n", d, k, o->tau_over_d, rep,
-                    dps_status_name(info.status), info.reason);
+                    dps_snapshot_status_name(info.status), info.reason);
         }
     }
     dps_snapshot_destroy(&snap);

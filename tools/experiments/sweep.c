@@ -165,7 +165,7 @@ int main(int argc, char **argv)
         }
         printf("{\"rho\": %g, \"status\": \"%s\", \"noise_level\": %.6g, \"weak\": %s, \"rows\": %llu, "
                "\"seconds\": %.2f, \"memory_bound\": %zu, \"basis\": \"%s\"}\n",
-               rhos.v[i], rc ? dps_strerror(rc) : dps_status_name(info.status), info.noise_level,
+               rhos.v[i], rc ? dps_strerror(rc) : dps_snapshot_status_name(info.status), info.noise_level,
                dps_snapshot_weak(&info) ? "true" : "false", (unsigned long long)info.rows_used, secs,
                dps_estimator_memory_bound(&cfg[i]), V ? path : "");
         fflush(stdout);
