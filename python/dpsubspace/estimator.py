@@ -43,15 +43,20 @@ class Release:
     epoch: int
     status: str                 # "released", "failed" or "refused"
     reason: str
-    rows: int                   # rows the release read
-    rho: float                  # its cost, zCDP rho under replacing one row
-    delta: float
+    rows_used: int              # rows the release read
+    rho_epoch: float            # its cost, zCDP rho under replacing one row (a snapshot's names)
+    delta_epoch: float
     noise_level: float          # about the sine to the noise-free basis (NaN: not computed)
     weak: bool                  # noise_level above the library's WEAK threshold
     basis: Optional[np.ndarray]  # k x d float32 orthonormal rows, None unless released
     power_blocks_run: int = 0   # power aggregator: the noisy steps this release took
     rho_add_remove: Optional[float] = None  # this release alone under adding or removing one of ITS rows
                                 # (SubspaceEstimator.rho_add_remove says why); None: no such statement
+
+    # former names (0.1), read-only
+    rows = property(lambda self: self.rows_used)
+    rho = property(lambda self: self.rho_epoch)
+    delta = property(lambda self: self.delta_epoch)
 
 
 def _as_rows(X: Any, d: Optional[int]) -> Tuple[np.ndarray, bool]:
@@ -287,14 +292,14 @@ class SubspaceEstimator:
             if V:
                 basis = np.ctypeslib.as_array(V, shape=(info.k, info.d)).copy()
             rel = Release(epoch=int(info.epoch), status=native.STATUS_NAMES.get(info.status, "unknown"),
-                          reason=(info.reason or b"").decode(), rows=int(info.rows_used),
-                          rho=info.epoch_cost.rho, delta=info.epoch_cost.delta,
+                          reason=(info.reason or b"").decode(), rows_used=int(info.rows_used),
+                          rho_epoch=info.epoch_cost.rho, delta_epoch=info.epoch_cost.delta,
                           noise_level=info.noise_level if info.noise_level > 0 else math.nan,
                           weak=bool(L.dps_snapshot_weak(ctypes.byref(info))), basis=basis,
                           power_blocks_run=blocks if info.epoch_cost.rho > 0 else 0)
             if self.mechanism in ("gaussian", "power"):
                 steps = max(1, rel.power_blocks_run)
-                rel.rho_add_remove = rel.rho / 2 + (steps - 1) * rel.rho
+                rel.rho_add_remove = rel.rho_epoch / 2 + (steps - 1) * rel.rho_epoch
         finally:
             L.dps_snapshot_destroy(ctypes.byref(snap))
         self._spent = L.dps_estimator_spent(self._est)

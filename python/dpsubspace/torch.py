@@ -208,8 +208,8 @@ class PrivateBasis:
         rel = self.estimator.release()
         if rel.rho_add_remove is None:
             raise ValueError(f"{self.estimator.mechanism} has no add/remove statement: use gaussian or power")
-        if rel.rho > 0 and self.amplify and rel.power_blocks_run <= 1:
-            opt.accountant.add_sampled_release(self.rate, 1.0 / math.sqrt(rel.rho))
+        if rel.rho_epoch > 0 and self.amplify and rel.power_blocks_run <= 1:
+            opt.accountant.add_sampled_release(self.rate, 1.0 / math.sqrt(rel.rho_epoch))
             self.amplified += 1
         else:
             opt.accountant.add_zcdp(rel.rho_add_remove)

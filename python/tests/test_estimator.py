@@ -95,7 +95,7 @@ def test_gaussian_finds_the_planted_subspace(planted):
     assert np.allclose(V @ V.T, np.eye(K), atol=1e-5)
     assert _sin(V, B) < 0.2
     rel = est.releases_[-1]
-    assert rel.status == "released" and rel.rows == N and not rel.weak
+    assert rel.status == "released" and rel.rows_used == N and not rel.weak
 
 
 def test_budget_adds_up_over_calls_and_the_cap_refuses(planted):
@@ -134,10 +134,10 @@ def test_epochs_of_t_m_rows_release_as_they_fill(planted):
     X, _ = planted
     est = dp.SubspaceEstimator(K, rho=1, mechanism="gaussian", t=100, m=10, seed=2)
     est.partial_fit(X[:2500])
-    assert [r.rows for r in est.releases_] == [1000, 1000]
+    assert [r.rows_used for r in est.releases_] == [1000, 1000]
     assert est.rows_in_epoch() == 500
     rel = est.release()
-    assert rel.rows == 500 and est.rows_in_epoch() == 0
+    assert rel.rows_used == 500 and est.rows_in_epoch() == 0
     with pytest.raises(ValueError, match="nothing to release"):
         est.release()
 
