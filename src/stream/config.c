@@ -117,7 +117,7 @@ int dps_config_check(const dps_config *c, const char **why)
     if (group_why)
         WHY(group_why);
     if (!(c->rho_epoch > 0) || !isfinite(c->rho_epoch))
-        WHY("rho_epoch must be positive");
+        WHY("rho (rho_epoch, the epoch's) must be positive");
     if (!(c->delta_epoch > 0 && c->delta_epoch < 1))
         WHY("delta_epoch must be in (0, 1)");
     if (!(c->alpha > 0 && c->alpha <= 1))
@@ -146,8 +146,8 @@ int dps_config_check(const dps_config *c, const char **why)
     if (c->t < need) {
         static __thread char msg[200];
         snprintf(msg, sizeof msg,
-                 "t = %zu buckets is too few: with this rho_epoch, alpha, split and delta the noisy count needs "
-                 "at least %zu buckets to ever succeed (raise t or rho_epoch)", c->t, need);
+                 "t = %zu buckets is too few: with this rho (rho_epoch), alpha, split and delta the noisy count needs "
+                 "at least %zu buckets to ever succeed (raise t or rho)", c->t, need);
         if (why)
             *why = msg;
         return DPS_EINVAL;

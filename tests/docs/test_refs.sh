@@ -2,14 +2,14 @@
 # test_refs - the documents point at things that exist: every path and every
 # identifier a document names in `backticks` is in the repository, and no
 # document sends the reader outside it (a clone has nothing at ../).
-# Documents: README.md, docs/design.md, producers/README.md.
+# Documents: README.md, docs/design.md, docs/privacy.md, producers/README.md.
 # usage: test_refs.sh SOURCE_DIR
 src=$1
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
 cd "$src" || { echo "0 passed, 1 failed"; exit 1; }
-docs="README.md docs/design.md producers/README.md"
+docs="README.md docs/design.md docs/privacy.md producers/README.md"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for doc in $docs; do
   if [ -f "$doc" ]; then ok; else ko "$doc is missing"; continue; fi
