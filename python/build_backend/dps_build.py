@@ -74,6 +74,10 @@ def _wheel_files(p):
     out.append((f"{di}/WHEEL", f"Wheel-Version: 1.0\nGenerator: dps_build\nRoot-Is-Purelib: false\n"
                                f"Tag: {_tag()}\n".encode()))
     out.append((f"{di}/top_level.txt", f"{PKG}\n".encode()))
+    scripts = p.get("scripts", {})  # [project.scripts]: pip makes each a command
+    if scripts:
+        text = "[console_scripts]\n" + "".join(f"{name} = {target}\n" for name, target in scripts.items())
+        out.append((f"{di}/entry_points.txt", text.encode()))
     return out
 
 
