@@ -97,8 +97,10 @@ class SubspaceEstimator:
     group_components: each group's rank (default n_components each).
     t, m: the collector's epochs of t*m rows (see the module's text).
     power_blocks, power_oversample, dense_max_d, q: as dps-estimate's flags.
-    budget_rho / budget_eps: a cap on everything this estimator releases
-      (eps at delta_target); a release past it is refused (nothing spent).
+    cap_rho / cap_eps: a cap on everything this estimator releases (eps at
+      delta_target), as the programs' --cap-rho / --cap-eps; a release past
+      it is refused (nothing spent).  budget_rho / budget_eps: their former
+      names, still taken.
     seed: None (default) draws noise from the system's secure generator;
       an int makes every draw reproducible -- NOT private, for tests only.
     workers: threads for the bucket bases and BLAS (default: all CPUs).
@@ -109,9 +111,10 @@ class SubspaceEstimator:
                  groups: Optional[Sequence[int]] = None, group_components: Optional[Sequence[int]] = None,
                  t: Optional[int] = None, m: Optional[int] = None, q: Optional[int] = None,
                  power_blocks: Optional[int] = None, power_oversample: Optional[int] = None,
-                 dense_max_d: Optional[int] = None, budget_rho: Optional[float] = None,
-                 budget_eps: Optional[float] = None, delta_target: float = 1e-5, public_seed: int = 0,
-                 seed: Optional[int] = None, workers: Optional[int] = None, batch: int = BATCH) -> None:
+                 dense_max_d: Optional[int] = None, cap_rho: Optional[float] = None,
+                 cap_eps: Optional[float] = None, delta_target: float = 1e-5, public_seed: int = 0,
+                 seed: Optional[int] = None, workers: Optional[int] = None, batch: int = BATCH,
+                 budget_rho: Optional[float] = None, budget_eps: Optional[float] = None) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}; got {mechanism!r}")
         if not (isinstance(n_components, (int, np.integer)) and n_components >= 1):
@@ -142,7 +145,11 @@ class SubspaceEstimator:
         self.group_components = list(group_components) if group_components is not None else None
         self.t, self.m, self.q = t, m, q
         self.power_blocks, self.power_oversample, self.dense_max_d = power_blocks, power_oversample, dense_max_d
-        self.budget_rho, self.budget_eps, self.delta_target = budget_rho, budget_eps, float(delta_target)
+        if (cap_rho is not None and budget_rho is not None) or (cap_eps is not None and budget_eps is not None):
+            raise ValueError("give cap_rho / cap_eps (budget_rho / budget_eps are their former names), not both")
+        cap_rho = budget_rho if cap_rho is None else cap_rho
+        cap_eps = budget_eps if cap_eps is None else cap_eps
+        self.cap_rho, self.cap_eps, self.delta_target = cap_rho, cap_eps, float(delta_target)
         self.public_seed, self.seed, self.workers, self.batch = int(public_seed), seed, workers, int(batch)
         self.releases_: List[Release] = []
         self.d_: Optional[int] = None
@@ -187,8 +194,8 @@ class SubspaceEstimator:
             if getattr(self, name) is not None:
                 setattr(c, name, getattr(self, name))
         c.rho_epoch, c.delta_epoch = self.rho, self.delta
-        c.cap.rho_cap = self.budget_rho or 0.0
-        c.cap.eps_cap = self.budget_eps or 0.0
+        c.cap.rho_cap = self.cap_rho or 0.0
+        c.cap.eps_cap = self.cap_eps or 0.0
         c.cap.delta_target = self.delta_target
         c.public_seed = self.public_seed
         if self.seed is not None:
@@ -384,9 +391,9 @@ class SubspaceEstimator:
 
     def _would_pass_cap(self, cost: native.Zcdp) -> bool:
         after = native.Zcdp(self._spent.rho + cost.rho, self._spent.delta + cost.delta)
-        if self.budget_rho and (after.rho > self.budget_rho or after.delta > self.delta_target):
+        if self.cap_rho and (after.rho > self.cap_rho or after.delta > self.delta_target):
             return True
-        return bool(self.budget_eps) and native.lib().dps_zcdp_eps_total(after, self.delta_target) > self.budget_eps
+        return bool(self.cap_eps) and native.lib().dps_zcdp_eps_total(after, self.delta_target) > self.cap_eps
 
     # ------------------------------------------------------------- results
     @property

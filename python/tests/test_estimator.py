@@ -100,7 +100,7 @@ def test_gaussian_finds_the_planted_subspace(planted):
 
 def test_budget_adds_up_over_calls_and_the_cap_refuses(planted):
     X, _ = planted
-    est = dp.SubspaceEstimator(K, rho=0.5, mechanism="gaussian", budget_rho=1.2, seed=1)
+    est = dp.SubspaceEstimator(K, rho=0.5, mechanism="gaussian", cap_rho=1.2, seed=1)
     est.fit(X[:1000]).fit(X[1000:2000])
     assert est.spent_ == (1.0, 0.0)
     est.fit(X[2000:])  # 1.5 > 1.2: refused, nothing spent
@@ -111,6 +111,12 @@ def test_budget_adds_up_over_calls_and_the_cap_refuses(planted):
     # the library's conversion (Canonne-Kamath-Steinke) is tighter but above rho
     eps = est.eps_at(1e-5)
     assert 1.0 < eps < 1 + 2 * math.sqrt(math.log(1e5))
+    # the former name of the cap (0.1) caps the same; both at once is refused
+    old = dp.SubspaceEstimator(K, rho=0.5, mechanism="gaussian", budget_rho=0.7, seed=1)
+    old.fit(X[:1000]).fit(X[1000:2000])
+    assert [r.status for r in old.releases_] == ["released", "refused"] and old.spent_ == (0.5, 0.0)
+    with pytest.raises(ValueError, match="not both"):
+        dp.SubspaceEstimator(K, rho=0.5, cap_rho=1, budget_rho=1)
 
 
 def test_rho_add_remove_states_the_bound(planted):
