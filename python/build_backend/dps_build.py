@@ -19,7 +19,7 @@ import zipfile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
 PKG = "dpsubspace"
-GENERATED = ["dpsubspace_pb2.py", os.path.join("_native", "libdpsubspace.so.0")]
+GENERATED = ["dpsubspace_pb2.py", os.path.join("_native", "libdpsubspace.so")]
 
 
 def _project():
@@ -105,7 +105,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w", zipfile.ZIP_DEFLATED) as z:
         for arc, data in _wheel_files(p):
             info = zipfile.ZipInfo(arc, date_time=(2026, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if arc.endswith(".so.0") else 0o644) << 16
+            info.external_attr = (0o755 if arc.endswith(".so") else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

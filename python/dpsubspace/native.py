@@ -4,9 +4,9 @@ structs mirrored, each function's argument and result types declared.
 
 Where the library comes from, first found wins:
   1. $DPSUBSPACE_LIB, a path to libdpsubspace.so;
-  2. the copy the build puts beside this package (_native/libdpsubspace.so.0,
+  2. the copy the build puts beside this package (_native/libdpsubspace.so,
      shipped by `pip install ./python` after a build);
-  3. the system's loader (libdpsubspace.so.0 after `cmake --install`).
+  3. the system's loader (libdpsubspace.so.0.2, major.minor of this package, after `cmake --install`).
 The structs below must match include/dpsubspace.h field for field: the
 library's version must equal the one this package was built with (checked at
 load), and tests/python/test_native_layout.py compares every offset with the
@@ -137,10 +137,11 @@ def _candidates():
     if env:
         yield env
         return
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", "libdpsubspace.so.0")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", "libdpsubspace.so")
     if os.path.exists(here):
         yield here
-    yield "libdpsubspace.so.0"
+    from . import __version__  # the installed library's soname carries major.minor while 0.x
+    yield "libdpsubspace.so." + ".".join(__version__.split(".")[:2])
 
 
 def lib() -> ctypes.CDLL:

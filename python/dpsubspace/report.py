@@ -226,7 +226,7 @@ def title_text(last):
 def footer_text(last, count):
     """One line under the panels: the latest snapshot."""
     when = ""
-    if isinstance(last["time_unix_ms"], int) and last["time_unix_ms"] > 0:
+    if isinstance(last["time_unix_ms"], int) and 0 < last["time_unix_ms"] < 253402300800000:  # before year 10000
         when = time.strftime(", %Y-%m-%d %H:%M:%S UTC", time.gmtime(last["time_unix_ms"] / 1000))
     what = f"latest: epoch {last['epoch']}"
     if last["seq"] is not None:
@@ -433,7 +433,7 @@ def run(args):
         return EXIT_INPUT
     if pending:
         redraw(snaps, args.out, args.size, args.verbose)
-    print(f"{PROG}: {len(snaps)} snapshots drawn to {args.out}", file=sys.stderr)
+    print(f"{PROG}: {len(snaps)} snapshot{'' if len(snaps) == 1 else 's'} drawn to {args.out}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -442,6 +442,10 @@ def main(argv=None):
     try:
         args = make_parser().parse_args(argv)
         check_out(args.out)
+        try:
+            import matplotlib  # noqa: F401  (drawn with it: say so now, not at the first snapshot)
+        except ImportError:
+            raise UsageError("needs matplotlib (Debian: apt-get install python3-matplotlib; tools/setup installs it)")
         return run(args)
     except (UsageError, WriteError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)

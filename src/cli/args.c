@@ -417,6 +417,8 @@ void cli_print_usage(FILE *f, const char *synopsis, const cli_opt *opts, size_t 
             fprintf(f, "\n%s\n", o->help);
             continue;
         }
+        if (!o->help)
+            continue; /* a hidden option: a former name still read */
         char head[96];
         const char *mv = o->kind == CLI_OPT_FLAG ? "" : o->metavar ? o->metavar : "VALUE";
         const char *sp = mv[0] ? " " : "", *alias = s_shown_alias(o->name);

@@ -123,7 +123,8 @@ typedef struct {
     const char *metavar; /* value placeholder in --help, e.g. "N"             */
     const char *deflt;   /* the default as shown in --help (NULL: none;
                             "required" shows as "(required)")                 */
-    const char *help;    /* what it means                                     */
+    const char *help;    /* what it means (NULL: not shown in --help, for a
+                            former option still read)                         */
     int given;           /* set by the parser: 1 on the command line, 2 from
                             a config file                                     */
 } cli_opt;

@@ -82,6 +82,15 @@ static const char *s_what(const char *name)
     return "";
 }
 
+/* The help's epilogue: s_epilogue, then every refusal and counter with its
+   explanation (the same words as the text output's). */
+static void s_epilogue_with_names(char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "%s\nThe refusals and counters, by name:\n", s_epilogue);
+    for (size_t i = 0; i < sizeof s_explain / sizeof s_explain[0] && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "  %-22s %s\n", s_explain[i].name, s_explain[i].what);
+}
+
 static void s_print_text(const char *ep, const dps_collector_status *st, const char *producer)
 {
     printf("collector %s  (d %zu, k %zu, up %" PRIu64 " s)\n", ep, st->d, st->k, st->uptime_s);
@@ -264,7 +273,9 @@ int main(int argc, char **argv)
         {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
     };
     size_t n_opts = sizeof opts / sizeof opts[0];
-    int rc = cli_parse_or_help(argc, argv, opts, n_opts, NULL, 0, NULL, &help, s_synopsis, s_epilogue);
+    char epilogue[8192];
+    s_epilogue_with_names(epilogue, sizeof epilogue);
+    int rc = cli_parse_or_help(argc, argv, opts, n_opts, NULL, 0, NULL, &help, s_synopsis, epilogue);
     if (rc >= 0)
         return rc;
     if (timeout_ms < 1 || timeout_ms > 3600000) {

@@ -115,7 +115,7 @@ typedef struct {
     int have_prev, have_truth;
     uint64_t prev_epoch;
     double *ang_prev, *ang_truth; /* k each */
-    double sin_prev, sin_truth;
+    double sin_to_prev, sin_to_truth;
     char saved[4200];
 } s_compare;
 
@@ -181,13 +181,13 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
             char lbl[48];
             snprintf(lbl, sizeof lbl, "vs previous (epoch %" PRIu64 ")", cmp->prev_epoch);
             printf("  %-22s ", lbl);
-            s_angles_text(stdout, cmp->ang_prev, in->k, cmp->sin_prev);
+            s_angles_text(stdout, cmp->ang_prev, in->k, cmp->sin_to_prev);
         } else {
             printf("  vs previous            (none: the first released snapshot seen)\n");
         }
         if (cmp->have_truth) {
             printf("  %-22s ", "vs truth");
-            s_angles_text(stdout, cmp->ang_truth, in->k, cmp->sin_truth);
+            s_angles_text(stdout, cmp->ang_truth, in->k, cmp->sin_to_truth);
         }
         if (cmp->saved[0])
             printf("  saved %s\n", cmp->saved);
@@ -241,9 +241,9 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     else
         cli_json_null(&j, "prev_epoch");
     s_json_angles(&j, "angles_to_prev_deg", cmp->have_prev, cmp->ang_prev, in->k);
-    cli_json_num(&j, "sin_to_prev", cmp->have_prev ? cmp->sin_prev : NAN);
+    cli_json_num(&j, "sin_to_prev", cmp->have_prev ? cmp->sin_to_prev : NAN);
     s_json_angles(&j, "angles_to_truth_deg", cmp->have_truth, cmp->ang_truth, in->k);
-    cli_json_num(&j, "sin_to_truth", cmp->have_truth ? cmp->sin_truth : NAN);
+    cli_json_num(&j, "sin_to_truth", cmp->have_truth ? cmp->sin_to_truth : NAN);
     cli_json_str(&j, "saved", cmp->saved[0] ? cmp->saved : NULL);
     cli_json_object_end(&j);
     cli_json_finish(&j);
@@ -277,7 +277,7 @@ static int s_compare_released(const watch_args *a, const dps_snapshot_info *in, 
                               s_compare *cmp)
 {
     if (prev && prev_in->d == in->d && prev_in->k == in->k) {
-        if (cli_principal_angles(prev, V, in->k, in->d, cmp->ang_prev, &cmp->sin_prev)) {
+        if (cli_principal_angles(prev, V, in->k, in->d, cmp->ang_prev, &cmp->sin_to_prev)) {
             cli_error("computing principal angles failed (LAPACK)");
             return CLI_EXIT_RUNTIME;
         }
@@ -291,7 +291,7 @@ static int s_compare_released(const watch_args *a, const dps_snapshot_info *in, 
                       tk, td, in->k, in->d);
             return CLI_EXIT_INPUT;
         }
-        if (cli_principal_angles(T, V, in->k, in->d, cmp->ang_truth, &cmp->sin_truth)) {
+        if (cli_principal_angles(T, V, in->k, in->d, cmp->ang_truth, &cmp->sin_to_truth)) {
             cli_error("computing principal angles failed (LAPACK)");
             return CLI_EXIT_RUNTIME;
         }

@@ -66,6 +66,10 @@ static const opt_def s_opts[] = {
                                      " weight the radius must reach, in (0, 1]"},
     {"split", OPT_STR, F(split), "S:C:M", "how an epoch's rho is shared between the radius search, the friend"
                                           " count and the noisy average (default 0.2:0.1:0.7; normalised to sum 1)"},
+    /* former (0.1) settings, still read, not shown: --split's three parts */
+    {"split-search", OPT_DOUBLE, F(former_split[0]), "X", NULL},
+    {"split-count", OPT_DOUBLE, F(former_split[1]), "X", NULL},
+    {"split-mean", OPT_DOUBLE, F(former_split[2]), "X", NULL},
     {"public-seed", OPT_U64, F(public_seed), "N", "seed of the public reference points (default 0)"},
     {"seed", OPT_U64, F(seed), "N", "TESTS ONLY: seeded noise (not secure); snapshots say so"},
     {"workers", OPT_U64, F(workers), "N", "worker threads for bucket bases (default: CPUs)"},
@@ -156,6 +160,7 @@ void options_defaults(collector_options *o)
     o->split_search = lib.split_search; /* --split, if given, in options_finish */
     o->split_count = lib.split_count;
     o->split_mean = lib.split_mean;
+    o->former_split[0] = o->former_split[1] = o->former_split[2] = NAN;
     o->workers = (uint64_t)lib.workers;
     snprintf(o->ingest, sizeof o->ingest, "tcp://127.0.0.1:7780");
     snprintf(o->publish, sizeof o->publish, "tcp://127.0.0.1:7781");
@@ -195,8 +200,8 @@ static const char *s_deflt(const opt_def *od, const collector_options *def, char
         snprintf(buf, n, "%zuk", od->name[0] == 'm' ? lib.m : lib.q);
         return buf;
     }
-    if (strstr(od->help, "default"))
-        return NULL;
+    if (!od->help || strstr(od->help, "default"))
+        return NULL; /* hidden, or the help says it */
     if (od->kind == OPT_U64 && *(const uint64_t *)(const void *)p)
         snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)(const void *)p);
     else if (od->kind == OPT_DOUBLE && *(const double *)(const void *)p != 0)
@@ -345,6 +350,17 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     if (cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, &lib, err,
                          errlen))
         return -1;
+    int former = !isnan(o->former_split[0]) || !isnan(o->former_split[1]) || !isnan(o->former_split[2]);
+    if (former && o->split[0]) {
+        snprintf(err, errlen, "--split and the former --split-search/--split-count/--split-mean: give --split alone");
+        return -1;
+    }
+    if (former) { /* a 0.1 configuration: each part given, the others the defaults */
+        snprintf(o->split, sizeof o->split, "%.17g:%.17g:%.17g",
+                 isnan(o->former_split[0]) ? lib.split_search : o->former_split[0],
+                 isnan(o->former_split[1]) ? lib.split_count : o->former_split[1],
+                 isnan(o->former_split[2]) ? lib.split_mean : o->former_split[2]);
+    }
     if (o->split[0]) {
         if (cli_split_apply(o->split, &lib, err, errlen))
             return -1;
@@ -460,8 +476,9 @@ void options_usage(FILE *to)
             "window, q; logged at start-up) comes on top.  A connection that libzmq drops with batches\n"
             "in flight on it (a batch above --max-batch-rows, or no memory for one) is logged and\n"
             "counted (connections_dropped in dps-status), and so are sequence gaps.\n");
-    fprintf(to, "\nformer names, still read: --rho-epoch and --delta-epoch (now --rho and --delta); the three\n"
-                "--split-search, --split-count, --split-mean are now one --split S:C:M, as in dps-estimate.\n");
+    fprintf(to, "\nformer names (0.1), still read on the command line and in config files: --rho-epoch and\n"
+                "--delta-epoch (now --rho and --delta); --split-search, --split-count, --split-mean (now\n"
+                "one --split S:C:M, as in dps-estimate; not together with it).\n");
     fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem (at\n"
                 "start, or a ledger write that failed while running: the collector stops),\n"
                 "4 stopped cleanly, but batches were lost in transit this run (connections_dropped, seq_gaps)\n");

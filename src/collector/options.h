@@ -14,8 +14,9 @@ typedef struct {
     uint64_t d, k, t, m, window, q;
     char aggregator[16];
     double rho_epoch, delta_epoch, alpha, tau; /* --rho, --delta (each epoch's), --alpha, --tau */
-    char split[64];                            /* --split S:C:M as given ("": the library's) */
+    char split[128];                           /* --split S:C:M as given ("": the library's) */
     double split_search, split_count, split_mean; /* from --split (options_finish) */
+    double former_split[3];                    /* 0.1's --split-search/-count/-mean (NAN: not given) */
     double cap_rho, cap_eps, delta_target;
     int no_cap; /* the operator chose to spend without limit (--no-cap) */
     double hist_width; /* histogram aggregator's cell side (0: default) */

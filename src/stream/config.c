@@ -119,7 +119,7 @@ int dps_config_check(const dps_config *c, const char **why)
     if (!(c->rho_epoch > 0) || !isfinite(c->rho_epoch))
         WHY("rho (rho_epoch, the epoch's) must be positive");
     if (!(c->delta_epoch > 0 && c->delta_epoch < 1))
-        WHY("delta_epoch must be in (0, 1)");
+        WHY("delta (delta_epoch, the epoch's) must be in (0, 1)");
     if (!(c->alpha > 0 && c->alpha <= 1))
         WHY("alpha must be in (0, 1]");
     if (!(c->tau > 0 && c->tau <= 1))

@@ -14,12 +14,12 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 if DPSUBSPACE_BUILD_DIR=$build /usr/bin/python3 -m pip install -q --no-deps --no-cache-dir --target "$tmp/site" \
      "$src/python" >"$tmp/pip.log" 2>&1; then ok; else bad "pip install"; cat "$tmp/pip.log"; fi
-[ -f "$tmp/site/dpsubspace/_native/libdpsubspace.so.0" ] && ok || bad "the wheel lacks the library"
+[ -f "$tmp/site/dpsubspace/_native/libdpsubspace.so" ] && ok || bad "the wheel lacks the library"
 [ -f "$tmp/site/dpsubspace/dpsubspace_pb2.py" ] && ok || bad "the wheel lacks the message classes"
 [ -f "$tmp/site/dpsubspace/py.typed" ] && ok || bad "the wheel lacks py.typed"
 # [project.scripts]: pip made the dps-report command, and it runs the installed copy
 v=$(cd / && env -u PYTHONPATH PYTHONPATH="$tmp/site" "$tmp/site/bin/dps-report" --version 2>&1)
-[ "$v" = "dps-report 0.1.0" ] && ok || bad "the dps-report command from the wheel: $v"
+[ "$v" = "dps-report 0.2.0" ] && ok || bad "the dps-report command from the wheel: $v"
 out=$(cd / && env -u PYTHONPATH PYTHONPATH="$tmp/site" /usr/bin/python3 -c '
 import numpy as np, dpsubspace
 assert dpsubspace.__file__.startswith("'"$tmp"'/site/"), dpsubspace.__file__

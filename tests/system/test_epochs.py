@@ -234,6 +234,21 @@ def test_period_and_config_file():
         f.write("d = 40\nbogus = 1\n")
     p = subprocess.run([COLLECTOR, "--config", bad], capture_output=True, text=True)
     check(p.returncode == 2 and "bad.conf:2: unknown setting 'bogus'" in p.stderr, f"config errors name the line: {p.stderr.strip()}")
+    # a 0.1 configuration (rho-epoch, split-mean) still starts a collector; with --split as well it is refused
+    old = os.path.join(TMP, "old.conf")
+    with open(old, "w") as f:
+        f.write("rho-epoch = 2\nsplit-search = 0.25\nsplit-mean = 0.65\ncap-rho = 5\n")
+    c = Collector("oldconf", d=40, k=2, t=60, extra=["--config", old])
+    try:
+        c.start()
+        check("rho 2 per epoch" in c.tail(), "a 0.1 configuration (rho-epoch, split-*) starts, at its rho")
+    except (RuntimeError, OSError) as e:
+        check(False, f"a 0.1 configuration starts a collector: {e}")
+    c.stop()
+    p = subprocess.run([COLLECTOR, "--config", old, "--split", "1:1:1", "--d", "40", "--k", "2", "--no-cap",
+                        "--insecure-plaintext", "--state-dir", os.path.join(TMP, "oldconf2")], capture_output=True,
+                       text=True)
+    check(p.returncode == 2 and "give --split alone" in p.stderr, f"--split with split-*: refused ({p.stderr.strip()})")
 
 
 def test_weak_snapshot():

@@ -145,7 +145,7 @@ double bi_sync_ref(size_t snap_bytes, int reps)
     int lf = open(led, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     unsigned char *buf = b_alloc(snap_bytes + 1);
     memset(buf, 0x5a, snap_bytes);
-    const char line[] = "commit epoch=123 rho=1 delta=1e-06 total_rho=123 total_delta=0.000123 padding-padding\n";
+    const char line[] = "commit epoch=123 rho_epoch=1 delta_epoch=1e-06 rho_total=123 delta_total=0.000123 padding\n";
     double v[64];
     int n = reps > 64 ? 64 : reps, ok = lf >= 0;
     for (int i = 0; i < n && ok; i++) {
