@@ -1,0 +1,286 @@
+/* power_sharded.c - the noisy power iteration sharded by coordinate over MPI
+   ranks (see power_sharded.h for the mechanism, its argument and the norm
+   guard).  Layout: X and Y are w x b column-major (ld w): column j's slice
+   at j * w; a pending row's slice at i * w of B. */
+#include "power_sharded.h"
+#include "internal.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Coordinates per named stream of draws: rank boundaries need not fall on
+   them (a rank draws a whole block and keeps its part). */
+enum { POWER_SHARDED_BLOCK = 1024, POWER_SHARDED_ROWS = 32 };
+
+void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1)
+{
+    size_t r = (size_t)rank, n = (size_t)size, q = d / n, extra = d % n;
+    *c0 = r * q + (r < extra ? r : extra);
+    *c1 = *c0 + q + (r < extra ? 1 : 0);
+}
+
+void power_sharded_free(power_sharded *p)
+{
+    free(p->X);
+    free(p->Y);
+    free(p->B);
+    free(p->Bd);
+    free(p->P);
+    free(p->G);
+    free(p->V);
+    free(p->l);
+    free(p->block);
+    dps_rng_destroy(&p->noise);
+    memset(p, 0, sizeof *p);
+}
+
+/* An error of any rank (DPS_OK is 0, the errors positive: the largest
+   code): every rank returns it. */
+static int s_agree(MPI_Comm comm, int rc)
+{
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, comm);
+    return worst;
+}
+
+int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size_t b, int seeded, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    p->comm = comm;
+    MPI_Comm_rank(comm, &p->rank);
+    MPI_Comm_size(comm, &p->size);
+    int rc = DPS_OK;
+    /* the named streams' index packs (step, column, block) into 64 bits */
+    if (k < 1 || b < k || b > d || d < (size_t)p->size || b >= ((size_t)1 << 16) || d > (size_t)INT32_MAX ||
+        d / POWER_SHARDED_BLOCK >= ((size_t)1 << 24) || b > SIZE_MAX / sizeof(double) / d)
+        rc = DPS_EINVAL;
+    if (rc == DPS_OK) {
+        dps_blas_init_once();
+        p->d = d;
+        p->k = k;
+        p->b = b;
+        p->nb = POWER_SHARDED_ROWS;
+        p->seeded = seeded;
+        p->seed = seed;
+        power_sharded_slice(d, p->size, p->rank, &p->c0, &p->c1);
+        p->w = p->c1 - p->c0;
+        p->X = dps_aligned_calloc(b * p->w, sizeof(double));
+        p->Y = dps_aligned_calloc(b * p->w, sizeof(double));
+        p->B = dps_aligned_alloc(p->nb * p->w, sizeof(float));
+        p->Bd = dps_aligned_alloc(p->nb * p->w, sizeof(double));
+        p->P = malloc(p->nb * b * sizeof *p->P);
+        p->G = malloc(b * b * sizeof *p->G);
+        p->V = malloc(b * b * sizeof *p->V);
+        p->l = malloc(b * sizeof *p->l);
+        p->block = malloc(POWER_SHARDED_BLOCK * sizeof *p->block);
+        if (!p->X || !p->Y || !p->B || !p->Bd || !p->P || !p->G || !p->V || !p->l || !p->block)
+            rc = DPS_ENOMEM;
+        else if (!seeded)
+            rc = dps_rng_new_secure(&p->noise);
+    }
+    rc = s_agree(comm, rc);
+    if (rc != DPS_OK)
+        power_sharded_free(p);
+    return rc;
+}
+
+/* Add to column j of M (this rank's slice) the draws N(0, s^2) of coordinates
+   [c0, c1) of the stream named label, index: block by block of the whole
+   column, so that any split of the coordinates draws the same numbers. */
+static int s_add_named(power_sharded *p, double *col, double s, uint64_t seed, const char *label, uint64_t index)
+{
+    size_t first = p->c0 / POWER_SHARDED_BLOCK, last = (p->c1 - 1) / POWER_SHARDED_BLOCK;
+    for (size_t blk = first; blk <= last; blk++) {
+        size_t b0 = blk * POWER_SHARDED_BLOCK, len = DPS_MIN((size_t)POWER_SHARDED_BLOCK, p->d - b0);
+        dps_rng *r = NULL;
+        int rc = dps_rng_new_labelled(&r, seed, label, index | blk);
+        if (rc)
+            return rc;
+        dps_rng_gaussian_fill(r, s, p->block, len);
+        dps_rng_destroy(&r);
+        size_t lo = DPS_MAX(b0, p->c0), hi = DPS_MIN(b0 + len, p->c1);
+        for (size_t i = lo; i < hi; i++)
+            col[i - p->c0] += p->block[i - b0];
+    }
+    return DPS_OK;
+}
+
+/* X = the left singular vectors of Y (w x b slices), largest first, through
+   the Gram's eigenvectors on rank 0; then the norm guard.  Collective. */
+static int s_orthonormalise(power_sharded *p)
+{
+    size_t b = p->b, w = p->w;
+    memset(p->G, 0, b * b * sizeof *p->G);
+    cblas_dsyrk(CblasColMajor, CblasUpper, CblasTrans, (int)b, (int)w, 1.0, p->Y, (int)w, 0.0, p->G, (int)b);
+    MPI_Allreduce(MPI_IN_PLACE, p->G, (int)(b * b), MPI_DOUBLE, MPI_SUM, p->comm);
+    /* rank 0 solves, every rank gets V and l (and rank 0's verdict) */
+    double *msg = p->V; /* V (b x b), then l follows in p->l */
+    int rc = DPS_OK;
+    if (p->rank == 0) {
+        memcpy(p->V, p->G, b * b * sizeof *p->V);
+        double *asc = p->l;
+        if (LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', (lapack_int)b, p->V, (lapack_int)b, asc) != 0 ||
+            !(asc[b - 1] > 0) || !(asc[0] > asc[b - 1] * 1e-30))
+            rc = DPS_ENUMERIC; /* Y (numerically) rank-deficient: no noise, too few rows */
+        /* descending, and each eigenvector's largest entry positive */
+        for (size_t j = 0; j < b / 2; j++) {
+            size_t o = b - 1 - j;
+            double t = asc[j];
+            asc[j] = asc[o];
+            asc[o] = t;
+            for (size_t i = 0; i < b; i++) {
+                t = p->V[j * b + i];
+                p->V[j * b + i] = p->V[o * b + i];
+                p->V[o * b + i] = t;
+            }
+        }
+        for (size_t j = 0; j < b; j++) {
+            size_t at = 0;
+            for (size_t i = 1; i < b; i++)
+                if (fabs(p->V[j * b + i]) > fabs(p->V[j * b + at]))
+                    at = i;
+            if (p->V[j * b + at] < 0)
+                for (size_t i = 0; i < b; i++)
+                    p->V[j * b + i] = -p->V[j * b + i];
+        }
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, p->comm);
+    if (rc)
+        return rc;
+    MPI_Bcast(msg, (int)(b * b), MPI_DOUBLE, 0, p->comm);
+    MPI_Bcast(p->l, (int)b, MPI_DOUBLE, 0, p->comm);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)b, 1.0, p->Y, (int)w, p->V,
+                (int)b, 0.0, p->X, (int)w);
+    for (size_t j = 0; j < b; j++)
+        cblas_dscal((int)w, 1.0 / sqrt(p->l[j]), p->X + j * w, 1);
+    /* the norm guard (power_sharded.h) */
+    memset(p->G, 0, b * b * sizeof *p->G);
+    cblas_dsyrk(CblasColMajor, CblasUpper, CblasTrans, (int)b, (int)w, 1.0, p->X, (int)w, 0.0, p->G, (int)b);
+    MPI_Allreduce(MPI_IN_PLACE, p->G, (int)(b * b), MPI_DOUBLE, MPI_SUM, p->comm);
+    double f = 0;
+    if (p->rank == 0) {
+        double g = 0, u = 0x1p-53, dd = (double)p->d;
+        for (size_t i = 0; i < b; i++) {
+            double row = 0;
+            for (size_t j = 0; j < b; j++)
+                row += fabs(i <= j ? p->G[j * b + i] : p->G[i * b + j]); /* the upper triangle, mirrored */
+            g = fmax(g, row);
+        }
+        double e = (double)b * (dd * u / (1.0 - dd * u)) * g, mu = 4.0 * sqrt((double)b) * 0x1p-52;
+        f = (1.0 - mu) / sqrt(g + e);
+    }
+    MPI_Bcast(&f, 1, MPI_DOUBLE, 0, p->comm);
+    cblas_dscal((int)(b * w), f, p->X, 1);
+    return DPS_OK;
+}
+
+int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed)
+{
+    size_t b = p->b, w = p->w;
+    int rc = DPS_OK;
+    memset(p->Y, 0, b * w * sizeof *p->Y);
+    for (size_t j = 0; j < b && !rc; j++) /* every column drawn, warm or not: the public draws' use is fixed */
+        rc = s_add_named(p, p->Y + j * w, 1.0, public_seed, "power-start", (uint64_t)j << 24);
+    if (!rc && warm_slice)
+        for (size_t j = 0; j < p->k; j++)
+            for (size_t i = 0; i < w; i++)
+                p->Y[j * w + i] = (double)warm_slice[j * w + i];
+    rc = s_agree(p->comm, rc);
+    if (!rc)
+        rc = s_orthonormalise(p);
+    memset(p->Y, 0, b * w * sizeof *p->Y);
+    p->pending = 0;
+    p->steps = 0;
+    return rc;
+}
+
+/* Y += B^T (B X) for the pending rows: B X summed over the ranks. */
+static void s_flush(power_sharded *p)
+{
+    size_t b = p->b, w = p->w, nb = p->pending;
+    if (!nb)
+        return;
+    for (size_t i = 0; i < nb * w; i++)
+        p->Bd[i] = (double)p->B[i];
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)w, 1.0, p->Bd, (int)w, p->X, (int)w,
+                0.0, p->P, (int)nb);
+    MPI_Allreduce(MPI_IN_PLACE, p->P, (int)(nb * b), MPI_DOUBLE, MPI_SUM, p->comm);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)nb, 1.0, p->Bd, (int)w, p->P,
+                (int)nb, 1.0, p->Y, (int)w);
+    p->pending = 0;
+}
+
+int power_sharded_add(power_sharded *p, const float *row_slice)
+{
+    memcpy(p->B + p->pending * p->w, row_slice, p->w * sizeof *row_slice);
+    if (++p->pending == p->nb)
+        s_flush(p);
+    return DPS_OK;
+}
+
+int power_sharded_step(power_sharded *p, double s)
+{
+    size_t b = p->b, w = p->w;
+    s_flush(p);
+    int rc = p->steps < ((uint64_t)1 << 24) ? DPS_OK : DPS_EINVAL; /* the named streams' index */
+    for (size_t j = 0; j < b && !rc && p->seeded; j++)
+        rc = s_add_named(p, p->Y + j * w, s, p->seed, "power-noise", p->steps << 40 | (uint64_t)j << 24);
+    if (!rc && !p->seeded)
+        dps_rng_gaussian_add(p->noise, s, p->Y, b * w);
+    rc = s_agree(p->comm, rc);
+    if (!rc)
+        rc = s_orthonormalise(p);
+    memset(p->Y, 0, b * w * sizeof *p->Y);
+    if (!rc)
+        p->steps++;
+    return rc;
+}
+
+int power_sharded_basis(power_sharded *p, float *basis_slice, double *sv)
+{
+    if (!p->steps)
+        return DPS_EINVAL;
+    size_t k = p->k, w = p->w;
+    double *nrm = p->P; /* scratch: nb b >= k doubles */
+    for (size_t j = 0; j < k; j++)
+        nrm[j] = cblas_ddot((int)w, p->X + j * w, 1, p->X + j * w, 1);
+    MPI_Allreduce(MPI_IN_PLACE, nrm, (int)k, MPI_DOUBLE, MPI_SUM, p->comm);
+    for (size_t j = 0; j < k; j++) { /* about 1: undo the guard's scale */
+        double inv = 1.0 / sqrt(nrm[j]);
+        for (size_t i = 0; i < w; i++)
+            basis_slice[j * w + i] = (float)(p->X[j * w + i] * inv);
+        if (sv)
+            sv[j] = sqrt(p->l[j]);
+    }
+    return DPS_OK;
+}
+
+int power_sharded_gather(power_sharded *p, float *basis)
+{
+    if (!p->steps)
+        return DPS_EINVAL;
+    size_t k = p->k;
+    float *mine = malloc(DPS_MAX((size_t)1, k * p->w) * sizeof *mine);
+    int *counts = malloc((size_t)p->size * sizeof *counts), *displs = malloc((size_t)p->size * sizeof *displs);
+    int rc = mine && counts && displs ? DPS_OK : DPS_ENOMEM;
+    rc = s_agree(p->comm, rc);
+    if (!rc) {
+        power_sharded_basis(p, mine, NULL);
+        for (int r = 0; r < p->size; r++) {
+            size_t c0, c1;
+            power_sharded_slice(p->d, p->size, r, &c0, &c1);
+            counts[r] = (int)(c1 - c0);
+            displs[r] = (int)c0;
+        }
+        for (size_t j = 0; j < k; j++)
+            MPI_Gatherv(mine + j * p->w, (int)p->w, MPI_FLOAT, p->rank == 0 ? basis + j * p->d : NULL, counts, displs,
+                        MPI_FLOAT, 0, p->comm);
+    }
+    free(mine);
+    free(counts);
+    free(displs);
+    return rc;
+}

@@ -1,0 +1,109 @@
+/* power_sharded.h - the noisy power iteration of power_iteration.h (DESIGN
+   7.3) sharded by coordinate over the ranks of an MPI communicator (issue
+   15): rank r of R holds columns [c0, c1) of every row, of the iterate X and
+   of the noisy Y, so each holds b (c1 - c0) doubles of them and only b x b
+   and nb x b matrices cross the network.
+
+   One step, as power_iteration.c's, split by coordinate:
+     flush of nb rows B:  P = B X = sum over ranks of B_r X_r  (MPI_Allreduce, nb x b)
+                          Y_r += B_r^T P                        (local: rank r's rows of B^T B X)
+     step:                Y_r += N(0, s^2) for each of its entries
+                          G = Y^T Y = sum over ranks of Y_r^T Y_r   (MPI_Allreduce, b x b)
+                          rank 0: G = V diag(l) V^T, l descending; V, l to every rank (MPI_Bcast)
+                          X_r = Y_r V diag(1/sqrt(l)): the left singular vectors of Y, largest first
+                          the norm guard (below) on X
+   THE SAME MECHANISM.  What the privacy argument of epoch_power.c uses is
+   (1) Y = sum over the step's rows of x (x^T X) plus iid N(0, s^2) in every
+   entry, whatever the rows, and (2) ||X||_2 <= 1 for the X the rows are
+   multiplied by.  (1): the sum over ranks of B_r X_r is B X, and rank r adds
+   rows [c0, c1) of B^T (B X): together exactly Y's update (in double, with
+   the rounding bound of power_iteration.c's THE SUM IN DOUBLE: Higham's
+   bound holds for any order of the sums, so also for MPI's); every entry of
+   Y gets one draw of N(0, s^2), from its rank's generator (independent
+   across ranks in secure mode) or, seeded, from a stream named by (step,
+   column, block of coordinates), so that 1 rank and R ranks draw the same
+   numbers (tests/mpi/test_power_sharded.c).  (2): the norm guard below.
+   Everything after the noise (the Gram, its eigenvectors, X) is
+   post-processing of the noisy Y.  The single-process code orthonormalises
+   by Householder QR, this one by the Gram's eigenvectors (in double; Y's
+   noise keeps its singular values away from 0); both give an orthonormal
+   basis of span(Y), the top-k of which is released.
+
+   THE NORM GUARD.  After every orthonormalisation X is scaled by
+   (1 - mu) / sqrt(g + e): g the Gershgorin bound (largest absolute row sum)
+   of the computed Gram X^T X, e = b gamma_d g a bound on that Gram's
+   rounding (entry-wise gamma_d |X_i|^T |X_j| <= gamma_d g, so spectral <=
+   b gamma_d g; gamma_d = d 2^-53 / (1 - d 2^-53)), mu = 4 sqrt(b) 2^-52
+   for the scaling's own rounding.  Then ||X||_2^2 <= g + e before the
+   scaling and ||X||_2 <= 1 - mu + sqrt(b) 2^-52 (1 + 2^-52) < 1 after it.
+   Every rank scales by the same factor (rank 0's, broadcast with V).
+
+   Seeded draws are the same for any R only if the ranks' sums agree to the
+   last bit, which MPI does not promise (the order of an allreduce's sums
+   depends on R): 1-rank and R-rank runs agree up to floating-point rounding,
+   amplified by the steps.  A sign of V is fixed (each eigenvector's largest
+   entry positive) so that rounding cannot flip an iterate's column.
+
+   Who owns what: the state owns every buffer (power_sharded_init allocates,
+   power_sharded_free frees); the communicator is the caller's.  Every call
+   but init's checks and free is collective: every rank calls it, in the
+   same order. */
+#ifndef DPS_POWER_SHARDED_H
+#define DPS_POWER_SHARDED_H
+
+#include "dpsubspace.h"
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    MPI_Comm comm;
+    int rank, size;
+    size_t d, k, b;      /* dimension, rank released, columns iterated        */
+    size_t c0, c1, w;    /* this rank's coordinates [c0, c1), w = c1 - c0     */
+    size_t nb, pending;  /* rows per flush, rows waiting in B                 */
+    uint64_t steps;      /* power_sharded_step calls since the start          */
+    int seeded;          /* noise from named streams of seed (NOT secure)     */
+    uint64_t seed;
+    dps_rng *noise;      /* secure mode: this rank's own generator            */
+    double *X, *Y;       /* b x w each: column j's slice at j * w             */
+    float *B;            /* nb x w: the pending rows' slices                  */
+    double *Bd, *P;      /* nb x w in double; nb x b, (B X) then summed       */
+    double *G, *V, *l;   /* b x b Gram, its eigenvectors (column-major), values */
+    double *block;       /* one block of draws (POWER_SHARDED_BLOCK)          */
+} power_sharded;
+
+/* This rank's coordinates of d split over size ranks: [c0, c1), as even as
+   can be (the first d % size ranks one more). */
+void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1);
+
+/* Collective.  Set up rank's shard of a (d, k, b) iteration over comm:
+   1 <= k <= b <= d, d >= the number of ranks.  seeded: the noise comes from
+   streams named by seed (tests only); otherwise from a secure generator of
+   this rank's own.  DPS_OK on every rank or an error on every rank
+   (DPS_EINVAL, DPS_ENOMEM, DPS_ERANDOM). */
+int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size_t b, int seeded, uint64_t seed);
+void power_sharded_free(power_sharded *p);
+/* Collective.  X_0: b public Gaussian directions drawn from streams of
+   public_seed named by (column, block of coordinates), their first k
+   replaced by warm's rows when warm (k x w: this rank's slice of k public
+   orthonormal rows) is given, then orthonormalised.  Y and the pending rows
+   are emptied. */
+int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed);
+/* Collective (a flush every nb rows).  Add one row's slice (w floats, of a
+   row of norm <= 1: the caller's bound).  Every rank adds the same rows in
+   the same order. */
+int power_sharded_add(power_sharded *p, const float *row_slice);
+/* Collective: one noisy step with noise sd s (the caller's privacy argument
+   sets it).  DPS_ENUMERIC if the eigensolver fails (on every rank). */
+int power_sharded_step(power_sharded *p, double s);
+/* Collective.  This rank's slice of the top-k basis (k x w floats, rows of
+   unit norm over all ranks) and, on every rank, the k singular values of
+   the last noisy Y (sv may be NULL).  DPS_EINVAL before the first step. */
+int power_sharded_basis(power_sharded *p, float *basis_slice, double *sv);
+/* Collective.  The whole k x d basis on rank 0 (basis there; NULL on the
+   others): the ranks' slices gathered.  DPS_EINVAL before the first step. */
+int power_sharded_gather(power_sharded *p, float *basis);
+
+#endif

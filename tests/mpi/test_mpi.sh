@@ -1,0 +1,46 @@
+#!/bin/sh
+# test_mpi.sh TEST_BINARY - runs test_power_sharded under mpirun with 1, 2 and
+# 3 ranks (--oversubscribe: this machine has 2 cores) and checks that the
+# seeded runs release the same basis up to floating-point rounding: the
+# sharded power iteration is one mechanism whatever the number of ranks
+# (src/mpi/power_sharded.h); then one run with the secure generator.
+bin=$1
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
+# Under ASan: no leak report.  Open MPI's components are dlopened and unloaded at
+# MPI_Finalize, leaving allocations LeakSanitizer cannot attribute to any module
+# (so no suppression can name them); ASan's memory-error checks stay on.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+run() { timeout 120 mpirun $root --oversubscribe -np "$@"; }  # an MPI job that dies can hang mpirun
+for r in 1 2 3; do
+  if run "$r" "$bin" "$tmp/basis-$r.f32" >"$tmp/out-$r.txt" 2>&1; then ok; else ko "$r rank(s)"; fi
+  grep -E "rank|passed" "$tmp/out-$r.txt" | sed 's/^/  /'
+done
+if run 2 "$bin" "" secure >"$tmp/out-s.txt" 2>&1; then ok; else ko "2 ranks, secure noise"; fi
+grep -E "rank|passed" "$tmp/out-s.txt" | sed 's/^/  /'
+# 1 rank against 2 and 3: the bases' entries (the same signs: power_sharded.c
+# fixes each eigenvector's) and the sine between their spans; the runs' sums
+# differ only in the order MPI adds them (about 1e-16 relative), amplified by
+# three steps' eigenvector problems (gaps of about 100 against norms of 300):
+# 1e-5 leaves a margin of decades, and a different noise draw or a flipped
+# column would be of order 0.1 to 1
+for r in 2 3; do
+  res=$(/usr/bin/python3 - "$tmp/basis-1.f32" "$tmp/basis-$r.f32" <<'PY'
+import sys
+import numpy as np
+a, b = (np.fromfile(f, dtype=np.float32).astype(np.float64).reshape(4, -1) for f in sys.argv[1:3])
+qa, qb = (np.linalg.qr(m.T)[0] for m in (a, b))  # orthonormal in double: float32's rounding left out
+sine = np.linalg.norm(qb - qa @ (qa.T @ qb), 2)  # ||(I - P_a) P_b||: sin of the largest angle, exact for tiny ones
+print(f"{np.abs(a - b).max():.3g} {sine:.3g}")
+PY
+)
+  echo "  1 rank vs $r ranks: largest entry difference, sine between the spans: $res"
+  set -- $res
+  if [ -n "$2" ] && /usr/bin/python3 -c "import sys; sys.exit(not (float('$1') < 1e-5 and float('$2') < 1e-5))"; then ok
+  else ko "1 rank and $r ranks differ: $res"; fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
