@@ -32,7 +32,7 @@
 
 /* Sum of x_i^2 in double, four partial sums (an order of additions the bound
    in 2. covers); NaN or Inf if an entry is. */
-static double s_sum_squares(const float *x, size_t d)
+double row_sum_squares(const float *x, size_t d)
 {
     double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     size_t i = 0;
@@ -67,32 +67,33 @@ static inline float s_toward_zero(float f)
 
 int row_fits_unit_ball(const float *x, size_t d)
 {
-    double ss = s_sum_squares(x, d);
+    double ss = row_sum_squares(x, d);
     return isfinite(ss) && ss <= 1.0 - s_margin(d);
 }
 
 row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst)
 {
-    double ss = s_sum_squares(x, d);
-    if (!isfinite(ss)) {
-        int nan = 0;
-        for (size_t i = 0; i < d && !nan; i++)
-            nan = isnan(x[i]);
-        memset(dst, 0, d * sizeof *dst);
-        return nan ? ROW_NAN : ROW_INF;
+    return row_unit_part(x, d, row_sum_squares(x, d), d, mode, dst);
+}
+
+row_kind row_unit_part(const float *x, size_t n, double ss, size_t d, row_mode mode, float *dst)
+{
+    if (!isfinite(ss)) { /* NaN if any entry is (NaN + Inf is NaN), else Inf */
+        memset(dst, 0, n * sizeof *dst);
+        return isnan(ss) ? ROW_NAN : ROW_INF;
     }
     if (ss == 0) { /* only an all-zero row: see 1. */
-        memset(dst, 0, d * sizeof *dst);
+        memset(dst, 0, n * sizeof *dst);
         return ROW_ZERO;
     }
     double m = s_margin(d);
     if (mode == ROW_CLIP && ss <= 1.0 - m) {
         if (dst != x)
-            memcpy(dst, x, d * sizeof *dst);
+            memcpy(dst, x, n * sizeof *dst);
         return ROW_OK;
     }
     double c = (1.0 - m) / sqrt(ss);
-    for (size_t i = 0; i < d; i++) {
+    for (size_t i = 0; i < n; i++) {
         double w = (double)x[i] * c;
         float f = (float)w;
         if (fabs((double)f) > fabs(w)) /* rounded away from zero: one step back */

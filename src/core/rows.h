@@ -26,6 +26,17 @@ typedef enum {
    least 1 - 2^-21.  Returns what kind of row x was. */
 row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst);
 
+/* The pieces of row_unit, for a row split into parts (the MPI-sharded
+   mechanisms, src/mpi): row_sum_squares of each part (in double, as
+   row_unit's), ss = their sum in any order (2. of rows.c's argument holds
+   for any order of the d additions), then row_unit_part scales each part
+   of n floats as row_unit scales the whole row of d: the same margin, the
+   same factor, so the parts together are row_unit's result and its bound
+   holds.  NaN or Inf in any part makes ss NaN or Inf: every part is zeroed
+   and the kind is the same on every part. */
+double row_sum_squares(const float *x, size_t d);
+row_kind row_unit_part(const float *x, size_t n, double ss, size_t d, row_mode mode, float *dst);
+
 /* 1 if x is finite and row_unit(x, ROW_CLIP) would copy it unchanged
    (its norm is safely below 1), else 0. */
 int row_fits_unit_ball(const float *x, size_t d);

@@ -4,6 +4,7 @@
    at j * w; a pending row's slice at i * w of B. */
 #include "power_sharded.h"
 #include "internal.h"
+#include "rows.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -29,6 +30,7 @@ void power_sharded_free(power_sharded *p)
     free(p->B);
     free(p->Bd);
     free(p->P);
+    free(p->ss);
     free(p->G);
     free(p->V);
     free(p->l);
@@ -44,6 +46,20 @@ static int s_agree(MPI_Comm comm, int rc)
     int worst = rc;
     MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, comm);
     return worst;
+}
+
+/* The collective operations on doubles, counting the bytes each moves (the
+   benchmark's "bytes moved": what one rank contributes or receives). */
+static void s_sum(power_sharded *p, double *buf, size_t n)
+{
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, p->comm);
+    p->bytes_reduced += n * sizeof(double);
+}
+
+static void s_from_rank0(power_sharded *p, double *buf, size_t n)
+{
+    MPI_Bcast(buf, (int)n, MPI_DOUBLE, 0, p->comm);
+    p->bytes_reduced += n * sizeof(double);
 }
 
 int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size_t b, int seeded, uint64_t seed)
@@ -72,11 +88,12 @@ int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size
         p->B = dps_aligned_alloc(p->nb * p->w, sizeof(float));
         p->Bd = dps_aligned_alloc(p->nb * p->w, sizeof(double));
         p->P = malloc(p->nb * b * sizeof *p->P);
+        p->ss = malloc(p->nb * sizeof *p->ss);
         p->G = malloc(b * b * sizeof *p->G);
         p->V = malloc(b * b * sizeof *p->V);
         p->l = malloc(b * sizeof *p->l);
         p->block = malloc(POWER_SHARDED_BLOCK * sizeof *p->block);
-        if (!p->X || !p->Y || !p->B || !p->Bd || !p->P || !p->G || !p->V || !p->l || !p->block)
+        if (!p->X || !p->Y || !p->B || !p->Bd || !p->P || !p->ss || !p->G || !p->V || !p->l || !p->block)
             rc = DPS_ENOMEM;
         else if (!seeded)
             rc = dps_rng_new_secure(&p->noise);
@@ -115,7 +132,7 @@ static int s_orthonormalise(power_sharded *p)
     size_t b = p->b, w = p->w;
     memset(p->G, 0, b * b * sizeof *p->G);
     cblas_dsyrk(CblasColMajor, CblasUpper, CblasTrans, (int)b, (int)w, 1.0, p->Y, (int)w, 0.0, p->G, (int)b);
-    MPI_Allreduce(MPI_IN_PLACE, p->G, (int)(b * b), MPI_DOUBLE, MPI_SUM, p->comm);
+    s_sum(p, p->G, b * b);
     /* rank 0 solves, every rank gets V and l (and rank 0's verdict) */
     double *msg = p->V; /* V (b x b), then l follows in p->l */
     int rc = DPS_OK;
@@ -150,8 +167,8 @@ static int s_orthonormalise(power_sharded *p)
     MPI_Bcast(&rc, 1, MPI_INT, 0, p->comm);
     if (rc)
         return rc;
-    MPI_Bcast(msg, (int)(b * b), MPI_DOUBLE, 0, p->comm);
-    MPI_Bcast(p->l, (int)b, MPI_DOUBLE, 0, p->comm);
+    s_from_rank0(p, msg, b * b);
+    s_from_rank0(p, p->l, b);
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)b, 1.0, p->Y, (int)w, p->V,
                 (int)b, 0.0, p->X, (int)w);
     for (size_t j = 0; j < b; j++)
@@ -159,7 +176,7 @@ static int s_orthonormalise(power_sharded *p)
     /* the norm guard (power_sharded.h) */
     memset(p->G, 0, b * b * sizeof *p->G);
     cblas_dsyrk(CblasColMajor, CblasUpper, CblasTrans, (int)b, (int)w, 1.0, p->X, (int)w, 0.0, p->G, (int)b);
-    MPI_Allreduce(MPI_IN_PLACE, p->G, (int)(b * b), MPI_DOUBLE, MPI_SUM, p->comm);
+    s_sum(p, p->G, b * b);
     double f = 0;
     if (p->rank == 0) {
         double g = 0, u = 0x1p-53, dd = (double)p->d;
@@ -172,18 +189,18 @@ static int s_orthonormalise(power_sharded *p)
         double e = (double)b * (dd * u / (1.0 - dd * u)) * g, mu = 4.0 * sqrt((double)b) * 0x1p-52;
         f = (1.0 - mu) / sqrt(g + e);
     }
-    MPI_Bcast(&f, 1, MPI_DOUBLE, 0, p->comm);
+    s_from_rank0(p, &f, 1);
     cblas_dscal((int)(b * w), f, p->X, 1);
     return DPS_OK;
 }
 
-int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed)
+int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed, uint64_t epoch)
 {
     size_t b = p->b, w = p->w;
-    int rc = DPS_OK;
+    int rc = epoch < ((uint64_t)1 << 24) ? DPS_OK : DPS_EINVAL; /* the named streams' index */
     memset(p->Y, 0, b * w * sizeof *p->Y);
     for (size_t j = 0; j < b && !rc; j++) /* every column drawn, warm or not: the public draws' use is fixed */
-        rc = s_add_named(p, p->Y + j * w, 1.0, public_seed, "power-start", (uint64_t)j << 24);
+        rc = s_add_named(p, p->Y + j * w, 1.0, public_seed, "power-start", epoch << 40 | (uint64_t)j << 24);
     if (!rc && warm_slice)
         for (size_t j = 0; j < p->k; j++)
             for (size_t i = 0; i < w; i++)
@@ -197,17 +214,27 @@ int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t publ
     return rc;
 }
 
-/* Y += B^T (B X) for the pending rows: B X summed over the ranks. */
+/* Y += B^T (B X) for the pending rows, each normalised first (their sums of
+   squares summed over the ranks); B X summed over the ranks. */
 static void s_flush(power_sharded *p)
 {
     size_t b = p->b, w = p->w, nb = p->pending;
     if (!nb)
         return;
+    for (size_t i = 0; i < nb; i++)
+        p->ss[i] = row_sum_squares(p->B + i * w, w);
+    s_sum(p, p->ss, nb);
+    for (size_t i = 0; i < nb; i++) {
+        row_kind kind = row_unit_part(p->B + i * w, w, p->ss[i], p->d, ROW_NORMALISE, p->B + i * w);
+        p->rows_nan += kind == ROW_NAN;
+        p->rows_inf += kind == ROW_INF;
+        p->rows_zero += kind == ROW_ZERO;
+    }
     for (size_t i = 0; i < nb * w; i++)
         p->Bd[i] = (double)p->B[i];
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)w, 1.0, p->Bd, (int)w, p->X, (int)w,
                 0.0, p->P, (int)nb);
-    MPI_Allreduce(MPI_IN_PLACE, p->P, (int)(nb * b), MPI_DOUBLE, MPI_SUM, p->comm);
+    s_sum(p, p->P, nb * b);
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)nb, 1.0, p->Bd, (int)w, p->P,
                 (int)nb, 1.0, p->Y, (int)w);
     p->pending = 0;
@@ -247,7 +274,7 @@ int power_sharded_basis(power_sharded *p, float *basis_slice, double *sv)
     double *nrm = p->P; /* scratch: nb b >= k doubles */
     for (size_t j = 0; j < k; j++)
         nrm[j] = cblas_ddot((int)w, p->X + j * w, 1, p->X + j * w, 1);
-    MPI_Allreduce(MPI_IN_PLACE, nrm, (int)k, MPI_DOUBLE, MPI_SUM, p->comm);
+    s_sum(p, nrm, k);
     for (size_t j = 0; j < k; j++) { /* about 1: undo the guard's scale */
         double inv = 1.0 / sqrt(nrm[j]);
         for (size_t i = 0; i < w; i++)

@@ -64,12 +64,15 @@ typedef struct {
     size_t c0, c1, w;    /* this rank's coordinates [c0, c1), w = c1 - c0     */
     size_t nb, pending;  /* rows per flush, rows waiting in B                 */
     uint64_t steps;      /* power_sharded_step calls since the start          */
+    uint64_t rows_nan, rows_inf, rows_zero; /* rows added as the zero vector    */
+    uint64_t bytes_reduced; /* bytes this rank sent into allreduces and bcasts */
     int seeded;          /* noise from named streams of seed (NOT secure)     */
     uint64_t seed;
     dps_rng *noise;      /* secure mode: this rank's own generator            */
     double *X, *Y;       /* b x w each: column j's slice at j * w             */
     float *B;            /* nb x w: the pending rows' slices                  */
     double *Bd, *P;      /* nb x w in double; nb x b, (B X) then summed       */
+    double *ss;          /* nb: the pending rows' sums of squares (rows.h)    */
     double *G, *V, *l;   /* b x b Gram, its eigenvectors (column-major), values */
     double *block;       /* one block of draws (POWER_SHARDED_BLOCK)          */
 } power_sharded;
@@ -86,14 +89,18 @@ void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1);
 int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size_t b, int seeded, uint64_t seed);
 void power_sharded_free(power_sharded *p);
 /* Collective.  X_0: b public Gaussian directions drawn from streams of
-   public_seed named by (column, block of coordinates), their first k
+   public_seed named by (epoch, column, block of coordinates), their first k
    replaced by warm's rows when warm (k x w: this rank's slice of k public
    orthonormal rows) is given, then orthonormalised.  Y and the pending rows
    are emptied. */
-int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed);
-/* Collective (a flush every nb rows).  Add one row's slice (w floats, of a
-   row of norm <= 1: the caller's bound).  Every rank adds the same rows in
-   the same order. */
+int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed, uint64_t epoch);
+/* Collective (a flush every nb rows).  Add one row's slice (w floats, as it
+   arrived).  Every rank adds the same rows in the same order.  At the flush
+   each row is normalised to unit norm as row_unit (src/core/rows.h) would
+   normalise the whole row: its sum of squares is the sum of the ranks'
+   (one allreduce of nb doubles), each rank scales its part by the same
+   factor; a row with NaN, Inf or zero norm is the zero vector on every rank
+   (counted).  So every row added has norm <= 1 exactly. */
 int power_sharded_add(power_sharded *p, const float *row_slice);
 /* Collective: one noisy step with noise sd s (the caller's privacy argument
    sets it).  DPS_ENUMERIC if the eigensolver fails (on every rank). */

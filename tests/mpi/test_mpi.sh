@@ -1,10 +1,12 @@
 #!/bin/sh
-# test_mpi.sh TEST_BINARY - runs test_power_sharded under mpirun with 1, 2 and
-# 3 ranks (--oversubscribe: this machine has 2 cores) and checks that the
-# seeded runs release the same basis up to floating-point rounding: the
-# sharded power iteration is one mechanism whatever the number of ranks
-# (src/mpi/power_sharded.h); then one run with the secure generator.
-bin=$1
+# test_mpi.sh TEST_BINARY ESTIMATE GEN - runs test_power_sharded under mpirun
+# with 1, 2 and 3 ranks (--oversubscribe: this machine has 2 cores) and
+# checks that the seeded runs release the same basis up to floating-point
+# rounding: the sharded power iteration is one mechanism whatever the number
+# of ranks (src/mpi/power_sharded.h); then one run with the secure
+# generator.  Then the program dps-mpi-estimate (ESTIMATE) on dps-gen's (GEN)
+# rows: 1 and 3 ranks agree, the basis is near the truth, bad input refused.
+bin=$1; est=$2; gen=$3
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
@@ -42,5 +44,36 @@ PY
   if [ -n "$2" ] && /usr/bin/python3 -c "import sys; sys.exit(not (float('$1') < 1e-5 and float('$2') < 1e-5))"; then ok
   else ko "1 rank and $r ranks differ: $res"; fi
 done
+
+# dps-mpi-estimate: two warm-started epochs of 1500 rows at d = 1501 (split
+# mid-block over 3 ranks), seeded; the paper's generator at tau = 10 d: each
+# epoch's top-4 energy about 375 per direction against a noise of spectral
+# norm sqrt(1501) + sqrt(14) = 42.5 at rho 1, so sin to the truth well below 0.5
+"$gen" --d 1501 --k 4 --n 3000 --seed 4 --out "$tmp/rows.npy" --basis "$tmp/truth.npy" >/dev/null || ko "dps-gen"
+for r in 1 3; do
+  if run "$r" "$est" --k 4 --rho 1 --epoch-rows 1500 --seed 9 --json --out "$tmp/e$r.npy" "$tmp/rows.npy" \
+       >"$tmp/e$r.json" 2>"$tmp/e$r.err"; then ok; else ko "dps-mpi-estimate on $r rank(s): $(cat "$tmp/e$r.err")"; fi
+done
+res=$(/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+import numpy as np
+t = sys.argv[1]
+a, b, truth = (np.load(f"{t}/{n}.npy").astype(np.float64) for n in ("e1", "e3", "truth"))
+def sine(x, y):
+    qx, qy = (np.linalg.qr(m.T)[0] for m in (x, y))
+    return np.linalg.norm(qy - qx @ (qx.T @ qy), 2)
+j1, j3 = (json.load(open(f"{t}/e{r}.json")) for r in (1, 3))
+print(f"{sine(a, b):.3g} {sine(a, truth):.3g} {j3['ranks']} {j3['epochs']} {j3['bytes_moved_per_rank']} {j1['rho_total']}")
+PY
+)
+echo "  dps-mpi-estimate: sine 1 rank vs 3 ranks, sine to the truth, ranks, epochs, bytes moved, rho total: $res"
+set -- $res
+/usr/bin/python3 -c "import sys; sys.exit(not (float('$1') < 1e-5 and float('$2') < 0.5 and '$3' == '3' and '$4' == '2' and int('$5') > 0 and float('$6') == 2.0))" && ok ||
+  ko "dps-mpi-estimate: $res"
+# bad input: every rank stops, one message, the documented exit codes
+run 2 "$est" --k 4 "$tmp/nosuch.npy" >"$tmp/bad.out" 2>&1; rc=$?
+[ "$rc" -eq 3 ] && [ "$(grep -c 'dps-mpi-estimate:' "$tmp/bad.out")" -eq 1 ] && ok || ko "missing input: exit $rc, $(cat "$tmp/bad.out")"
+run 2 "$est" "$tmp/rows.npy" >"$tmp/bad.out" 2>&1; rc=$?
+[ "$rc" -eq 2 ] && grep -q "give --k" "$tmp/bad.out" && ok || ko "no --k: exit $rc, $(cat "$tmp/bad.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     int rc = power_sharded_init(&p, MPI_COMM_WORLD, D, K, B, !secure, 5);
     CHECK(rc == DPS_OK, "init: %s", dps_strerror(rc));
     if (rc == DPS_OK) {
-        CHECK(power_sharded_start(&p, NULL, 7) == DPS_OK, "start");
+        CHECK(power_sharded_start(&p, NULL, 7, 0) == DPS_OK, "start");
         CHECK(s_iterate_norm2(&p) <= 1.0 || rank != 0, "the start's ||X||_2 <= 1");
         /* STEPS steps, each on its own N / STEPS rows (disjoint blocks, as
            epoch_power.c), noise sd S: at N / STEPS = 1500 rows along K = 4
