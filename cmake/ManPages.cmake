@@ -13,6 +13,7 @@ set(DPS_MAN_NAMES
   "dps-status|ask a running dps-collector for its counters and privacy spent"
   "dps-keygen|make a CURVE key pair for a dps-collector or a producer"
   "dps-gen|write synthetic rows near a low-dimensional subspace (the papers' generator)"
+  "dps-mpi-estimate|run the power mechanism on a file of rows sharded by coordinate over MPI ranks"
   "dps-report|draw a PNG of a dps-collector's snapshots (privacy spent, principal angles) from dps-watch --json")
 set(DPS_MAN_PAGES "")
 if(HELP2MAN)

@@ -47,21 +47,83 @@ static const char s_epilogue[] =
     "4 the mechanism failed (numerics).\n";
 
 typedef struct {
-    cli_reader *in;
-    float *row;
-    size_t d, c0, w;
+    cli_reader *in;        /* the file, or NULL: synthetic rows            */
+    float *row;            /* one whole row of the file                    */
+    size_t d, c0, w, k;
+    uint64_t next;         /* synthetic: the next row's index              */
+    float *U;              /* synthetic: k x w, this rank's slice of U     */
+    double *block;         /* synthetic: one block of draws                */
+    double seconds;        /* spent reading or making rows (not the mechanism) */
 } s_rows;
 
-/* sharded_next_row: the next row of the file, this rank's columns. */
-static int s_next(void *ctx, float *slice)
+enum { SYNTH_BLOCK = 1024 };
+
+/* Coordinates [c0, c0 + w) of the Gaussian vector named (label, index) of
+   length d, drawn a block of SYNTH_BLOCK coordinates at a time from its own
+   stream: any split of the coordinates gives the same numbers. */
+static void s_named_slice(s_rows *r, const char *label, uint64_t index, double sd, float *out, int add)
 {
-    s_rows *r = ctx;
+    for (size_t blk = r->c0 / SYNTH_BLOCK; blk * SYNTH_BLOCK < r->c0 + r->w; blk++) {
+        size_t b0 = blk * SYNTH_BLOCK, len = r->d - b0 < SYNTH_BLOCK ? r->d - b0 : SYNTH_BLOCK;
+        dps_rng *g = NULL;
+        dps_rng_new_labelled(&g, 0, label, index << 24 | blk);
+        dps_rng_gaussian_fill(g, sd, r->block, len);
+        dps_rng_destroy(&g);
+        size_t lo = b0 > r->c0 ? b0 : r->c0, hi = b0 + len < r->c0 + r->w ? b0 + len : r->c0 + r->w;
+        for (size_t i = lo; i < hi; i++)
+            out[i - r->c0] = (float)(add ? out[i - r->c0] + r->block[i - b0] : r->block[i - b0]);
+    }
+}
+
+/* The next row, this rank's columns: from the file, or
+   synthetic: row i = sum_j z_ij U_j + g_i, U's k rows N(0, 1/d) per entry
+   (norm about 1, nearly orthogonal), z_i N(0, 1), g_i N(0, 0.09/d) (norm
+   about 0.3), every part named by its index (public test data, the same on
+   any number of ranks; only this rank's columns are made). */
+static int s_next_timed(s_rows *r, float *slice)
+{
+    if (!r->in) {
+        uint64_t i = r->next++;
+        dps_rng *g = NULL;
+        dps_rng_new_labelled(&g, 0, "synthetic-z", i);
+        s_named_slice(r, "synthetic-noise", i, 0.3 / sqrt((double)r->d), slice, 0);
+        for (size_t j = 0; j < r->k; j++) {
+            float z = (float)dps_rng_gaussian(g, 1.0);
+            for (size_t c = 0; c < r->w; c++)
+                slice[c] += z * r->U[j * r->w + c];
+        }
+        dps_rng_destroy(&g);
+        return DPS_OK;
+    }
     size_t got = 0;
     cli_msg m;
     if (cli_reader_next(r->in, r->row, 1, &got, &m) || got != 1)
         return DPS_EIO;
     memcpy(slice, r->row + r->c0, r->w * sizeof *slice);
     return DPS_OK;
+}
+
+/* sharded_next_row, timing what making or reading the rows takes. */
+static int s_next(void *ctx, float *slice)
+{
+    s_rows *r = ctx;
+    double t0 = MPI_Wtime();
+    int rc = s_next_timed(r, slice);
+    r->seconds += MPI_Wtime() - t0;
+    return rc;
+}
+
+/* "A:B" into two positive whole numbers: 0, or -1. */
+static int s_parse_pair(const char *s, uint64_t *a, uint64_t *b)
+{
+    const char *colon = strchr(s, ':');
+    char first[32];
+    size_t len = colon ? (size_t)(colon - s) : 0;
+    if (!colon || len == 0 || len >= sizeof first)
+        return -1;
+    memcpy(first, s, len);
+    first[len] = 0;
+    return cli_parse_u64(first, a) || cli_parse_u64(colon + 1, b) || !*a || !*b ? -1 : 0;
 }
 
 static double s_peak_rss_mb(void)
@@ -81,7 +143,7 @@ int main(int argc, char **argv)
     size_t k = 0, dim = 0, oversample = 10;
     uint64_t epoch_rows = 0, blocks = 0, seed = 0, public_seed = 0;
     double rho = 1.0;
-    const char *out = NULL, *in = NULL, *pos[1];
+    const char *out = NULL, *in = NULL, *pos[1], *synthetic = NULL;
     int help = 0, json = 0;
     size_t n_pos = 0;
     cli_opt opts[] = {
@@ -92,6 +154,9 @@ int main(int argc, char **argv)
         {"--power-blocks", CLI_OPT_U64, &blocks, "T", "3 cold, 1 warm", "noisy steps per epoch (disjoint blocks)", 0},
         {"--power-oversample", CLI_OPT_SIZE, &oversample, "P", "10", "columns iterated beyond k", 0},
         {"--dim", CLI_OPT_SIZE, &dim, "D", "from the file", "row length (required for raw input)", 0},
+        {"--synthetic", CLI_OPT_STRING, &synthetic, "N:D", "none",
+         "instead of INPUT: N public synthetic rows of dimension D near a k-dimensional subspace, each rank "
+         "making only its columns (benchmarks, and d beyond one machine's memory)", 0},
         {"--seed", CLI_OPT_U64, &seed, "S", "none: secure", "TESTS ONLY: seeded noise, NOT secure", 0},
         {"--public-seed", CLI_OPT_U64, &public_seed, "P", "0", "seed of the public start", 0},
         {"--out", CLI_OPT_STRING, &out, "FILE", "not written", "the last basis, k x d float32 .npy (rank 0)", 0},
@@ -114,30 +179,35 @@ int main(int argc, char **argv)
     int exit_code = 0;
     s_rows rows = {0};
     cli_msg m;
-    if (!in || !k) {
-        cli_error("give --k and an INPUT file (see --help)");
+    uint64_t n = 0, syn_d = 0;
+    if (!k || !in == !synthetic) {
+        cli_error("give --k and one INPUT file or --synthetic N:D (see --help)");
         exit_code = CLI_EXIT_USAGE;
     } else if (!(rho > 0 && isfinite(rho))) {
         cli_error("--rho must be positive");
         exit_code = CLI_EXIT_USAGE;
-    } else if (cli_reader_open(&rows.in, in, CLI_FMT_AUTO, dim, &m)) {
+    } else if (synthetic && s_parse_pair(synthetic, &n, &syn_d)) {
+        cli_error("--synthetic: '%s' is not N:D (rows, dimension, both positive), e.g. 2000:100000", synthetic);
+        exit_code = CLI_EXIT_USAGE;
+    } else if (!synthetic && cli_reader_open(&rows.in, in, CLI_FMT_AUTO, dim, &m)) {
         cli_error("%s", m.msg);
         exit_code = CLI_EXIT_INPUT;
-    }
-    uint64_t n = 0;
-    if (!exit_code && !cli_reader_rows(rows.in, &n)) {
+    } else if (!synthetic && !cli_reader_rows(rows.in, &n)) {
         cli_error("%s: the row count must be known from the file (a .npy, or raw float32 in a regular file)", in);
         exit_code = CLI_EXIT_INPUT;
     }
-    size_t d = exit_code ? 0 : cli_reader_dim(rows.in), b = k + oversample < d ? k + oversample : d;
+    size_t d = exit_code ? 0 : synthetic ? (size_t)syn_d : cli_reader_dim(rows.in);
+    size_t b = k + oversample < d ? k + oversample : d;
     if (!exit_code && (k >= d || n == 0)) {
         cli_error("need 1 <= k < d (k %zu, d %zu) and rows (%" PRIu64 ")", k, d, n);
         exit_code = CLI_EXIT_USAGE;
     }
     MPI_Allreduce(MPI_IN_PLACE, &exit_code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     power_sharded p;
-    if (!exit_code && power_sharded_init(&p, MPI_COMM_WORLD, d, k, b, seeded, seed) != DPS_OK) {
-        cli_error("cannot set up the sharded iteration (d %zu over %d ranks, k %zu, b %zu)", d, size, k, b);
+    rc = exit_code ? DPS_OK : power_sharded_init(&p, MPI_COMM_WORLD, d, k, b, seeded, seed);
+    if (rc) {
+        cli_error("cannot set up the sharded iteration (d %zu over %d ranks, k %zu, b %zu): %s%s", d, size, k, b,
+                  dps_strerror(rc), rc == DPS_ENOMEM ? " (more ranks need less memory each)" : "");
         exit_code = CLI_EXIT_RUNTIME;
     }
     if (exit_code) {
@@ -148,7 +218,15 @@ int main(int argc, char **argv)
     rows.d = d;
     rows.c0 = p.c0;
     rows.w = p.w;
-    rows.row = malloc(d * sizeof *rows.row);
+    rows.k = k;
+    if (synthetic) { /* U's slice: k rows of N(0, 1/d), each named */
+        rows.block = malloc(SYNTH_BLOCK * sizeof *rows.block);
+        rows.U = malloc(k * p.w * sizeof *rows.U);
+        for (size_t j = 0; j < k; j++)
+            s_named_slice(&rows, "synthetic-basis", j, 1.0 / sqrt((double)d), rows.U + j * p.w, 0);
+    } else {
+        rows.row = malloc(d * sizeof *rows.row);
+    }
     float *basis = malloc(k * p.w * sizeof *basis), *full = rank == 0 ? malloc(k * d * sizeof *full) : NULL;
     double sv[64];
     uint64_t per = epoch_rows ? epoch_rows : n, epochs = (n + per - 1) / per;
@@ -177,18 +255,18 @@ int main(int argc, char **argv)
             exit_code = CLI_EXIT_RUNTIME;
         }
         dps_zcdp seq = {rho * (double)epochs, 0};
-        double max_rss = 0, sum_t = 0;
+        double max_rss = 0, sum_t = -rows.seconds; /* the mechanism's time: rank 0's, rows apart */
         for (int r = 0; r < size; r++)
             max_rss = fmax(max_rss, all_rss[r]);
         for (uint64_t e = 0; e < epochs; e++)
             sum_t += times[e];
         if (json) {
             printf("{\"program\": \"dps-mpi-estimate\", \"ranks\": %d, \"rows\": %" PRIu64 ", \"d\": %zu, \"k\": %zu, "
-                   "\"b\": %zu, \"epochs\": %" PRIu64 ", \"seconds_per_epoch\": %.6g, \"bytes_moved_per_rank\": %"
+                   "\"b\": %zu, \"epochs\": %" PRIu64 ", \"seconds_per_epoch\": %.6g, \"seconds_rows_per_epoch\": %.6g, \"collectives\": %" PRIu64 ", \"bytes_moved_per_rank\": %"
                    PRIu64 ", \"peak_rss_mb_max\": %.1f, \"peak_rss_mb_rank0\": %.1f, \"rows_zero\": %" PRIu64
                    ", \"rho_epoch\": %.17g, \"rho_total\": %.17g, \"eps_total\": %.6g, \"delta_target\": 1e-05, "
                    "\"seeded\": %s, \"sv\": [",
-                   size, n, d, k, b, epochs, sum_t / (double)epochs, moved, max_rss, all_rss[0], zero, rho,
+                   size, n, d, k, b, epochs, sum_t / (double)epochs, rows.seconds / (double)epochs, p.collectives, moved, max_rss, all_rss[0], zero, rho,
                    seq.rho, dps_zcdp_eps_total(seq, 1e-5), seeded ? "true" : "false");
             for (size_t j = 0; j < k && k <= 64; j++)
                 printf("%s%.6g", j ? ", " : "", sv[j]);
@@ -197,9 +275,11 @@ int main(int argc, char **argv)
             printf("dps-mpi-estimate: %" PRIu64 " rows of d %zu in %" PRIu64 " epoch(s), k %zu (b %zu), %d rank(s) "
                    "of about %zu columns each%s\n",
                    n, d, epochs, k, b, size, d / (size_t)size, seeded ? "  SEEDED (not secure)" : "");
-            printf("  time per epoch      %.3f s (mean of %" PRIu64 ")\n", sum_t / (double)epochs, epochs);
-            printf("  moved through MPI   %.3f MB per rank (allreduces and broadcasts of 32 x b and b x b)\n",
-                   (double)moved / 1e6);
+            printf("  time per epoch      %.3f s in the mechanism, %.3f s %s the rows (rank 0, mean of %" PRIu64
+                   ")\n", sum_t / (double)epochs, rows.seconds / (double)epochs, synthetic ? "making" : "reading",
+                   epochs);
+            printf("  moved through MPI   %.3f MB per rank in %" PRIu64 " collective calls (allreduces and broadcasts "
+                   "of 32 x b and b x b)\n", (double)moved / 1e6, p.collectives);
             printf("  peak memory (RSS)   %.1f MB the largest rank, %.1f MB rank 0\n", max_rss, all_rss[0]);
             printf("  rows as zero        %" PRIu64 " (NaN, Inf or zero norm)\n", zero);
             printf("  privacy             rho %g per epoch (each epoch's rows disjoint: rho %g in every row); "
@@ -213,6 +293,8 @@ int main(int argc, char **argv)
     power_sharded_free(&p);
     cli_reader_close(&rows.in);
     free(rows.row);
+    free(rows.U);
+    free(rows.block);
     free(basis);
     free(full);
     free(times);

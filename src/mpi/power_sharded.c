@@ -54,12 +54,14 @@ static void s_sum(power_sharded *p, double *buf, size_t n)
 {
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, p->comm);
     p->bytes_reduced += n * sizeof(double);
+    p->collectives++;
 }
 
 static void s_from_rank0(power_sharded *p, double *buf, size_t n)
 {
     MPI_Bcast(buf, (int)n, MPI_DOUBLE, 0, p->comm);
     p->bytes_reduced += n * sizeof(double);
+    p->collectives++;
 }
 
 int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size_t b, int seeded, uint64_t seed)

@@ -66,6 +66,7 @@ typedef struct {
     uint64_t steps;      /* power_sharded_step calls since the start          */
     uint64_t rows_nan, rows_inf, rows_zero; /* rows added as the zero vector    */
     uint64_t bytes_reduced; /* bytes this rank sent into allreduces and bcasts */
+    uint64_t collectives;   /* ... in how many calls (each costs a latency)    */
     int seeded;          /* noise from named streams of seed (NOT secure)     */
     uint64_t seed;
     dps_rng *noise;      /* secure mode: this rank's own generator            */

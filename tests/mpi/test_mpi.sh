@@ -75,5 +75,17 @@ run 2 "$est" --k 4 "$tmp/nosuch.npy" >"$tmp/bad.out" 2>&1; rc=$?
 [ "$rc" -eq 3 ] && [ "$(grep -c 'dps-mpi-estimate:' "$tmp/bad.out")" -eq 1 ] && ok || ko "missing input: exit $rc, $(cat "$tmp/bad.out")"
 run 2 "$est" "$tmp/rows.npy" >"$tmp/bad.out" 2>&1; rc=$?
 [ "$rc" -eq 2 ] && grep -q "give --k" "$tmp/bad.out" && ok || ko "no --k: exit $rc, $(cat "$tmp/bad.out")"
+run 1 "$est" --k 4 --synthetic 2:3:4 >"$tmp/bad.out" 2>&1; rc=$?
+[ "$rc" -eq 2 ] && grep -q "is not N:D" "$tmp/bad.out" && ok || ko "bad --synthetic: exit $rc, $(cat "$tmp/bad.out")"
+# --synthetic: each rank makes only its columns, the same on any number of ranks
+for r in 1 2; do
+  run "$r" "$est" --k 3 --synthetic 1200:3000 --seed 2 --out "$tmp/s$r.npy" >/dev/null 2>"$tmp/s$r.err" || ko "synthetic on $r: $(cat "$tmp/s$r.err")"
+done
+/usr/bin/python3 -c "
+import sys, numpy as np
+a, b = (np.load('$tmp/s%d.npy' % r).astype(float) for r in (1, 2))
+qa, qb = (np.linalg.qr(m.T)[0] for m in (a, b))
+s = np.linalg.norm(qb - qa @ (qa.T @ qb), 2)
+print('  --synthetic: sine 1 rank vs 2 ranks %.3g' % s); sys.exit(not s < 1e-5)" && ok || ko "--synthetic differs between 1 and 2 ranks"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
