@@ -8,13 +8,17 @@
    THE NORM GUARD.  The caller's sensitivity bound needs ||X||_2 <= 1 for the
    X that the rows are multiplied by.  Householder QR in float gives
    orthonormal columns to about b 2^-24, a little above 1 or below.  So after
-   every orthonormalisation X is scaled by (1 - mu) / sqrt(g), g the
-   Gershgorin bound (largest absolute row sum) of X^T X computed in double,
-   whenever g > 1 - 2^-30, with mu = 2^-20 + sqrt(b) 2^-23: the factor and
-   each scaled entry are rounded to float (relative error <= 2^-23 in all),
-   which moves X by at most 2^-23 ||X||_F <= 2^-23 sqrt(b) in spectral norm,
-   inside mu, so ||X||_2 <= 1 - mu + 2^-23 sqrt(b) < 1 up to the double
-   rounding of the Gram (1e-16 d relative, inside the 2^-20).
+   every orthonormalisation X is scaled by (1 - mu) / sqrt(g + e) whenever
+   g + e > 1 - 2^-30: g the Gershgorin bound (largest absolute row sum) of
+   X^T X computed in double, e = b gamma_d g a bound on that Gram's rounding
+   (each entry is a sum of d exact products, off by at most gamma_d |X_i|^T
+   |X_j| <= gamma_d g; b entries a row; gamma_d = d 2^-53 / (1 - d 2^-53)),
+   so ||X||_2^2 <= g + e; mu = 2^-20 + sqrt(b) 2^-23: the factor and each
+   scaled entry are rounded to float (relative error <= 2^-23 in all), which
+   moves X by at most 2^-23 ||X||_F <= 2^-23 sqrt(b) in spectral norm, inside
+   mu, so ||X||_2 <= 1 - mu + 2^-23 sqrt(b) < 1.  When g + e <= 1 - 2^-30,
+   ||X||_2 < 1 already.  (Before e was counted, d b > 2^23 could leave
+   ||X||_2^2 up to b gamma_d above 1 unscaled: 2e-9 at d = 1e6, b = 20.)
 
    THE SUM IN DOUBLE.  The sensitivity (sqrt 2 replacing a row, 1 adding
    one: epoch_power.c) is tight, so rounding must not add a term that grows
@@ -156,9 +160,10 @@ static void s_guard(power_iteration *p)
             row += i == j ? fabs(p->G[i * b + i]) : fabs(p->G[i * b + j] + p->G[j * b + i]);
         g = fmax(g, row);
     }
-    if (g > 1.0 - 0x1p-30) { /* a margin for the Gram's own double rounding */
+    double u = 0x1p-53, gd = (double)d * u / (1.0 - (double)d * u), e = (double)b * gd * g;
+    if (g + e > 1.0 - 0x1p-30) { /* ||X||_2^2 <= g + e: the Gram's own rounding counted */
         double mu = 0x1p-20 + sqrt((double)b) * 0x1p-23;
-        float f = (float)((1.0 - mu) / sqrt(g));
+        float f = (float)((1.0 - mu) / sqrt(g + e));
         for (size_t j = 0; j < b; j++)
             cblas_sscal((int)d, f, p->X + j * d, 1);
     }
