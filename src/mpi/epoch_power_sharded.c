@@ -5,6 +5,7 @@
 #include "epoch_power.h"
 #include "internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,11 +15,11 @@ int epoch_power_sharded(power_sharded *p, const sharded_epoch *e, sharded_next_r
     uint64_t blocks = e->blocks ? e->blocks : (e->warm_slice ? 1 : 3);
     if (blocks > e->n)
         blocks = e->n;
-    int rc = e->n && blocks <= POWER_MAX_BLOCKS && e->rho > 0 ? DPS_OK : DPS_EINVAL;
+    int rc = e->n && blocks <= POWER_MAX_BLOCKS && e->rho > 0 && isfinite(e->rho) ? DPS_OK : DPS_EINVAL;
     float *slice = rc ? NULL : malloc(DPS_MAX((size_t)1, p->w) * sizeof *slice);
     if (!rc && !slice)
         rc = DPS_ENOMEM;
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, p->comm);
+    rc = power_sharded_agree(p, rc);
     if (!rc)
         rc = power_sharded_start(p, e->warm_slice, e->public_seed, e->epoch);
     double s = power_noise_sd(e->rho);
@@ -33,7 +34,7 @@ int epoch_power_sharded(power_sharded *p, const sharded_epoch *e, sharded_next_r
                 memset(slice, 0, p->w * sizeof *slice);
             power_sharded_add(p, slice);
         }
-        MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, p->comm);
+        rc = power_sharded_agree(p, rc);
         if (!rc)
             rc = power_sharded_step(p, s);
     }

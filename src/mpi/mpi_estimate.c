@@ -22,8 +22,8 @@ static const char s_synopsis[] =
     "\n"
     "Runs the power mechanism (dps-estimate --aggregator power; DESIGN 7.3) on the rows\n"
     "of INPUT (.npy float32/float64, or raw float32 with --dim), sharded by coordinate\n"
-    "over the MPI ranks: rank r holds columns [d r / R, d (r + 1) / R) of every row and\n"
-    "of the iterate, so each needs about 1/R of the memory, and only b x b and 32 x b\n"
+    "over the MPI ranks: rank r holds its d / R columns (in order) of every row and of\n"
+    "the iterate, so each needs about 1/R of the memory, and only b x b and 32 x b\n"
     "matrices cross the network.  The rows are cut into epochs of --epoch-rows (default:\n"
     "all of them, one epoch); each epoch is one release, warm-started from the last.\n"
     "\n"
@@ -54,6 +54,7 @@ typedef struct {
     float *U;              /* synthetic: k x w, this rank's slice of U     */
     double *block;         /* synthetic: one block of draws                */
     double seconds;        /* spent reading or making rows (not the mechanism) */
+    cli_msg err;           /* the reader's last error                      */
 } s_rows;
 
 enum { SYNTH_BLOCK = 1024 };
@@ -66,7 +67,10 @@ static void s_named_slice(s_rows *r, const char *label, uint64_t index, double s
     for (size_t blk = r->c0 / SYNTH_BLOCK; blk * SYNTH_BLOCK < r->c0 + r->w; blk++) {
         size_t b0 = blk * SYNTH_BLOCK, len = r->d - b0 < SYNTH_BLOCK ? r->d - b0 : SYNTH_BLOCK;
         dps_rng *g = NULL;
-        dps_rng_new_labelled(&g, 0, label, index << 24 | blk);
+        if (dps_rng_new_labelled(&g, 0, label, index << 24 | blk)) { /* only without libsodium: say so */
+            fprintf(stderr, "dps-mpi-estimate: the random generator could not start\n");
+            MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_RUNTIME);
+        }
         dps_rng_gaussian_fill(g, sd, r->block, len);
         dps_rng_destroy(&g);
         size_t lo = b0 > r->c0 ? b0 : r->c0, hi = b0 + len < r->c0 + r->w ? b0 + len : r->c0 + r->w;
@@ -96,9 +100,12 @@ static int s_next_timed(s_rows *r, float *slice)
         return DPS_OK;
     }
     size_t got = 0;
-    cli_msg m;
-    if (cli_reader_next(r->in, r->row, 1, &got, &m) || got != 1)
+    if (cli_reader_next(r->in, r->row, 1, &got, &r->err))
         return DPS_EIO;
+    if (got != 1) {
+        snprintf(r->err.msg, sizeof r->err.msg, "the input ended before its header's row count");
+        return DPS_EIO;
+    }
     memcpy(slice, r->row + r->c0, r->w * sizeof *slice);
     return DPS_OK;
 }
@@ -131,6 +138,55 @@ static double s_peak_rss_mb(void)
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     return (double)u.ru_maxrss / 1024.0; /* kB on Linux */
+}
+
+/* Rank 0's report of a finished run: text, or one JSON object.  The privacy:
+   each epoch's release is rho-zCDP in its rows; the epochs' rows are
+   disjoint, so each row is in one epoch and the run is rho-zCDP in every
+   row (parallel composition); the sum over epochs (what a ledger would
+   count) is stated too.  A seeded run's noise is not secret: no privacy. */
+static void s_report(const power_sharded *p, const s_rows *rows, int json, int synthetic, int seeded, uint64_t n,
+                     uint64_t epochs, double rho, const double *times, const double *all_rss, const char *out,
+                     const double *sv)
+{
+    dps_zcdp row = {rho, 0}, seq = {rho * (double)epochs, 0};
+    double max_rss = 0, t = -rows->seconds; /* the mechanism's time: rank 0's, the rows apart */
+    for (int r = 0; r < p->size; r++)
+        max_rss = fmax(max_rss, all_rss[r]);
+    for (uint64_t e = 0; e < epochs; e++)
+        t += times[e];
+    t /= (double)epochs;
+    uint64_t zero = p->rows_nan + p->rows_inf + p->rows_zero;
+    double eps_row = dps_zcdp_eps_total(row, 1e-5), eps_seq = dps_zcdp_eps_total(seq, 1e-5);
+    if (json) {
+        printf("{\"program\": \"dps-mpi-estimate\", \"ranks\": %d, \"rows\": %" PRIu64 ", \"d\": %zu, \"k\": %zu, "
+               "\"b\": %zu, \"epochs\": %" PRIu64 ", \"seconds_per_epoch\": %.6g, \"seconds_rows_per_epoch\": %.6g, "
+               "\"collectives\": %" PRIu64 ", \"bytes_moved_per_rank\": %" PRIu64 ", \"peak_rss_mb_max\": %.1f, "
+               "\"peak_rss_mb_rank0\": %.1f, \"rows_zero\": %" PRIu64 ", \"rho_epoch\": %.17g, \"rho_per_row\": %.17g, "
+               "\"eps_per_row\": %.6g, \"rho_total\": %.17g, \"eps_total\": %.6g, \"delta_target\": 1e-05, "
+               "\"seeded\": %s, \"sv\": [",
+               p->size, n, p->d, p->k, p->b, epochs, t, rows->seconds / (double)epochs, p->collectives,
+               p->bytes_reduced, max_rss, all_rss[0], zero, rho, rho, eps_row, seq.rho, eps_seq,
+               seeded ? "true" : "false");
+        for (size_t j = 0; sv && j < p->k; j++)
+            printf("%s%.6g", j ? ", " : "", sv[j]);
+        printf("]}\n");
+        return;
+    }
+    printf("dps-mpi-estimate: %" PRIu64 " rows of d %zu in %" PRIu64 " epoch(s), k %zu (b %zu), %d rank(s) of about "
+           "%zu columns each%s\n", n, p->d, epochs, p->k, p->b, p->size, p->d / (size_t)p->size,
+           seeded ? "  SEEDED: the noise is not secret, NO privacy" : "");
+    printf("  time per epoch      %.3f s in the mechanism, %.3f s %s the rows (rank 0, mean of %" PRIu64 ")\n", t,
+           rows->seconds / (double)epochs, synthetic ? "making" : "reading", epochs);
+    printf("  moved through MPI   %.3f MB per rank in %" PRIu64 " collective calls\n", (double)p->bytes_reduced / 1e6,
+           p->collectives);
+    printf("  peak memory (RSS)   %.1f MB the largest rank, %.1f MB rank 0\n", max_rss, all_rss[0]);
+    printf("  rows as zero        %" PRIu64 " (NaN, Inf or zero norm; a count of the data, not private)\n", zero);
+    printf("  privacy             rho %g per epoch; each row is in one epoch: rho %g in every row, eps %.4g at delta "
+           "1e-5 (summed over the epochs, as a ledger counts: rho %g, eps %.4g)\n", rho, rho, eps_row, seq.rho,
+           eps_seq);
+    if (out)
+        printf("  basis               %s (%zu x %zu float32)\n", out, p->k, p->d);
 }
 
 int main(int argc, char **argv)
@@ -176,34 +232,56 @@ int main(int argc, char **argv)
     }
     in = n_pos ? pos[0] : NULL;
     int seeded = cli_opt_given(opts, n_opts, "--seed");
-    int exit_code = 0;
     s_rows rows = {0};
-    cli_msg m;
     uint64_t n = 0, syn_d = 0;
+    /* the checks every rank makes alike (usage: rank 0 says it) */
+    int exit_code = 0;
     if (!k || !in == !synthetic) {
         cli_error("give --k and one INPUT file or --synthetic N:D (see --help)");
         exit_code = CLI_EXIT_USAGE;
     } else if (!(rho > 0 && isfinite(rho))) {
-        cli_error("--rho must be positive");
+        cli_error("--rho must be a positive number");
+        exit_code = CLI_EXIT_USAGE;
+    } else if (blocks > POWER_SHARDED_MAX_STEPS) {
+        cli_error("--power-blocks must be at most %d", POWER_SHARDED_MAX_STEPS);
         exit_code = CLI_EXIT_USAGE;
     } else if (synthetic && s_parse_pair(synthetic, &n, &syn_d)) {
         cli_error("--synthetic: '%s' is not N:D (rows, dimension, both positive), e.g. 2000:100000", synthetic);
         exit_code = CLI_EXIT_USAGE;
-    } else if (!synthetic && cli_reader_open(&rows.in, in, CLI_FMT_AUTO, dim, &m)) {
-        cli_error("%s", m.msg);
-        exit_code = CLI_EXIT_INPUT;
-    } else if (!synthetic && !cli_reader_rows(rows.in, &n)) {
-        cli_error("%s: the row count must be known from the file (a .npy, or raw float32 in a regular file)", in);
-        exit_code = CLI_EXIT_INPUT;
     }
-    size_t d = exit_code ? 0 : synthetic ? (size_t)syn_d : cli_reader_dim(rows.in);
-    size_t b = k + oversample < d ? k + oversample : d;
-    if (!exit_code && (k >= d || n == 0)) {
-        cli_error("need 1 <= k < d (k %zu, d %zu) and rows (%" PRIu64 ")", k, d, n);
+    /* the file: every rank opens it; one that cannot says so with its rank */
+    int mine = 0;
+    if (!exit_code && !synthetic) {
+        if (cli_reader_open(&rows.in, in, CLI_FMT_AUTO, dim, &rows.err)) {
+            cli_error("%s", rows.err.msg);
+            mine = CLI_EXIT_INPUT;
+        } else if (!cli_reader_rows(rows.in, &n)) {
+            cli_error("%s: the row count must be known from the file (a .npy, or raw float32 in a regular file)", in);
+            mine = CLI_EXIT_INPUT;
+        }
+    }
+    int rank0 = mine;
+    MPI_Bcast(&rank0, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank != 0 && mine && !rank0)
+        fprintf(stderr, "dps-mpi-estimate: rank %d: %s\n", rank, cli_last_error());
+    uint64_t shape[2] = {n, exit_code || mine ? 0 : synthetic ? syn_d : cli_reader_dim(rows.in)}, shape0[2];
+    memcpy(shape0, shape, sizeof shape);
+    MPI_Bcast(shape0, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (!exit_code && !mine && (shape[0] != shape0[0] || shape[1] != shape0[1])) {
+        fprintf(stderr, "dps-mpi-estimate: rank %d: %s is %" PRIu64 " x %" PRIu64 " here but %" PRIu64 " x %" PRIu64
+                " on rank 0: every rank must read the same file\n", rank, in, shape[0], shape[1], shape0[0], shape0[1]);
+        mine = CLI_EXIT_INPUT;
+    }
+    exit_code = exit_code ? exit_code : mine;
+    MPI_Allreduce(MPI_IN_PLACE, &exit_code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    size_t d = (size_t)shape0[1], b = k + oversample < d ? k + oversample : d;
+    if (!exit_code && (k >= d || n == 0 || d < (size_t)size || b > POWER_SHARDED_MAX_B || d > (size_t)INT32_MAX)) {
+        cli_error("need 1 <= k < d (k %zu, d %zu), rows (%" PRIu64 "), d >= the ranks (%d), k + --power-oversample <= %d "
+                  "and d <= %d", k, d, n, size, POWER_SHARDED_MAX_B, INT32_MAX);
         exit_code = CLI_EXIT_USAGE;
     }
-    MPI_Allreduce(MPI_IN_PLACE, &exit_code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     power_sharded p;
+    memset(&p, 0, sizeof p);
     rc = exit_code ? DPS_OK : power_sharded_init(&p, MPI_COMM_WORLD, d, k, b, seeded, seed);
     if (rc) {
         cli_error("cannot set up the sharded iteration (d %zu over %d ranks, k %zu, b %zu): %s%s", d, size, k, b,
@@ -219,76 +297,46 @@ int main(int argc, char **argv)
     rows.c0 = p.c0;
     rows.w = p.w;
     rows.k = k;
+    uint64_t per = epoch_rows ? epoch_rows : n, epochs = (n + per - 1) / per;
+    float *basis = malloc(k * p.w * sizeof *basis), *full = rank == 0 && out ? malloc(k * d * sizeof *full) : NULL;
+    double *times = calloc(epochs, sizeof *times), sv[64];
+    rc = basis && times && (rank != 0 || !out || full) ? DPS_OK : DPS_ENOMEM;
     if (synthetic) { /* U's slice: k rows of N(0, 1/d), each named */
         rows.block = malloc(SYNTH_BLOCK * sizeof *rows.block);
         rows.U = malloc(k * p.w * sizeof *rows.U);
-        for (size_t j = 0; j < k; j++)
+        if (!rows.block || !rows.U)
+            rc = DPS_ENOMEM;
+        for (size_t j = 0; j < k && !rc; j++)
             s_named_slice(&rows, "synthetic-basis", j, 1.0 / sqrt((double)d), rows.U + j * p.w, 0);
-    } else {
-        rows.row = malloc(d * sizeof *rows.row);
+    } else if (!(rows.row = malloc(d * sizeof *rows.row))) {
+        rc = DPS_ENOMEM;
     }
-    float *basis = malloc(k * p.w * sizeof *basis), *full = rank == 0 ? malloc(k * d * sizeof *full) : NULL;
-    double sv[64];
-    uint64_t per = epoch_rows ? epoch_rows : n, epochs = (n + per - 1) / per;
-    double *times = calloc(epochs, sizeof *times);
+    rc = power_sharded_agree(&p, rc);
     int released = 0;
-    for (uint64_t e = 0; e < epochs && !exit_code; e++) {
+    for (uint64_t e = 0; e < epochs && !rc; e++) {
         sharded_epoch ep = {.n = (e + 1) * per <= n ? per : n - e * per, .blocks = blocks, .rho = rho, .epoch = e,
                             .public_seed = public_seed, .warm_slice = released ? basis : NULL};
         double t0 = MPI_Wtime();
         rc = epoch_power_sharded(&p, &ep, s_next, &rows, basis, k <= 64 ? sv : NULL);
         times[e] = MPI_Wtime() - t0;
-        if (rc) {
-            cli_error("epoch %" PRIu64 ": %s", e, dps_strerror(rc));
-            exit_code = rc == DPS_EIO ? CLI_EXIT_INPUT : CLI_EXIT_PRIVACY;
-        }
+        if (rc)
+            cli_error("epoch %" PRIu64 ": %s", e, rc == DPS_EIO && rows.err.msg[0] ? rows.err.msg : dps_strerror(rc));
         released = !rc;
     }
-    if (!exit_code)
-        power_sharded_gather(&p, full);
+    if (!rc && out)
+        rc = power_sharded_gather(&p, full);
+    exit_code = !rc ? 0 : rc == DPS_EIO ? CLI_EXIT_INPUT : rc == DPS_ENUMERIC ? CLI_EXIT_PRIVACY : rc == DPS_EINVAL
+                    ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+    if (rc == DPS_ENOMEM)
+        cli_error("out of memory (more ranks need less memory each)");
     double rss = s_peak_rss_mb(), *all_rss = rank == 0 ? malloc((size_t)size * sizeof *all_rss) : NULL;
     MPI_Gather(&rss, 1, MPI_DOUBLE, all_rss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    uint64_t moved = p.bytes_reduced, zero = p.rows_nan + p.rows_inf + p.rows_zero;
-    if (rank == 0 && !exit_code) {
-        if (out && cli_npy_write(out, full, k, d, 0, &m)) {
-            cli_error("--out: %s", m.msg);
-            exit_code = CLI_EXIT_RUNTIME;
-        }
-        dps_zcdp seq = {rho * (double)epochs, 0};
-        double max_rss = 0, sum_t = -rows.seconds; /* the mechanism's time: rank 0's, rows apart */
-        for (int r = 0; r < size; r++)
-            max_rss = fmax(max_rss, all_rss[r]);
-        for (uint64_t e = 0; e < epochs; e++)
-            sum_t += times[e];
-        if (json) {
-            printf("{\"program\": \"dps-mpi-estimate\", \"ranks\": %d, \"rows\": %" PRIu64 ", \"d\": %zu, \"k\": %zu, "
-                   "\"b\": %zu, \"epochs\": %" PRIu64 ", \"seconds_per_epoch\": %.6g, \"seconds_rows_per_epoch\": %.6g, \"collectives\": %" PRIu64 ", \"bytes_moved_per_rank\": %"
-                   PRIu64 ", \"peak_rss_mb_max\": %.1f, \"peak_rss_mb_rank0\": %.1f, \"rows_zero\": %" PRIu64
-                   ", \"rho_epoch\": %.17g, \"rho_total\": %.17g, \"eps_total\": %.6g, \"delta_target\": 1e-05, "
-                   "\"seeded\": %s, \"sv\": [",
-                   size, n, d, k, b, epochs, sum_t / (double)epochs, rows.seconds / (double)epochs, p.collectives, moved, max_rss, all_rss[0], zero, rho,
-                   seq.rho, dps_zcdp_eps_total(seq, 1e-5), seeded ? "true" : "false");
-            for (size_t j = 0; j < k && k <= 64; j++)
-                printf("%s%.6g", j ? ", " : "", sv[j]);
-            printf("]}\n");
-        } else {
-            printf("dps-mpi-estimate: %" PRIu64 " rows of d %zu in %" PRIu64 " epoch(s), k %zu (b %zu), %d rank(s) "
-                   "of about %zu columns each%s\n",
-                   n, d, epochs, k, b, size, d / (size_t)size, seeded ? "  SEEDED (not secure)" : "");
-            printf("  time per epoch      %.3f s in the mechanism, %.3f s %s the rows (rank 0, mean of %" PRIu64
-                   ")\n", sum_t / (double)epochs, rows.seconds / (double)epochs, synthetic ? "making" : "reading",
-                   epochs);
-            printf("  moved through MPI   %.3f MB per rank in %" PRIu64 " collective calls (allreduces and broadcasts "
-                   "of 32 x b and b x b)\n", (double)moved / 1e6, p.collectives);
-            printf("  peak memory (RSS)   %.1f MB the largest rank, %.1f MB rank 0\n", max_rss, all_rss[0]);
-            printf("  rows as zero        %" PRIu64 " (NaN, Inf or zero norm)\n", zero);
-            printf("  privacy             rho %g per epoch (each epoch's rows disjoint: rho %g in every row); "
-                   "sequentially rho %g, eps %.4g at delta 1e-5\n",
-                   rho, rho, seq.rho, dps_zcdp_eps_total(seq, 1e-5));
-            if (out)
-                printf("  basis               %s (%zu x %zu float32)\n", out, k, d);
-        }
+    if (rank == 0 && !exit_code && out && cli_npy_write(out, full, k, d, 0, &rows.err)) {
+        cli_error("--out: %s", rows.err.msg);
+        exit_code = CLI_EXIT_RUNTIME;
     }
+    if (rank == 0 && !exit_code)
+        s_report(&p, &rows, json, synthetic != NULL, seeded, n, epochs, rho, times, all_rss, out, k <= 64 ? sv : NULL);
     MPI_Bcast(&exit_code, 1, MPI_INT, 0, MPI_COMM_WORLD);
     power_sharded_free(&p);
     cli_reader_close(&rows.in);

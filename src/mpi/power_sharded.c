@@ -16,6 +16,15 @@
    them (a rank draws a whole block and keeps its part). */
 enum { POWER_SHARDED_BLOCK = 1024, POWER_SHARDED_ROWS = 32 };
 
+/* A named stream's index: (epoch, step, column, block) in 21 + 10 + 12 + 21
+   bits, so no two draws of a run share a stream: blocks < 2^21 (d <= 2^31),
+   columns < 2^12 (b <= POWER_SHARDED_MAX_B), steps of an epoch < 2^10
+   (POWER_SHARDED_MAX_STEPS), epochs < 2^21. */
+static uint64_t s_index(uint64_t epoch, uint64_t step, uint64_t column)
+{
+    return epoch << 43 | step << 33 | column << 21;
+}
+
 void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1)
 {
     size_t r = (size_t)rank, n = (size_t)size, q = d / n, extra = d % n;
@@ -39,12 +48,12 @@ void power_sharded_free(power_sharded *p)
     memset(p, 0, sizeof *p);
 }
 
-/* An error of any rank (DPS_OK is 0, the errors positive: the largest
-   code): every rank returns it. */
-static int s_agree(MPI_Comm comm, int rc)
+int power_sharded_agree(power_sharded *p, int rc)
 {
     int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, comm);
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, p->comm);
+    p->collectives++;
+    p->bytes_reduced += sizeof(int);
     return worst;
 }
 
@@ -72,8 +81,8 @@ int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size
     MPI_Comm_size(comm, &p->size);
     int rc = DPS_OK;
     /* the named streams' index packs (step, column, block) into 64 bits */
-    if (k < 1 || b < k || b > d || d < (size_t)p->size || b >= ((size_t)1 << 16) || d > (size_t)INT32_MAX ||
-        d / POWER_SHARDED_BLOCK >= ((size_t)1 << 24) || b > SIZE_MAX / sizeof(double) / d)
+    if (k < 1 || b < k || b > d || d < (size_t)p->size || b > POWER_SHARDED_MAX_B || d > (size_t)INT32_MAX ||
+        b > SIZE_MAX / sizeof(double) / d)
         rc = DPS_EINVAL;
     if (rc == DPS_OK) {
         dps_blas_init_once();
@@ -100,7 +109,7 @@ int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size
         else if (!seeded)
             rc = dps_rng_new_secure(&p->noise);
     }
-    rc = s_agree(comm, rc);
+    rc = power_sharded_agree(p, rc);
     if (rc != DPS_OK)
         power_sharded_free(p);
     return rc;
@@ -115,7 +124,7 @@ static int s_add_named(power_sharded *p, double *col, double s, uint64_t seed, c
     for (size_t blk = first; blk <= last; blk++) {
         size_t b0 = blk * POWER_SHARDED_BLOCK, len = DPS_MIN((size_t)POWER_SHARDED_BLOCK, p->d - b0);
         dps_rng *r = NULL;
-        int rc = dps_rng_new_labelled(&r, seed, label, index | blk);
+        int rc = dps_rng_new_labelled(&r, seed, label, index | (uint64_t)blk);
         if (rc)
             return rc;
         dps_rng_gaussian_fill(r, s, p->block, len);
@@ -167,6 +176,7 @@ static int s_orthonormalise(power_sharded *p)
         }
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, p->comm);
+    p->collectives++;
     if (rc)
         return rc;
     s_from_rank0(p, msg, b * b);
@@ -188,31 +198,36 @@ static int s_orthonormalise(power_sharded *p)
                 row += fabs(i <= j ? p->G[j * b + i] : p->G[i * b + j]); /* the upper triangle, mirrored */
             g = fmax(g, row);
         }
-        double e = (double)b * (dd * u / (1.0 - dd * u)) * g, mu = 4.0 * sqrt((double)b) * 0x1p-52;
-        f = (1.0 - mu) / sqrt(g + e);
+        /* g up by the rounding of its own b-term sums; e bounds the Gram's
+           (power_sharded.h); mu covers the scaling's and f's roundings */
+        double gd = dd * u / (1.0 - dd * u), gu = g * (1.0 + (double)(b + 2) * 0x1p-52);
+        double e = (double)b * gd * gu / (1.0 - gd), mu = (4.0 * sqrt((double)b) + 8.0) * 0x1p-52;
+        f = (1.0 - mu) / sqrt(gu + e);
     }
     s_from_rank0(p, &f, 1);
-    cblas_dscal((int)(b * w), f, p->X, 1);
+    for (size_t j = 0; j < b; j++) /* column by column: b w may pass INT_MAX */
+        cblas_dscal((int)w, f, p->X + j * w, 1);
     return DPS_OK;
 }
 
 int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed, uint64_t epoch)
 {
     size_t b = p->b, w = p->w;
-    int rc = epoch < ((uint64_t)1 << 24) ? DPS_OK : DPS_EINVAL; /* the named streams' index */
+    int rc = epoch < ((uint64_t)1 << 21) ? DPS_OK : DPS_EINVAL; /* s_index's bits */
     memset(p->Y, 0, b * w * sizeof *p->Y);
     for (size_t j = 0; j < b && !rc; j++) /* every column drawn, warm or not: the public draws' use is fixed */
-        rc = s_add_named(p, p->Y + j * w, 1.0, public_seed, "power-start", epoch << 40 | (uint64_t)j << 24);
+        rc = s_add_named(p, p->Y + j * w, 1.0, public_seed, "power-start", s_index(epoch, 0, j));
     if (!rc && warm_slice)
         for (size_t j = 0; j < p->k; j++)
             for (size_t i = 0; i < w; i++)
                 p->Y[j * w + i] = (double)warm_slice[j * w + i];
-    rc = s_agree(p->comm, rc);
+    rc = power_sharded_agree(p, rc);
     if (!rc)
         rc = s_orthonormalise(p);
     memset(p->Y, 0, b * w * sizeof *p->Y);
     p->pending = 0;
     p->steps = 0;
+    p->epoch = epoch;
     return rc;
 }
 
@@ -254,12 +269,12 @@ int power_sharded_step(power_sharded *p, double s)
 {
     size_t b = p->b, w = p->w;
     s_flush(p);
-    int rc = p->steps < ((uint64_t)1 << 24) ? DPS_OK : DPS_EINVAL; /* the named streams' index */
-    for (size_t j = 0; j < b && !rc && p->seeded; j++)
-        rc = s_add_named(p, p->Y + j * w, s, p->seed, "power-noise", p->steps << 40 | (uint64_t)j << 24);
+    int rc = p->steps < POWER_SHARDED_MAX_STEPS && isfinite(s) ? DPS_OK : DPS_EINVAL; /* s_index's bits */
+    for (size_t j = 0; j < b && !rc && p->seeded; j++) /* the epoch in the name: no epoch repeats another's */
+        rc = s_add_named(p, p->Y + j * w, s, p->seed, "power-noise", s_index(p->epoch, p->steps, j));
     if (!rc && !p->seeded)
         dps_rng_gaussian_add(p->noise, s, p->Y, b * w);
-    rc = s_agree(p->comm, rc);
+    rc = power_sharded_agree(p, rc);
     if (!rc)
         rc = s_orthonormalise(p);
     memset(p->Y, 0, b * w * sizeof *p->Y);
@@ -295,7 +310,7 @@ int power_sharded_gather(power_sharded *p, float *basis)
     float *mine = malloc(DPS_MAX((size_t)1, k * p->w) * sizeof *mine);
     int *counts = malloc((size_t)p->size * sizeof *counts), *displs = malloc((size_t)p->size * sizeof *displs);
     int rc = mine && counts && displs ? DPS_OK : DPS_ENOMEM;
-    rc = s_agree(p->comm, rc);
+    rc = power_sharded_agree(p, rc);
     if (!rc) {
         power_sharded_basis(p, mine, NULL);
         for (int r = 0; r < p->size; r++) {
@@ -307,6 +322,8 @@ int power_sharded_gather(power_sharded *p, float *basis)
         for (size_t j = 0; j < k; j++)
             MPI_Gatherv(mine + j * p->w, (int)p->w, MPI_FLOAT, p->rank == 0 ? basis + j * p->d : NULL, counts, displs,
                         MPI_FLOAT, 0, p->comm);
+        p->collectives += k;
+        p->bytes_reduced += k * p->w * sizeof(float);
     }
     free(mine);
     free(counts);

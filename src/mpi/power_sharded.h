@@ -20,9 +20,10 @@
    the rounding bound of power_iteration.c's THE SUM IN DOUBLE: Higham's
    bound holds for any order of the sums, so also for MPI's); every entry of
    Y gets one draw of N(0, s^2), from its rank's generator (independent
-   across ranks in secure mode) or, seeded, from a stream named by (step,
-   column, block of coordinates), so that 1 rank and R ranks draw the same
-   numbers (tests/mpi/test_power_sharded.c).  (2): the norm guard below.
+   across ranks in secure mode) or, seeded, from a stream named by (epoch,
+   step, column, block of coordinates), so that 1 rank and R ranks draw the
+   same numbers and no two steps of a run the same ones
+   (tests/mpi/test_power_sharded.c).  (2): the norm guard below.
    Everything after the noise (the Gram, its eigenvectors, X) is
    post-processing of the noisy Y.  The single-process code orthonormalises
    by Householder QR, this one by the Gram's eigenvectors (in double; Y's
@@ -30,13 +31,16 @@
    basis of span(Y), the top-k of which is released.
 
    THE NORM GUARD.  After every orthonormalisation X is scaled by
-   (1 - mu) / sqrt(g + e): g the Gershgorin bound (largest absolute row sum)
-   of the computed Gram X^T X, e = b gamma_d g a bound on that Gram's
-   rounding (entry-wise gamma_d |X_i|^T |X_j| <= gamma_d g, so spectral <=
-   b gamma_d g; gamma_d = d 2^-53 / (1 - d 2^-53)), mu = 4 sqrt(b) 2^-52
-   for the scaling's own rounding.  Then ||X||_2^2 <= g + e before the
-   scaling and ||X||_2 <= 1 - mu + sqrt(b) 2^-52 (1 + 2^-52) < 1 after it.
-   Every rank scales by the same factor (rank 0's, broadcast with V).
+   (1 - mu) / sqrt(G + e): g the computed Gershgorin bound (largest absolute
+   row sum) of the computed Gram X^T X, G = g (1 + (b + 2) 2^-52) >= the
+   exact row sums of the computed Gram (b terms), e = b gamma_d G / (1 -
+   gamma_d) a bound on that Gram's own rounding (entry-wise gamma_d
+   |X_i|^T |X_j| <= gamma_d (exact Gram's row sum) <= gamma_d G / (1 -
+   gamma_d); spectral <= b times that; gamma_d = d 2^-53 / (1 - d 2^-53)):
+   ||X||_2^2 <= G + e.  mu = (4 sqrt(b) + 8) 2^-52 covers f's own roundings
+   (a few u) and the scaled entries' (relative u each: sqrt(b) u in
+   spectral norm), so ||X||_2 <= 1 after the scaling.  Every rank scales by
+   the same factor (rank 0's, broadcast with V).
 
    Seeded draws are the same for any R only if the ranks' sums agree to the
    last bit, which MPI does not promise (the order of an allreduce's sums
@@ -57,6 +61,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define POWER_SHARDED_MAX_B 4095     /* columns iterated (b x b counts fit an int)      */
+#define POWER_SHARDED_MAX_STEPS 1024 /* steps of one epoch (POWER_MAX_BLOCKS)           */
+
 typedef struct {
     MPI_Comm comm;
     int rank, size;
@@ -64,6 +71,7 @@ typedef struct {
     size_t c0, c1, w;    /* this rank's coordinates [c0, c1), w = c1 - c0     */
     size_t nb, pending;  /* rows per flush, rows waiting in B                 */
     uint64_t steps;      /* power_sharded_step calls since the start          */
+    uint64_t epoch;      /* the start's epoch: names the seeded draws          */
     uint64_t rows_nan, rows_inf, rows_zero; /* rows added as the zero vector    */
     uint64_t bytes_reduced; /* bytes this rank sent into allreduces and bcasts */
     uint64_t collectives;   /* ... in how many calls (each costs a latency)    */
@@ -78,12 +86,17 @@ typedef struct {
     double *block;       /* one block of draws (POWER_SHARDED_BLOCK)          */
 } power_sharded;
 
+/* Collective: rc of every rank -> the error of any rank (DPS_OK is 0, the
+   errors positive: the largest code), on every rank. */
+int power_sharded_agree(power_sharded *p, int rc);
+
 /* This rank's coordinates of d split over size ranks: [c0, c1), as even as
    can be (the first d % size ranks one more). */
 void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1);
 
 /* Collective.  Set up rank's shard of a (d, k, b) iteration over comm:
-   1 <= k <= b <= d, d >= the number of ranks.  seeded: the noise comes from
+   1 <= k <= b <= min(d, POWER_SHARDED_MAX_B), d <= INT32_MAX, d >= the
+   number of ranks.  seeded: the noise comes from
    streams named by seed (tests only); otherwise from a secure generator of
    this rank's own.  DPS_OK on every rank or an error on every rank
    (DPS_EINVAL, DPS_ENOMEM, DPS_ERANDOM). */

@@ -75,6 +75,10 @@ run 2 "$est" --k 4 "$tmp/nosuch.npy" >"$tmp/bad.out" 2>&1; rc=$?
 [ "$rc" -eq 3 ] && [ "$(grep -c 'dps-mpi-estimate:' "$tmp/bad.out")" -eq 1 ] && ok || ko "missing input: exit $rc, $(cat "$tmp/bad.out")"
 run 2 "$est" "$tmp/rows.npy" >"$tmp/bad.out" 2>&1; rc=$?
 [ "$rc" -eq 2 ] && grep -q "give --k" "$tmp/bad.out" && ok || ko "no --k: exit $rc, $(cat "$tmp/bad.out")"
+# a file shorter than its header says: refused at the start by every rank, one message, exit 3
+head -c 2000000 "$tmp/rows.npy" >"$tmp/short.npy"
+run 2 "$est" --k 4 --seed 1 "$tmp/short.npy" >"$tmp/bad.out" 2>&1; rc=$?
+[ "$rc" -eq 3 ] && [ "$(grep -c 'is truncated' "$tmp/bad.out")" -eq 1 ] && ok || ko "truncated input: exit $rc, $(cat "$tmp/bad.out")"
 run 1 "$est" --k 4 --synthetic 2:3:4 >"$tmp/bad.out" 2>&1; rc=$?
 [ "$rc" -eq 2 ] && grep -q "is not N:D" "$tmp/bad.out" && ok || ko "bad --synthetic: exit $rc, $(cat "$tmp/bad.out")"
 # --synthetic: each rank makes only its columns, the same on any number of ranks

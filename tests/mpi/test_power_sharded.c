@@ -184,6 +184,40 @@ int main(int argc, char **argv)
                     fclose(f);
             }
         }
+        /* the seeded noise is named by its epoch: with no rows Y is the noise
+           alone, so a step's basis is the noise's; the same epoch again gives
+           the same basis, another epoch another (at k = 4 of d = 2001 two
+           independent noise bases have sine about 1; 0.5 leaves room) */
+        float *noise_basis[3];
+        uint64_t epochs[3] = {5, 5, 6};
+        for (int r = 0; r < 3; r++) {
+            noise_basis[r] = malloc(K * D * sizeof(float));
+            CHECK(power_sharded_start(&p, NULL, 7, epochs[r]) == DPS_OK && power_sharded_step(&p, 1.0) == DPS_OK &&
+                      power_sharded_gather(&p, rank == 0 ? noise_basis[r] : NULL) == DPS_OK,
+                  "a step of noise alone, epoch %llu", (unsigned long long)epochs[r]);
+        }
+        if (rank == 0) {
+            double same = s_residual(noise_basis[0], noise_basis[1]), other = s_residual(noise_basis[0], noise_basis[2]);
+            CHECK(secure || same < 1e-5, "seeded: the same epoch draws the same noise (residual %.3g)", same);
+            CHECK(other > 0.5, "another epoch draws other noise (residual %.3g)", other);
+        }
+        for (int r = 0; r < 3; r++)
+            free(noise_basis[r]);
+        /* a NaN in one rank's part only (the last coordinate): the whole row
+           is the zero vector on every rank, counted everywhere */
+        CHECK(power_sharded_start(&p, NULL, 7, 9) == DPS_OK, "start for the NaN row");
+        uint64_t nan_before = p.rows_nan;
+        for (int i = 0; i < 40; i++) { /* more than one flush */
+            s_row(U, (size_t)i, row);
+            if (i == 3)
+                row[D - 1] = NAN;
+            power_sharded_add(&p, row + p.c0);
+        }
+        CHECK(power_sharded_step(&p, 1.0) == DPS_OK, "step with a NaN row");
+        long long got = (long long)(p.rows_nan - nan_before), lo = got, hi = got;
+        MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(lo == 1 && hi == 1, "the NaN row counted once on every rank (%lld..%lld)", lo, hi);
         /* bad input: every rank refuses, together */
         power_sharded q;
         CHECK(power_sharded_init(&q, MPI_COMM_WORLD, D, 9, 8, 1, 5) == DPS_EINVAL, "k > b refused on every rank");
