@@ -402,6 +402,9 @@ def redraw(snaps, path, size, verbose):
 
 
 # ------------------------------------------------------------------ main
+MAX_WARNINGS = 5  # skipped lines named one by one; the rest counted
+
+
 def run(args):
     """Read the input, redraw as snapshots arrive; the exit code."""
     try:
@@ -409,14 +412,18 @@ def run(args):
     except OSError as e:
         print(f"{PROG}: cannot read {args.input}: {e.strerror}", file=sys.stderr)
         return EXIT_INPUT
-    snaps, pending = [], False
+    if fd == sys.stdin.fileno() and os.isatty(fd):
+        print(f"{PROG}: reading dps-watch --json lines from standard input (Ctrl-D ends)", file=sys.stderr)
+    snaps, pending, skipped = [], False, 0
     try:
         for number, text, more in read_lines(fd):
             if not text.strip():
                 continue
             snap = parse_snapshot(text)
             if isinstance(snap, str):
-                print(f"{PROG}: line {number}: {snap}; skipped", file=sys.stderr, flush=True)
+                skipped += 1
+                if skipped <= MAX_WARNINGS:
+                    print(f"{PROG}: line {number}: {snap}; skipped", file=sys.stderr, flush=True)
                 continue
             snaps.append(snap)
             pending = True
@@ -428,6 +435,9 @@ def run(args):
     except OSError as e:  # reading (writing raises WriteError)
         print(f"{PROG}: cannot read {args.input}: {e.strerror}", file=sys.stderr)
         return EXIT_INPUT
+    if skipped > MAX_WARNINGS:
+        print(f"{PROG}: {skipped} lines skipped in all (the first {MAX_WARNINGS} shown): is this dps-watch --json "
+              "output?", file=sys.stderr)
     if not snaps:
         print(f"{PROG}: no snapshot in the input", file=sys.stderr)
         return EXIT_INPUT

@@ -131,6 +131,9 @@ int cli_opt_given(const cli_opt *opts, size_t n_opts, const char *name)
 
 static const cli_alias *s_aliases;
 static size_t s_n_aliases;
+static const cli_alias *s_former_used; /* the last former name read */
+
+const cli_alias *cli_former_used(void) { return s_former_used; }
 
 void cli_set_aliases(const cli_alias *aliases, size_t n)
 {
@@ -159,6 +162,8 @@ static cli_opt *s_find_n(cli_opt *opts, size_t n_opts, const char *arg, size_t l
 {
     for (size_t a = 0; a < s_n_aliases; a++)
         if (s_name_is(s_aliases[a].alias, arg, len)) {
+            if (!s_aliases[a].shown)
+                s_former_used = &s_aliases[a];
             arg = s_aliases[a].name;
             len = strlen(arg);
             break;
@@ -266,7 +271,15 @@ int cli_parse_args(int argc, char **argv, cli_opt *opts, size_t n_opts, const ch
             continue;
         }
         if (!o) {
-            cli_error("unknown flag '%.*s'; run %s --help for the list of flags", (int)len, a, s_program);
+            char dashed[128]; /* --n_components: did they mean --n-components? */
+            size_t dl = len < sizeof dashed ? len : sizeof dashed - 1;
+            memcpy(dashed, a, dl);
+            for (size_t c = 2; c < dl; c++)
+                dashed[c] = dashed[c] == '_' ? '-' : dashed[c];
+            if (memchr(a, '_', dl) && s_find_n(opts, n_opts, dashed, dl))
+                cli_error("unknown flag '%.*s': did you mean '%.*s'?", (int)len, a, (int)dl, dashed);
+            else
+                cli_error("unknown flag '%.*s'; run %s --help for the list of flags", (int)len, a, s_program);
             return CLI_EXIT_USAGE;
         }
         if (o->given && o->kind != CLI_OPT_PARSE) {
@@ -463,6 +476,9 @@ int cli_parse_or_help(int argc, char **argv, cli_opt *opts, size_t n_opts, const
         cli_print_version();
         return CLI_EXIT_OK;
     }
+    if (cli_former_used() && !s_silent)
+        fprintf(stderr, "%s: note: %s is the former name of %s (read as it)\n", s_program,
+                cli_former_used()->alias, cli_former_used()->name);
     for (size_t i = 0; i < n_opts && !*help; i++)
         if (opts[i].kind == CLI_OPT_CONFIG && opts[i].given && (rc = cli_read_config(*(const char **)opts[i].dest,
                                                                                      opts, n_opts)))

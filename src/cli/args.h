@@ -140,6 +140,9 @@ typedef struct {
 /* The aliases the next parses and --help use (the caller's array, kept by
    pointer; NULL, 0 for none). */
 void cli_set_aliases(const cli_alias *aliases, size_t n);
+/* The last former name (shown = 0) a parse read, or NULL: cli_parse_or_help
+   prints a note; a daemon logs it its own way. */
+const cli_alias *cli_former_used(void);
 
 /* Parse argv[1..argc-1] against opts.  Accepts "--name value", "--name=value",
    "-h" for "--help" (if the table has it), "--version" (if the table does not

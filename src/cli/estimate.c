@@ -556,8 +556,10 @@ int main(int argc, char **argv)
     size_t n_opts = sizeof opts / sizeof opts[0];
     const char *pos[1] = {NULL};
     size_t n_pos = 0;
-    static const cli_alias aliases[] = {{"--k", "--n-components", 1}}; /* sklearn's word */
-    cli_set_aliases(aliases, 1);
+    /* sklearn's word for k; the collector's former name of --rho (per epoch, as here) */
+    static const cli_alias aliases[] = {{"--k", "--n-components", 1}, {"--rho", "--rho-epoch", 0},
+                                        {"--delta", "--delta-epoch", 0}};
+    cli_set_aliases(aliases, sizeof aliases / sizeof *aliases);
     int rc = cli_parse_or_help(argc, argv, opts, n_opts, pos, 1, &n_pos, &a.help, s_synopsis, s_epilogue);
     if (rc >= 0)
         return rc;

@@ -194,6 +194,16 @@ run "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --json
 [ "$rc" -eq 0 ] && [ "$(wc -l < out.txt | tr -d ' ')" -eq 1 ] &&
     grep -q '^{"seq": 2, "epoch": 1, "status": "released".*"sin_to_prev": null' out.txt
 verdict "dps-watch --json: one line, an object"
+# stopped by SIGTERM (as systemd and kill do) or SIGINT (Ctrl-C): exit 0, no error printed
+for sig in TERM INT; do
+    "$WATCH" $PT --connect "$PUB" > watch-sig.out 2> watch-sig.err &
+    WPID=$!
+    sleep 1
+    kill -s "$sig" "$WPID"
+    wait "$WPID"; wrc=$?
+    check "dps-watch stopped by SIG$sig: exit 0, quiet (exit $wrc: $(cat watch-sig.err))" \
+        sh -c "[ $wrc -eq 0 ] && [ ! -s watch-sig.err ]"
+done
 
 # bad inputs
 expect_error "missing input file: exit 3" 3 "cannot open 'nosuch.npy'" "$PROD" nosuch.npy $PT --connect "$IN"

@@ -343,6 +343,8 @@ static int s_run(const watch_args *a, const cli_net_sec *ns, const float *T, siz
             }
             continue;
         }
+        if (rc && s_stop)
+            break; /* the signal interrupted the wait: a clean stop, exit 0 */
         if (rc == DPS_EPROTO) {
             cli_error("skipped a message from %s that is not a valid snapshot (another protocol version?)",
                       a->connect);

@@ -427,6 +427,15 @@ int main(int argc, char **argv)
     }
     log_set_level(c.o.quiet ? LOGLEVEL_QUIET : c.o.verbose ? LOGLEVEL_DEBUG : LOGLEVEL_INFO);
     log_set_sink_name(c.o.log[0] ? c.o.log : "stderr"); /* checked by options_finish */
+    if (cli_former_used())
+        log_warn("%s is the former name of %s: read as it (rename it in the configuration)", cli_former_used()->alias,
+                 cli_former_used()->name);
+    if (!isnan(c.o.former_split[0]) || !isnan(c.o.former_split[1]) || !isnan(c.o.former_split[2]))
+        log_warn("split-search, split-count and split-mean are the former names of one split = S:C:M: read as "
+                 "split = %s", c.o.split);
+    if (c.o.insecure_plaintext && (c.o.server_key[0] || c.o.authorized_keys[0]))
+        log_warn("--insecure-plaintext: server-key and authorized-keys are not used (no encryption, no "
+                 "authentication)");
     dps_config cfg;
     dps_config_init(&cfg, c.o.d, c.o.k);
     const char *why = "";

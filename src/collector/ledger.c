@@ -193,7 +193,7 @@ int ledger_append(ledger *l, const char *kind, uint64_t epoch, dps_zcdp cost, co
     char line[1024];
     int n = snprintf(line, sizeof line,
                      LEDGER_MAGIC "kind=%s epoch=%" PRIu64 " rho_epoch=%.17g delta_epoch=%.17g rho_total=%.17g "
-                                  "delta_total=%.17g time_ms=%" PRIu64 "%s%s",
+                                  "delta_total=%.17g time_unix_ms=%" PRIu64 "%s%s",
                      kind, epoch, commit ? cost.rho : 0.0, commit ? cost.delta : 0.0, total.rho, total.delta,
                      (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000, extra ? " " : "",
                      extra ? extra : "");

@@ -3,7 +3,7 @@
    restart reads it back: budget spent and the next epoch number.
 
    File: STATE/ledger, one line per entry, the snapshots' names for the costs,
-     dps-ledger-v2 kind=commit epoch=3 rho_epoch=1 delta_epoch=1e-06 rho_total=4 delta_total=4e-06 time_ms=... check=<16 hex>
+     dps-ledger-v2 kind=commit epoch=3 rho_epoch=1 delta_epoch=1e-06 rho_total=4 delta_total=4e-06 time_unix_ms=... check=<16 hex>
    (lines of a 0.1 collector, "dps-ledger-v1 ... rho= delta= total_rho=
    total_delta=", are read as well: a ledger keeps its old lines)
    kinds: "commit" (the epoch's mechanism is about to run: its cost is spent),
