@@ -335,7 +335,10 @@ static int s_config_line(const char *path, int lineno, char *line, cli_opt *opts
     snprintf(flag, sizeof flag, "--%s", name);
     cli_opt *o = s_find_n(opts, n_opts, flag, strlen(flag));
     if (!o || o->kind == CLI_OPT_CONFIG || strcmp(flag, "--help") == 0) {
-        cli_error("%s:%d: unknown setting '%s'", path, lineno, name);
+        if (!eq)
+            cli_error("%s:%d: '%s' is not a setting: write name = value", path, lineno, name);
+        else
+            cli_error("%s:%d: unknown setting '%s'", path, lineno, name);
         return CLI_EXIT_USAGE;
     }
     if (o->given == 1)
@@ -365,7 +368,8 @@ static int s_config_line(const char *path, int lineno, char *line, cli_opt *opts
     if (rc) {
         char why[sizeof s_last];
         memcpy(why, s_last, sizeof why);
-        cli_error("%s:%d: %s", path, lineno, why);
+        cli_error("%s:%d: %s%s", path, lineno, why,
+                  value && strchr(value, '#') ? " (a comment must be on a line of its own)" : "");
     }
     return rc;
 }

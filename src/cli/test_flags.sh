@@ -105,6 +105,15 @@ printf 'no-such-setting = 1\n' >"$conf"
 run "$tmp/c6" "$collector" --config "$conf"
 if grep -q "$conf:1: unknown setting 'no-such-setting'" "$tmp/c6" && tail -n 1 "$tmp/c6" | grep -qx "exit 2"; then ok; else
   bad "collector: unknown config key: $(cat "$tmp/c6")"; fi
+# the two mistakes a first config file makes: a comment after a value, "name: value"
+printf 'cap-rho = 10  # ten\n' >"$conf"
+run "$tmp/c7" "$collector" --config "$conf"
+if grep -q "$conf:1: .*(a comment must be on a line of its own)" "$tmp/c7"; then ok; else
+  bad "collector: a comment after a value: $(cat "$tmp/c7")"; fi
+printf 'd: 200\n' >"$conf"
+run "$tmp/c8" "$collector" --config "$conf"
+if grep -q "$conf:1: 'd: 200' is not a setting: write name = value" "$tmp/c8"; then ok; else
+  bad "collector: 'name: value': $(cat "$tmp/c8")"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
