@@ -14,7 +14,7 @@
 
 /* Coordinates per named stream of draws: rank boundaries need not fall on
    them (a rank draws a whole block and keeps its part). */
-enum { POWER_SHARDED_BLOCK = 1024, POWER_SHARDED_ROWS = 32 };
+enum { POWER_SHARDED_BLOCK = 1024, POWER_SHARDED_ROWS = 32, POWER_SHARDED_TILE = 1024 };
 
 /* A named stream's index: (epoch, step, column, block) in 21 + 10 + 12 + 21
    bits, so no two draws of a run share a stream: blocks < 2^21 (d <= 2^31),
@@ -97,7 +97,7 @@ int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size
         p->X = dps_aligned_calloc(b * p->w, sizeof(double));
         p->Y = dps_aligned_calloc(b * p->w, sizeof(double));
         p->B = dps_aligned_alloc(p->nb * p->w, sizeof(float));
-        p->Bd = dps_aligned_alloc(p->nb * p->w, sizeof(double));
+        p->Bd = dps_aligned_alloc(p->nb * DPS_MIN(p->w, (size_t)POWER_SHARDED_TILE), sizeof(double));
         p->P = malloc(p->nb * b * sizeof *p->P);
         p->ss = malloc(p->nb * sizeof *p->ss);
         p->G = malloc(b * b * sizeof *p->G);
@@ -231,6 +231,15 @@ int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t publ
     return rc;
 }
 
+/* Bd (tw x nb, column-major) = coordinates [c0, c0 + tw) of the pending
+   rows, in double. */
+static void s_tile(power_sharded *p, size_t c0, size_t tw)
+{
+    for (size_t i = 0; i < p->pending; i++)
+        for (size_t c = 0; c < tw; c++)
+            p->Bd[i * tw + c] = (double)p->B[i * p->w + c0 + c];
+}
+
 /* Y += B^T (B X) for the pending rows, each normalised first (their sums of
    squares summed over the ranks); B X summed over the ranks. */
 static void s_flush(power_sharded *p)
@@ -247,13 +256,23 @@ static void s_flush(power_sharded *p)
         p->rows_inf += kind == ROW_INF;
         p->rows_zero += kind == ROW_ZERO;
     }
-    for (size_t i = 0; i < nb * w; i++)
-        p->Bd[i] = (double)p->B[i];
-    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)w, 1.0, p->Bd, (int)w, p->X, (int)w,
-                0.0, p->P, (int)nb);
+    /* P = B X over tiles of coordinates (B in double a tile at a time: the
+       rows' floats are exact in double), summed over the ranks; then each
+       tile of Y += B_tile^T P */
+    memset(p->P, 0, nb * b * sizeof *p->P);
+    for (size_t c0 = 0; c0 < w; c0 += POWER_SHARDED_TILE) {
+        size_t tw = DPS_MIN((size_t)POWER_SHARDED_TILE, w - c0);
+        s_tile(p, c0, tw);
+        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)tw, 1.0, p->Bd, (int)tw,
+                    p->X + c0, (int)w, 1.0, p->P, (int)nb);
+    }
     s_sum(p, p->P, nb * b);
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)nb, 1.0, p->Bd, (int)w, p->P,
-                (int)nb, 1.0, p->Y, (int)w);
+    for (size_t c0 = 0; c0 < w; c0 += POWER_SHARDED_TILE) {
+        size_t tw = DPS_MIN((size_t)POWER_SHARDED_TILE, w - c0);
+        s_tile(p, c0, tw);
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)tw, (int)b, (int)nb, 1.0, p->Bd, (int)tw, p->P,
+                    (int)nb, 1.0, p->Y + c0, (int)w);
+    }
     p->pending = 0;
 }
 

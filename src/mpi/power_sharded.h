@@ -80,7 +80,7 @@ typedef struct {
     dps_rng *noise;      /* secure mode: this rank's own generator            */
     double *X, *Y;       /* b x w each: column j's slice at j * w             */
     float *B;            /* nb x w: the pending rows' slices                  */
-    double *Bd, *P;      /* nb x w in double; nb x b, (B X) then summed       */
+    double *Bd, *P;      /* a tile of B in double (nb x 1024); nb x b, (B X) then summed */
     double *ss;          /* nb: the pending rows' sums of squares (rows.h)    */
     double *G, *V, *l;   /* b x b Gram, its eigenvectors (column-major), values */
     double *block;       /* one block of draws (POWER_SHARDED_BLOCK)          */
