@@ -48,8 +48,9 @@ what it draws:
            bottom, weak releases (noise_level >= 0.75) are ringed
   title    the aggregator, d, k, and SEEDED (not secure) for a seeded collector
   The plotted series are embedded in the PNG as the text chunk
-  "dpsubspace-data": a JSON object {"epoch", "eps_total", "sin_to_prev",
-  "sin_to_truth", "status"}, lists with null where a value is absent.
+  "dpsubspace-data": a JSON object {"epoch", "eps_total", "rho_total",
+  "sin_to_prev", "sin_to_truth", "status"}, lists with null where a value is
+  absent.
 
 fields read from each line (dps-watch --json):
   epoch (required), seq, status (released, failed, refused), reason, seeded,
@@ -207,8 +208,8 @@ def parse_snapshot(text):
 
 def series(snaps):
     """The plotted data, embedded in the PNG under DATA_KEY: one entry per snapshot, None where absent."""
-    return {key: [s[key] for s in snaps] for key in ("epoch", "eps_total", "sin_to_prev", "sin_to_truth",
-                                                    "status")}
+    return {key: [s[key] for s in snaps] for key in ("epoch", "eps_total", "rho_total", "sin_to_prev",
+                                                    "sin_to_truth", "status")}
 
 
 # ------------------------------------------------------------------ drawing

@@ -47,8 +47,8 @@ SNAPSHOTS = [
 
 def expected_series(snaps):
     """What dps-report must embed: the series of the snapshots given, None where absent."""
-    return {key: [s.get(key) for s in snaps] for key in ("epoch", "eps_total", "sin_to_prev", "sin_to_truth",
-                                                         "status")}
+    return {key: [s.get(key) for s in snaps] for key in ("epoch", "eps_total", "rho_total", "sin_to_prev",
+                                                         "sin_to_truth", "status")}
 
 
 def jsonl(snaps):
