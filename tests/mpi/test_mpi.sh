@@ -70,6 +70,20 @@ echo "  dps-mpi-estimate: sine 1 rank vs 3 ranks, sine to the truth, ranks, epoc
 set -- $res
 /usr/bin/python3 -c "import sys; sys.exit(not (float('$1') < 1e-5 and float('$2') < 0.5 and '$3' == '3' and '$4' == '2' and int('$5') > 0 and float('$6') == 2.0))" && ok ||
   ko "dps-mpi-estimate: $res"
+# the noise scale from rho: rows all zero (the zero vector, counted), so the last step's Y is noise alone,
+# 2001 x 14 iid N(0, s^2) with s = 1/sqrt(rho) = 0.5 at rho 4: singular values in
+# s (sqrt(2001) -+ sqrt(14) -+ 4) = [18.5, 26.2] but with probability < 7e-4 (Davidson-Szarek, t = 4);
+# a noise calibrated to sensitivity 2 or 1 instead of sqrt 2 (s sqrt 2 or s / sqrt 2) lands outside
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/zeros.npy', np.zeros((96, 2001), np.float32))"
+run 2 "$est" --k 4 --rho 4 --seed 3 --json "$tmp/zeros.npy" >"$tmp/z.json" 2>"$tmp/z.err" || ko "zero rows: $(cat "$tmp/z.err")"
+/usr/bin/python3 - "$tmp/z.json" <<'PY' && ok || ko "noise scale at rho 4: $(cat "$tmp/z.json")"
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+s, lo, hi = 0.5, math.sqrt(2001) - math.sqrt(14) - 4, math.sqrt(2001) + math.sqrt(14) + 4
+print(f"  noise alone at rho 4: singular values {j['sv'][0]:.2f} .. {j['sv'][-1]:.2f}, want within [{s * lo:.1f}, {s * hi:.1f}];"
+      f" rows as zero {j['rows_zero']}")
+sys.exit(not (j["sv"][0] <= s * hi and j["sv"][-1] >= s * lo and j["rows_zero"] == 96))
+PY
 # bad input: every rank stops, one message, the documented exit codes
 run 2 "$est" --k 4 "$tmp/nosuch.npy" >"$tmp/bad.out" 2>&1; rc=$?
 [ "$rc" -eq 3 ] && [ "$(grep -c 'dps-mpi-estimate:' "$tmp/bad.out")" -eq 1 ] && ok || ko "missing input: exit $rc, $(cat "$tmp/bad.out")"

@@ -195,6 +195,18 @@ int main(int argc, char **argv)
             CHECK(power_sharded_start(&p, NULL, 7, epochs[r]) == DPS_OK && power_sharded_step(&p, 1.0) == DPS_OK &&
                       power_sharded_gather(&p, rank == 0 ? noise_basis[r] : NULL) == DPS_OK,
                   "a step of noise alone, epoch %llu", (unsigned long long)epochs[r]);
+            /* THE NOISE SCALE: with no rows Y is D x B iid N(0, s^2), s = 1 here;
+               its singular values lie in s (sqrt(D) -+ sqrt(B)) -+ s t with
+               probability >= 1 - 2 exp(-t^2 / 2) (Davidson-Szarek); t = 4:
+               [37.9, 51.5] fails with probability < 7e-4 per draw, and a noise
+               of sd sqrt(2) or 1/sqrt(2) (a sensitivity slip) lands outside */
+            double nsv[K];
+            float *tmp = malloc(K * p.w * sizeof *tmp);
+            CHECK(power_sharded_basis(&p, tmp, nsv) == DPS_OK, "noise alone: singular values");
+            double lo = sqrt((double)D) - sqrt((double)B) - 4, hi = sqrt((double)D) + sqrt((double)B) + 4;
+            CHECK(nsv[0] <= hi && nsv[K - 1] >= lo, "noise of sd 1: singular values %.2f .. %.2f in [%.1f, %.1f]",
+                  nsv[0], nsv[K - 1], lo, hi);
+            free(tmp);
         }
         if (rank == 0) {
             double same = s_residual(noise_basis[0], noise_basis[1]), other = s_residual(noise_basis[0], noise_basis[2]);
