@@ -52,31 +52,25 @@ typedef struct {
     size_t d, c0, w, k;
     uint64_t next;         /* synthetic: the next row's index              */
     float *U;              /* synthetic: k x w, this rank's slice of U     */
-    double *block;         /* synthetic: one block of draws                */
+    double *block, *tmp;   /* synthetic: one block of draws; a slice in double */
     double seconds;        /* spent reading or making rows (not the mechanism) */
     cli_msg err;           /* the reader's last error                      */
 } s_rows;
 
-enum { SYNTH_BLOCK = 1024 };
+enum { SYNTH_BLOCK = 1024 }; /* the scratch power_sharded_named_add needs */
 
 /* Coordinates [c0, c0 + w) of the Gaussian vector named (label, index) of
-   length d, drawn a block of SYNTH_BLOCK coordinates at a time from its own
-   stream: any split of the coordinates gives the same numbers. */
-static void s_named_slice(s_rows *r, const char *label, uint64_t index, double sd, float *out, int add)
+   length d, drawn as the sharded noise is (power_sharded_named_add): any
+   split of the coordinates gives the same numbers. */
+static void s_named_slice(s_rows *r, const char *label, uint64_t index, double sd, float *out)
 {
-    for (size_t blk = r->c0 / SYNTH_BLOCK; blk * SYNTH_BLOCK < r->c0 + r->w; blk++) {
-        size_t b0 = blk * SYNTH_BLOCK, len = r->d - b0 < SYNTH_BLOCK ? r->d - b0 : SYNTH_BLOCK;
-        dps_rng *g = NULL;
-        if (dps_rng_new_labelled(&g, 0, label, index << 24 | blk)) { /* only without libsodium: say so */
-            fprintf(stderr, "dps-mpi-estimate: the random generator could not start\n");
-            MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_RUNTIME);
-        }
-        dps_rng_gaussian_fill(g, sd, r->block, len);
-        dps_rng_destroy(&g);
-        size_t lo = b0 > r->c0 ? b0 : r->c0, hi = b0 + len < r->c0 + r->w ? b0 + len : r->c0 + r->w;
-        for (size_t i = lo; i < hi; i++)
-            out[i - r->c0] = (float)(add ? out[i - r->c0] + r->block[i - b0] : r->block[i - b0]);
+    memset(r->tmp, 0, r->w * sizeof *r->tmp);
+    if (power_sharded_named_add(r->d, r->c0, r->c0 + r->w, 0, label, index << 24, sd, r->block, r->tmp)) {
+        fprintf(stderr, "dps-mpi-estimate: the random generator could not start\n"); /* only without libsodium */
+        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_RUNTIME);
     }
+    for (size_t i = 0; i < r->w; i++)
+        out[i] = (float)r->tmp[i];
 }
 
 /* The next row, this rank's columns: from the file, or
@@ -90,7 +84,7 @@ static int s_next_timed(s_rows *r, float *slice)
         uint64_t i = r->next++;
         dps_rng *g = NULL;
         dps_rng_new_labelled(&g, 0, "synthetic-z", i);
-        s_named_slice(r, "synthetic-noise", i, 0.3 / sqrt((double)r->d), slice, 0);
+        s_named_slice(r, "synthetic-noise", i, 0.3 / sqrt((double)r->d), slice);
         for (size_t j = 0; j < r->k; j++) {
             float z = (float)dps_rng_gaussian(g, 1.0);
             for (size_t c = 0; c < r->w; c++)
@@ -303,11 +297,12 @@ int main(int argc, char **argv)
     rc = basis && times && (rank != 0 || !out || full) ? DPS_OK : DPS_ENOMEM;
     if (synthetic) { /* U's slice: k rows of N(0, 1/d), each named */
         rows.block = malloc(SYNTH_BLOCK * sizeof *rows.block);
+        rows.tmp = malloc(p.w * sizeof *rows.tmp);
         rows.U = malloc(k * p.w * sizeof *rows.U);
-        if (!rows.block || !rows.U)
+        if (!rows.block || !rows.tmp || !rows.U)
             rc = DPS_ENOMEM;
         for (size_t j = 0; j < k && !rc; j++)
-            s_named_slice(&rows, "synthetic-basis", j, 1.0 / sqrt((double)d), rows.U + j * p.w, 0);
+            s_named_slice(&rows, "synthetic-basis", j, 1.0 / sqrt((double)d), rows.U + j * p.w);
     } else if (!(rows.row = malloc(d * sizeof *rows.row))) {
         rc = DPS_ENOMEM;
     }
@@ -343,6 +338,7 @@ int main(int argc, char **argv)
     free(rows.row);
     free(rows.U);
     free(rows.block);
+    free(rows.tmp);
     free(basis);
     free(full);
     free(times);

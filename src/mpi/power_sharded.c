@@ -118,22 +118,28 @@ int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size
 /* Add to column j of M (this rank's slice) the draws N(0, s^2) of coordinates
    [c0, c1) of the stream named label, index: block by block of the whole
    column, so that any split of the coordinates draws the same numbers. */
-static int s_add_named(power_sharded *p, double *col, double s, uint64_t seed, const char *label, uint64_t index)
+int power_sharded_named_add(size_t d, size_t c0, size_t c1, uint64_t seed, const char *label, uint64_t index,
+                            double sd, double *block, double *out)
 {
-    size_t first = p->c0 / POWER_SHARDED_BLOCK, last = (p->c1 - 1) / POWER_SHARDED_BLOCK;
-    for (size_t blk = first; blk <= last; blk++) {
-        size_t b0 = blk * POWER_SHARDED_BLOCK, len = DPS_MIN((size_t)POWER_SHARDED_BLOCK, p->d - b0);
+    for (size_t blk = c0 / POWER_SHARDED_BLOCK; blk * POWER_SHARDED_BLOCK < c1; blk++) {
+        size_t b0 = blk * POWER_SHARDED_BLOCK, len = DPS_MIN((size_t)POWER_SHARDED_BLOCK, d - b0);
         dps_rng *r = NULL;
         int rc = dps_rng_new_labelled(&r, seed, label, index | (uint64_t)blk);
         if (rc)
             return rc;
-        dps_rng_gaussian_fill(r, s, p->block, len);
+        dps_rng_gaussian_fill(r, sd, block, len);
         dps_rng_destroy(&r);
-        size_t lo = DPS_MAX(b0, p->c0), hi = DPS_MIN(b0 + len, p->c1);
+        size_t lo = DPS_MAX(b0, c0), hi = DPS_MIN(b0 + len, c1);
         for (size_t i = lo; i < hi; i++)
-            col[i - p->c0] += p->block[i - b0];
+            out[i - c0] += block[i - b0];
     }
     return DPS_OK;
+}
+
+/* Column col of this rank's slice += the named draws of sd s. */
+static int s_add_named(power_sharded *p, double *col, double s, uint64_t seed, const char *label, uint64_t index)
+{
+    return power_sharded_named_add(p->d, p->c0, p->c1, seed, label, index, s, p->block, col);
 }
 
 /* X = the left singular vectors of Y (w x b slices), largest first, through

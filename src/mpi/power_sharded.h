@@ -90,6 +90,15 @@ typedef struct {
    errors positive: the largest code), on every rank. */
 int power_sharded_agree(power_sharded *p, int rc);
 
+/* Add to out (c1 - c0 doubles) coordinates [c0, c1) of the Gaussian vector
+   of length d and sd sd named (seed, label, index): drawn a block of 1024
+   coordinates at a time, block b from the stream (seed, label, index | b),
+   so any split of the coordinates gets the same numbers.  index's low 21
+   bits must be 0 (they name the block); block: 1024 doubles of scratch.
+   DPS_OK or DPS_ERANDOM. */
+int power_sharded_named_add(size_t d, size_t c0, size_t c1, uint64_t seed, const char *label, uint64_t index,
+                            double sd, double *block, double *out);
+
 /* This rank's coordinates of d split over size ranks: [c0, c1), as even as
    can be (the first d % size ranks one more). */
 void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1);
