@@ -545,6 +545,12 @@ DPS_EXPORT int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t
    ||P_A - P_B||_F. */
 DPS_EXPORT double dps_subspace_sin(const float *A, const float *B, size_t k, size_t d, double *fro);
 
+/* Shard `shard` of rows of d coordinates split over `shards` ranks of a
+   sharded collector (dps-collector --sharded, issue 15): coordinates
+   [*c0, *c1), as even as can be (the first d % shards shards one more).
+   A producer splits its rows with it; each collector rank holds its slice. */
+DPS_EXPORT void dps_shard_slice(size_t d, size_t shards, size_t shard, size_t *c0, size_t *c1);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,6 +46,13 @@ typedef struct {
     int plaintext;
 } dps_security;
 
+/* The ingest endpoint of rank `shard` of a sharded collector whose
+   --ingest is base (one rule for producers and collector ranks): the
+   shard-th item of a comma-separated list; else base itself for shard 0,
+   tcp://host:(port + shard), or ipc://path-<shard>.  DPS_OK, or DPS_EINVAL
+   (a list too short, a port past 65535, another transport; out too small). */
+DPS_EXPORT int dps_shard_endpoint(const char *base, size_t shard, char *out, size_t len);
+
 /* --------------------------------------------------------------- producer */
 typedef struct {
     const char *endpoint;    /* the collector's ingest endpoint             */
@@ -63,6 +70,12 @@ typedef struct {
     int linger_ms;           /* how long close waits for the confirmation (with a
                                 status endpoint) or to deliver (without); default 30000 */
     int send_timeout_ms;     /* 0: block as long as the collector is slow (default) */
+    size_t shards;           /* 0 or 1 (default): whole rows to endpoint.  R > 1: the
+                                collector is sharded over R ranks (dps-collector
+                                --sharded): each row is split by dps_shard_slice and
+                                shard r sent to dps_shard_endpoint(endpoint, r), all
+                                with one id and one stream; status_endpoint is rank
+                                0's, which confirms a batch once every rank took it */
 } dps_producer_opts;
 
 typedef struct dps_producer dps_producer;

@@ -76,7 +76,7 @@ static const char s_epilogue[] =
 /* Settings from the command line. */
 typedef struct {
     const char *input, *format, *connect, *status, *id;
-    size_t dim, batch;
+    size_t dim, batch, shards;
     double rate;
     uint64_t rows_from, rows_to, repeat, wait_ready_ms, drain_ms;
     int progress, help;
@@ -121,6 +121,12 @@ static int s_validate(produce_args *a, const cli_opt *opts, size_t n_opts)
     }
     if (a->batch < 1) {
         cli_error("--batch must be at least 1 row");
+        return CLI_EXIT_USAGE;
+    }
+    char ep[512];
+    if (a->shards < 1 || a->shards > 4096 || dps_shard_endpoint(a->connect, a->shards - 1, ep, sizeof ep) != DPS_OK) {
+        cli_error("--shards %zu: give 1 to 4096 ranks, and a --connect that names each rank's endpoint "
+                  "(tcp://HOST:PORT, ipc://PATH, or a comma-separated list of at least %zu)", a->shards, a->shards);
         return CLI_EXIT_USAGE;
     }
     if (cli_opt_find(opts, n_opts, "--rate")->given && !(a->rate > 0)) {
@@ -307,6 +313,7 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
     o.producer_id = a->id;
     o.status_endpoint = a->status;
     o.sec = ns->sec;
+    o.shards = a->shards;
     /* with --status, dps_producer_close drains for up to linger_ms */
     o.linger_ms = a->status ? (int)a->drain_ms : 30000;
     dps_producer *p = NULL;
@@ -428,7 +435,7 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
 int main(int argc, char **argv)
 {
     cli_set_program("dps-produce");
-    produce_args a = {.connect = "tcp://127.0.0.1:7780", .batch = 256, .repeat = 1, .wait_ready_ms = 10000,
+    produce_args a = {.connect = "tcp://127.0.0.1:7780", .batch = 256, .shards = 1, .repeat = 1, .wait_ready_ms = 10000,
                       .drain_ms = 30000};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
@@ -448,6 +455,12 @@ int main(int argc, char **argv)
          "the collector's status endpoint (its --status): check its d first, and drain before exit, i.e. wait "
          "until it confirms every batch was taken (libzmq drops messages still queued at a PULL socket when "
          "the sender disconnects)",
+         0},
+        {"--shards", CLI_OPT_SIZE, &a.shards, "R", "1",
+         "the collector is sharded over R ranks (dps-collector --sharded under mpirun -np R): each row is split "
+         "into R slices of its coordinates and slice r sent to rank r's ingest endpoint, --connect's port + r "
+         "(or the r-th of a comma-separated --connect list); --status is rank 0's, which confirms a batch once "
+         "every rank took its slice",
          0},
         {"--id", CLI_OPT_STRING, &a.id, "NAME", "dps-produce-PID-RANDOM",
          "producer id (1-64 printable bytes), unique per producer: the collector counts batches per id", 0},

@@ -5,6 +5,8 @@
                   eps_at(delta), rho_add_remove() for DP-SGD accounting
 
     Producer   -- stream rows (numpy arrays or PyTorch tensors) to a collector
+    ShardedProducer -- the same to a collector sharded over MPI ranks
+                  (dps-collector --sharded): each row split by coordinate
     UnconfirmedBatchesError -- raised by Producer.close() when the collector
                   did not confirm taking every batch (gone, overloaded, refused)
     Subscriber -- receive its private subspace snapshots, project vectors
@@ -25,7 +27,8 @@ from .estimator import Release, SubspaceEstimator
 
 # The collector's clients need python3-zmq and python3-protobuf: imported on
 # first use, so that the in-process parts work without them.
-_LAZY = {"Producer": "producer", "UnconfirmedBatchesError": "producer", "Subscriber": "subscriber",
+_LAZY = {"Producer": "producer", "ShardedProducer": "producer", "UnconfirmedBatchesError": "producer",
+         "Subscriber": "subscriber",
          "Snapshot": "subscriber", "load_keypair": "keys", "load_public_key": "keys", "endpoint_is_local": "keys",
          "WIRE_VERSION": "wire"}
 
@@ -38,5 +41,5 @@ def __getattr__(name: str):
 
 
 __all__ = ["SubspaceEstimator", "Release", "Accountant", "noise_multiplier", "rho_for_eps", "Producer",
-           "UnconfirmedBatchesError", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
+           "ShardedProducer", "UnconfirmedBatchesError", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
            "endpoint_is_local", "WIRE_VERSION", "__version__"]

@@ -74,7 +74,7 @@ class Producer:
 
     def __init__(self, endpoint, dim, batch_rows=256, producer_id=None, server_public_key=None,
                  public_key=None, secret_key=None, plaintext=False, sndhwm=64, linger_ms=30000,
-                 status_endpoint=None, status_timeout_ms=10000):
+                 status_endpoint=None, status_timeout_ms=10000, _shard=None):
         if producer_id is None:  # unique: the collector's per-producer counts are ours alone
             producer_id = f"python-{os.getpid()}-{os.urandom(4).hex()}"
         self._sec = dict(server_public_key=server_public_key, public_key=public_key, secret_key=secret_key,
@@ -89,6 +89,9 @@ class Producer:
         self._credit = None  # None: not known yet; True: the collector grants credit; False: send without
         self._credit_end = self._ahead = 0  # we may send every seq below _credit_end; batches asked next
         self._creq = None  # REQ socket to the status endpoint, kept for credit questions
+        self._shard = _shard  # a ShardedProducer's part: (shard, shards, full_dim, stream); None: whole rows
+        if _shard is not None and status_endpoint is None:
+            self._checked = True  # a part after the first: rank 0 (the first part's) answers for all
         if dim <= 0 or batch_rows <= 0:
             raise ValueError("dim and batch_rows must be positive")
         if len(producer_id.encode()) > 64:
@@ -113,7 +116,7 @@ class Producer:
         self._mon = self._sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._ready = self._refused = False
         self._sock.connect(endpoint)
-        if not status_endpoint:
+        if not status_endpoint and _shard is None:
             warnings.warn(f"Producer to {endpoint} without status_endpoint: nobody can confirm that the collector "
                           "took the rows (rows still queued when the producer closes can be lost unnoticed); "
                           "give the collector's status endpoint", UserWarning, stacklevel=2)
@@ -150,9 +153,10 @@ class Producer:
                                f"{self.status_timeout_ms} ms: is it running there, with the same security? "
                                "Nothing was sent") from None
         self._credit = bool(st.get("credit", False))  # an old collector's reply has no credit field
-        if st["d"] != self.dim:
+        d = self._shard[2] if self._shard is not None else self.dim  # a part: the whole rows' dimension
+        if st["d"] != d:
             self._bad_collector = (f"the collector at {self.status_endpoint} expects rows of d = {st['d']} but this "
-                                   f"producer was made with dim = {self.dim}; nothing was sent")
+                                   f"producer was made with dim = {d}; nothing was sent")
             raise ValueError(self._bad_collector)
         self._checked = True
 
@@ -204,6 +208,8 @@ class Producer:
             return False
         m = wire.RowBatch(version=wire.WIRE_VERSION, producer_id=self.producer_id, seq=self.seq,
                           dim=self.dim, rows=rows.shape[0], data=rows.tobytes())
+        if self._shard is not None:
+            m.shard, m.shards, m.full_dim, m.stream = self._shard
         data = m.SerializeToString()
         while True:
             try:
@@ -344,3 +350,113 @@ class Producer:
         except UnconfirmedBatchesError as e:
             if hasattr(exc, "add_note"):
                 exc.add_note(f"and on closing the producer: {e}")
+
+
+def shard_slice(d, shards, shard):
+    """Coordinates [c0, c1) of shard `shard` of rows of d split over `shards` ranks: the C library's
+    dps_shard_slice (the first d % shards shards one wider)."""
+    q, extra = divmod(d, shards)
+    c0 = shard * q + min(shard, extra)
+    return c0, c0 + q + (1 if shard < extra else 0)
+
+
+def shard_endpoint(base, shard):
+    """Rank `shard`'s ingest endpoint of a sharded collector whose --ingest is base: the C library's
+    dps_shard_endpoint (the shard-th of a comma-separated list; else base for shard 0, tcp://HOST:PORT+shard,
+    ipc://PATH-shard)."""
+    if "," in base:
+        items = base.split(",")
+        if shard >= len(items) or not items[shard]:
+            raise ValueError(f"{base!r} names no endpoint for shard {shard}")
+        return items[shard]
+    if shard == 0:
+        return base
+    if base.startswith("tcp://"):
+        host, _, port = base.rpartition(":")
+        if not port.isdigit() or host == "tcp:/" or int(port) == 0 or int(port) + shard > 65535:
+            raise ValueError(f"{base!r}: no port to add {shard} to")
+        return f"{host}:{int(port) + shard}"
+    if base.startswith("ipc://"):
+        return f"{base}-{shard}"
+    raise ValueError(f"{base!r}: a sharded collector's ranks need tcp://, ipc:// or a list")
+
+
+class ShardedProducer:
+    """Rows to a collector sharded by coordinate over `shards` ranks (mpirun -np R dps-collector --sharded,
+    issue 15): each row is split into R slices (shard_slice) and slice r sent to rank r's ingest endpoint
+    (shard_endpoint of endpoint), by R parts, each a Producer, all under one producer id and one random
+    stream so that every rank pairs its slice with rank 0's.  status_endpoint is rank 0's: it confirms a
+    batch only once every rank took its slice, so close() (part 0's drain) confirms them all.  The same
+    interface as Producer: send, flush, drain, close, a context manager.  After a part failed, nothing
+    more is sent (a retry would send the same rows under different seqs on different parts)."""
+
+    def __init__(self, endpoint, dim, shards, status_endpoint=None, producer_id=None, **kw):
+        if not 1 <= shards <= dim:
+            raise ValueError(f"shards must be in 1..dim (got {shards} for dim {dim})")
+        if producer_id is None:
+            producer_id = f"python-{os.getpid()}-{os.urandom(4).hex()}"
+        stream = int.from_bytes(os.urandom(8), "little")
+        self.dim, self.shards, self.producer_id = dim, shards, producer_id
+        self._cols = [shard_slice(dim, shards, r) for r in range(shards)]
+        self._failed = False
+        self.parts = []
+        try:
+            for r, (c0, c1) in enumerate(self._cols):
+                shard = (r, shards, dim, stream) if shards > 1 else None
+                self.parts.append(Producer(shard_endpoint(endpoint, r), c1 - c0, producer_id=producer_id,
+                                           status_endpoint=status_endpoint if r == 0 else None, _shard=shard, **kw))
+        except BaseException:
+            for part in self.parts:
+                part.linger_ms = 0
+                part._close_sockets()
+            raise
+
+    def _each(self, call):
+        if self._failed:
+            raise RuntimeError("a part of this sharded producer failed: nothing more is sent")
+        try:
+            for r, part in enumerate(self.parts):
+                call(r, part)
+        except BaseException:
+            self._failed = True
+            raise
+
+    def send(self, rows):
+        """Split rows (numpy or torch, (n, dim) or (dim,)) by coordinate and queue each part's slice."""
+        a = _as_rows(rows, self.dim)
+        self._each(lambda r, part: part.send(a[:, self._cols[r][0]:self._cols[r][1]]))
+
+    def flush(self):
+        self._each(lambda r, part: part.flush())
+
+    def drain(self, timeout_ms=None):
+        """Every part's batches out, then rank 0 confirms all (Producer.drain)."""
+        self.flush()
+        return self.parts[0].drain(timeout_ms)
+
+    @property
+    def rows_sent(self):
+        return self.parts[0].rows_sent
+
+    @property
+    def batches_sent(self):
+        return self.parts[0].batches_sent
+
+    def close(self):
+        """Flush every part, close part 0 (its drain confirms every rank's slices: it raises as
+        Producer.close does), then the others."""
+        try:
+            if not self._failed:
+                for part in self.parts[1:]:
+                    part.flush()
+            self.parts[0].close()
+        finally:
+            for part in self.parts[1:]:
+                part.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()

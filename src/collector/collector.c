@@ -86,8 +86,8 @@ void collector_hold(const char *point, unsigned ms)
 }
 
 /* ---------------------------------------------------------------- setup */
-static int s_server_socket(collector *c, void *sock, const char *endpoint, const char *domain,
-                           const dps_keypair *kp, char *err, size_t errlen)
+int collector_server_socket(collector *c, void *sock, const char *endpoint, const char *domain,
+                            const dps_keypair *kp, char *err, size_t errlen)
 {
     if (c->o.insecure_plaintext) {
         if (!dps_endpoint_is_local(endpoint)) {
@@ -254,9 +254,9 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         return 1;
     }
     zmq_setsockopt(c->xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
-    if (s_server_socket(c, c->pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
-        s_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, sizeof err) ||
-        s_server_socket(c, c->rep, c->o.status, "status", kp, err, sizeof err)) {
+    if (collector_server_socket(c, c->pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
+        collector_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, sizeof err) ||
+        collector_server_socket(c, c->rep, c->o.status, "status", kp, err, sizeof err)) {
         fprintf(stderr, "dps-collector: %s\n", err);
         return 2;
     }
@@ -400,6 +400,42 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     }
     return 0;
 }
+/* The state directory created, locked and read back; 0, or -1 (said why). */
+static int s_open_state(collector *c)
+{
+    char err[8192];
+    if (mkdir(c->o.state_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "dps-collector: cannot create --state-dir %s: %s\n", c->o.state_dir, strerror(errno));
+        return -1;
+    }
+    if (s_lock_state(c->o.state_dir, err, sizeof err) < 0 || s_restore(c, err, sizeof err) != 0) {
+        fprintf(stderr, "dps-collector: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* --sharded: every rank of mpirun runs this; rank 0 alone opens the state
+   (src/mpi/collector_sharded.c). */
+static int s_main_sharded(collector *c, dps_config *cfg, const dps_keypair *kp, int *argc, char ***argv)
+{
+    char err[512];
+    int rank = 0, size = 1;
+    if (collector_sharded_start(argc, argv, &rank, &size, err, sizeof err) != 0) {
+        fprintf(stderr, "dps-collector: %s\n", err);
+        return 2;
+    }
+    int rc = rank == 0 && s_open_state(c) != 0 ? 3 : 0;
+    int code = collector_sharded_agree(rc);
+    if (code && rank != 0)
+        fprintf(stderr, "dps-collector: rank %d: rank 0 could not open the state directory: stopping\n", rank);
+    if (!code)
+        code = collector_sharded_serve(c, cfg, kp, rank, size);
+    s_teardown(c);
+    collector_sharded_end();
+    return code;
+}
+
 int main(int argc, char **argv)
 {
     collector c;
@@ -460,12 +496,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (mkdir(c.o.state_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "dps-collector: cannot create --state-dir %s: %s\n", c.o.state_dir, strerror(errno));
-        return 3;
-    }
-    if (s_lock_state(c.o.state_dir, err, sizeof err) < 0 || s_restore(&c, err, sizeof err) != 0) {
-        fprintf(stderr, "dps-collector: %s\n", err);
+    if (c.o.sharded)
+        return s_main_sharded(&c, &cfg, &kp, &argc, &argv);
+    if (s_open_state(&c) != 0) {
         s_teardown(&c);
         return 3;
     }

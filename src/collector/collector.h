@@ -149,7 +149,21 @@ void collector_subscriptions(collector *c);
 void collector_reload_config(collector *c);
 int collector_rebind_publish(collector *c);
 
-/* collector.c: the estimator's configuration from the options. */
+/* collector.c: the estimator's configuration from the options; a server
+   socket bound to endpoint (CURVE under ZAP domain, or the plaintext rule). */
 void collector_config(const collector_options *o, const ledger *led, dps_config *cfg);
+int collector_server_socket(collector *c, void *sock, const char *endpoint, const char *domain,
+                            const dps_keypair *kp, char *err, size_t errlen);
+
+/* The sharded mode (--sharded, issue 15): src/mpi/collector_sharded.c with
+   MPI, src/collector/sharded_none.c without (which refuses it).  start: MPI
+   up, this process's rank of size (an error in err: exit 2).  agree: the
+   largest of every rank's rc, on every rank.  serve: the sharded loop, on
+   every rank (rank 0 has restored the state; the others have not touched
+   it); returns the exit code, the same on every rank.  end: MPI down. */
+int collector_sharded_start(int *argc, char ***argv, int *rank, int *size, char *err, size_t errlen);
+int collector_sharded_agree(int rc);
+int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp, int rank, int size);
+void collector_sharded_end(void);
 
 #endif

@@ -73,6 +73,14 @@ static const opt_def s_opts[] = {
     {"public-seed", OPT_U64, F(public_seed), "N", "seed of the public reference points (default 0)"},
     {"seed", OPT_U64, F(seed), "N", "TESTS ONLY: seeded noise (not secure); snapshots say so"},
     {"workers", OPT_U64, F(workers), "N", "worker threads for bucket bases (default: CPUs)"},
+    {"sharded", OPT_FLAG, F(sharded), NULL, "run as one rank of a collector sharded by coordinate (mpirun -np R"
+                                          " dps-collector --sharded ...): rank r holds coordinates of every row"
+                                          " and binds --ingest's port + r (or the r-th of a comma-separated list);"
+                                          " rank 0 keeps the ledger, the status endpoint and publishes; --aggregator"
+                                          " power only (producers: dps-produce --shards R)"},
+    {"shard-wait", OPT_DOUBLE, F(shard_wait), "S", "with --sharded: how long a rank waits for its slice of a batch"
+                                                   " rank 0 took before the batch is dropped on every rank (default"
+                                                   " 30)"},
     {"epoch-seconds", OPT_DOUBLE, F(epoch_seconds), "S", "also close an epoch after S seconds (default 0: by rows only)"},
     {"exit-after", OPT_U64, F(exit_after), "N", "exit cleanly after publishing N snapshots (default 0: run until signalled)"},
     {"ingest", OPT_STR, F(ingest), "EP", "PULL endpoint for producers (default tcp://127.0.0.1:7780)"},
@@ -162,6 +170,7 @@ void options_defaults(collector_options *o)
     o->split_mean = lib.split_mean;
     o->former_split[0] = o->former_split[1] = o->former_split[2] = NAN;
     o->workers = (uint64_t)lib.workers;
+    o->shard_wait = 30;
     snprintf(o->ingest, sizeof o->ingest, "tcp://127.0.0.1:7780");
     snprintf(o->publish, sizeof o->publish, "tcp://127.0.0.1:7781");
     snprintf(o->status, sizeof o->status, "tcp://127.0.0.1:7782");
@@ -409,6 +418,15 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     }
     if (!(o->keep_days >= 0)) {
         snprintf(err, errlen, "--keep-days must be >= 0 (0: no age limit)");
+        return -1;
+    }
+    if (o->sharded && (strcmp(o->aggregator, "power") || o->param_groups[0])) {
+        snprintf(err, errlen, "--sharded runs the noisy power iteration only: give --aggregator power (and no "
+                 "--param-groups)");
+        return -1;
+    }
+    if (!(o->shard_wait > 0 && o->shard_wait <= 86400)) {
+        snprintf(err, errlen, "--shard-wait must be in (0, 86400] seconds (got %g)", o->shard_wait);
         return -1;
     }
     if (o->epoch_seconds < 0) {

@@ -150,3 +150,13 @@ int rows_gram_clipped(const float *X, size_t n, size_t d, double *C, uint64_t *n
         *nonfinite = bad;
     return DPS_OK;
 }
+
+/* One split of a row's coordinates for every sharded party (the producers'
+   slices, the collector ranks', power_sharded's): shard r gets q = d / n
+   coordinates, one more for the first d % n. */
+void dps_shard_slice(size_t d, size_t shards, size_t shard, size_t *c0, size_t *c1)
+{
+    size_t q = shards ? d / shards : d, extra = shards ? d % shards : 0;
+    *c0 = shard * q + (shard < extra ? shard : extra);
+    *c1 = *c0 + q + (shard < extra ? 1 : 0);
+}

@@ -25,13 +25,6 @@ static uint64_t s_index(uint64_t epoch, uint64_t step, uint64_t column)
     return epoch << 43 | step << 33 | column << 21;
 }
 
-void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1)
-{
-    size_t r = (size_t)rank, n = (size_t)size, q = d / n, extra = d % n;
-    *c0 = r * q + (r < extra ? r : extra);
-    *c1 = *c0 + q + (r < extra ? 1 : 0);
-}
-
 void power_sharded_free(power_sharded *p)
 {
     free(p->X);
@@ -92,7 +85,7 @@ int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size
         p->nb = POWER_SHARDED_ROWS;
         p->seeded = seeded;
         p->seed = seed;
-        power_sharded_slice(d, p->size, p->rank, &p->c0, &p->c1);
+        dps_shard_slice(d, (size_t)p->size, (size_t)p->rank, &p->c0, &p->c1); /* rank r's slice */
         p->w = p->c1 - p->c0;
         p->X = dps_aligned_calloc(b * p->w, sizeof(double));
         p->Y = dps_aligned_calloc(b * p->w, sizeof(double));
@@ -340,7 +333,7 @@ int power_sharded_gather(power_sharded *p, float *basis)
         power_sharded_basis(p, mine, NULL);
         for (int r = 0; r < p->size; r++) {
             size_t c0, c1;
-            power_sharded_slice(p->d, p->size, r, &c0, &c1);
+            dps_shard_slice(p->d, (size_t)p->size, (size_t)r, &c0, &c1);
             counts[r] = (int)(c1 - c0);
             displs[r] = (int)c0;
         }

@@ -99,10 +99,6 @@ int power_sharded_agree(power_sharded *p, int rc);
 int power_sharded_named_add(size_t d, size_t c0, size_t c1, uint64_t seed, const char *label, uint64_t index,
                             double sd, double *block, double *out);
 
-/* This rank's coordinates of d split over size ranks: [c0, c1), as even as
-   can be (the first d % size ranks one more). */
-void power_sharded_slice(size_t d, int size, int rank, size_t *c0, size_t *c1);
-
 /* Collective.  Set up rank's shard of a (d, k, b) iteration over comm:
    1 <= k <= b <= min(d, POWER_SHARDED_MAX_B), d <= INT32_MAX, d >= the
    number of ranks.  seeded: the noise comes from

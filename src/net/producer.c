@@ -23,7 +23,17 @@
    slow down instead of growing the collector's memory.  A collector that
    does not grant credit (an old one: the reply's credit is false), or a
    status endpoint that does not answer the first question within
-   CREDIT_FIRST_MS, leaves the producer sending as before. */
+   CREDIT_FIRST_MS, leaves the producer sending as before.
+   Sharded (opts.shards = R > 1, issue 15): the producer is R parts, one per
+   collector rank, each a producer of its own (socket, batches, seq) sending
+   its slice of every row (dps_shard_slice) under one id and one random
+   stream; the parts get the same rows in the same calls, so their batches
+   and seqs are the same and rank r pairs its slice with rank 0's by
+   (id, stream, seq).  After any part fails the producer is failed: a retry
+   would send the same rows under different seqs on different parts.  Part 0
+   alone has the status endpoint (rank 0's): rank 0 counts a batch taken
+   only once every rank took its slice, so part 0's drain confirms all; the
+   other parts close after it. */
 #include "dpsubspace_net.h"
 #include "transport.h"
 #include "wire.h"
@@ -58,6 +68,12 @@ struct dps_producer {
     uint64_t credit_end;     /* the collector's grant: we may send every seq below it */
     uint64_t ahead;          /* batches asked for at the last question */
     int asking;              /* a question is out on cred, its reply not read yet */
+    wire_shard shard;        /* a part of a sharded producer: the slice its batches hold */
+    const wire_shard *sharded; /* &shard in a part, NULL otherwise */
+    dps_producer **part;     /* sharded: the R parts (NULL: not sharded)         */
+    size_t parts;
+    float *split;            /* sharded: batch_rows x the widest slice, scratch   */
+    int failed;              /* sharded: a part failed; nothing more is sent      */
 };
 
 #define CREDIT_AHEAD 64      /* batches asked for at a time (the collector grants at most a fair share) */
@@ -74,10 +90,14 @@ void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t d
     o->linger_ms = 30000;
 }
 
+static int s_sharded_new(dps_producer **out, const dps_producer_opts *o);
+
 int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
 {
     if (!out || !o || !o->endpoint || o->dim == 0 || o->batch_rows == 0 || o->sndhwm < 1)
         return DPS_EINVAL;
+    if (o->shards > 1)
+        return s_sharded_new(out, o);
     *out = NULL;
     if (o->producer_id && strlen(o->producer_id) > WIRE_MAX_PRODUCER_ID)
         return DPS_EINVAL;
@@ -134,8 +154,68 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
     return DPS_OK;
 }
 
+/* R parts, each a producer of one rank's slice (see the top of the file). */
+static int s_sharded_new(dps_producer **out, const dps_producer_opts *o)
+{
+    if (o->shards > o->dim || (o->producer_id && strlen(o->producer_id) > WIRE_MAX_PRODUCER_ID))
+        return DPS_EINVAL;
+    dps_producer *p = calloc(1, sizeof *p);
+    if (!p)
+        return DPS_ENOMEM;
+    p->dim = o->dim;
+    p->batch_rows = o->batch_rows;
+    p->parts = o->shards;
+    dps_rng *r = NULL;
+    int rc = dps_rng_new_secure(&r);
+    uint64_t stream = rc ? 0 : dps_rng_u64(r);
+    if (o->producer_id)
+        snprintf(p->id, sizeof p->id, "%s", o->producer_id);
+    else if (!rc)
+        snprintf(p->id, sizeof p->id, "producer-%ld-%08llx", (long)getpid(), (unsigned long long)(dps_rng_u64(r) >> 32));
+    dps_rng_destroy(&r);
+    size_t c0, c1;
+    dps_shard_slice(o->dim, o->shards, 0, &c0, &c1); /* shard 0 is a widest */
+    p->part = calloc(o->shards, sizeof *p->part);
+    if (!p->part)
+        p->parts = 0;
+    p->split = o->batch_rows > SIZE_MAX / sizeof(float) / (c1 - c0) ? NULL
+                                                                     : malloc(o->batch_rows * (c1 - c0) * sizeof(float));
+    if (!rc && (!p->part || !p->split))
+        rc = DPS_ENOMEM;
+    for (size_t s = 0; s < o->shards && !rc; s++) {
+        char ep[512];
+        dps_producer_opts po = *o;
+        dps_shard_slice(o->dim, o->shards, s, &c0, &c1);
+        rc = dps_shard_endpoint(o->endpoint, s, ep, sizeof ep);
+        po.endpoint = ep;
+        po.dim = c1 - c0;
+        po.shards = 0;
+        po.producer_id = p->id;
+        po.status_endpoint = s == 0 ? o->status_endpoint : NULL;
+        if (!rc)
+            rc = dps_producer_new(&p->part[s], &po);
+        if (!rc) {
+            p->part[s]->shard = (wire_shard){(uint32_t)s, (uint32_t)o->shards, (uint32_t)o->dim, stream};
+            p->part[s]->sharded = &p->part[s]->shard;
+        }
+    }
+    if (rc) {
+        dps_producer_destroy(&p);
+        return rc;
+    }
+    *out = p;
+    return DPS_OK;
+}
+
 int dps_producer_wait_ready(dps_producer *p, int timeout_ms)
 {
+    for (size_t r = 0; p && r < p->parts; r++) { /* every rank's handshake */
+        int rc = dps_producer_wait_ready(p->part[r], timeout_ms);
+        if (rc)
+            return rc;
+    }
+    if (p && p->parts)
+        return DPS_OK;
     uint64_t end = net_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
     for (;;) {
         net_monitor_poll(&p->mon, 50);
@@ -247,7 +327,7 @@ static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadlin
     uint64_t start = net_now_ms();
     int rc = s_credit(p, start, deadline);
     if (!rc)
-        rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, &enc, &len);
+        rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, p->sharded, &enc, &len);
     if (rc)
         return rc;
     zmq_msg_t msg;
@@ -283,6 +363,49 @@ static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadlin
     return rc;
 }
 
+/* ---------------------------------------------------------------- sharded */
+/* Every part gets rows [0, n) in chunks of batch_rows, its slice copied out. */
+static int s_sharded_send(dps_producer *p, const float *rows, size_t n)
+{
+    if (p->failed)
+        return DPS_ESTATE;
+    for (size_t i0 = 0; i0 < n; i0 += p->batch_rows) {
+        size_t m = n - i0 < p->batch_rows ? n - i0 : p->batch_rows;
+        for (size_t r = 0; r < p->parts; r++) {
+            size_t c0, c1;
+            dps_shard_slice(p->dim, p->parts, r, &c0, &c1);
+            for (size_t i = 0; i < m; i++)
+                memcpy(p->split + i * (c1 - c0), rows + (i0 + i) * p->dim + c0, (c1 - c0) * sizeof *rows);
+            int rc = dps_producer_send_rows(p->part[r], p->split, m, c1 - c0);
+            if (rc) {
+                p->failed = 1;
+                return rc;
+            }
+        }
+    }
+    return DPS_OK;
+}
+
+/* Flush every part (their last batches out), close part 0 (its drain
+   confirms every rank's slices), then the others. */
+static int s_sharded_close(dps_producer *p, uint64_t *unconfirmed)
+{
+    int rc = p->failed ? DPS_ESTATE : DPS_OK;
+    for (size_t r = 1; r < p->parts && !rc; r++)
+        rc = dps_producer_flush(p->part[r]);
+    int rc0 = p->part[0] ? dps_producer_close(p->part[0], &p->unconfirmed) : DPS_ESTATE;
+    for (size_t r = 1; r < p->parts; r++) {
+        int rr = p->part[r] ? dps_producer_close(p->part[r], NULL) : DPS_OK;
+        if (!rc && rr && p->part[0] && !p->part[0]->status_ep[0])
+            rc = rr; /* without a status endpoint the parts' own closes are all there is */
+    }
+    p->close_rc = rc ? rc : rc0;
+    p->closed = 1;
+    if (unconfirmed)
+        *unconfirmed = p->unconfirmed;
+    return p->close_rc;
+}
+
 int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim)
 {
     if (!p || (!rows && n))
@@ -291,6 +414,8 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
         return DPS_ESTATE;
     if (dim != p->dim)
         return DPS_EDIM;
+    if (p->parts)
+        return s_sharded_send(p, rows, n);
     size_t i = 0;
     while (i < n) {
         if (p->nbuf == 0 && n - i >= p->batch_rows) { /* whole batches straight from the caller */
@@ -331,6 +456,15 @@ int dps_producer_flush(dps_producer *p)
 {
     if (!p)
         return DPS_EINVAL;
+    for (size_t r = 0; r < p->parts; r++) {
+        int rc = p->failed ? DPS_ESTATE : dps_producer_flush(p->part[r]);
+        if (rc) {
+            p->failed = 1;
+            return rc;
+        }
+    }
+    if (p->parts)
+        return DPS_OK;
     return p->closed ? (p->nbuf ? DPS_ESTATE : DPS_OK) : s_flush(p, 0);
 }
 
@@ -378,6 +512,10 @@ int dps_producer_drain(dps_producer *p, int timeout_ms)
 {
     if (!p)
         return DPS_EINVAL;
+    if (p->parts) { /* every part's batches out, then rank 0 confirms all */
+        int rc = dps_producer_flush(p);
+        return rc ? rc : dps_producer_drain(p->part[0], timeout_ms);
+    }
     if (!p->status_ep[0] || p->closed)
         return DPS_ESTATE;
     int rc = dps_producer_flush(p);
@@ -390,6 +528,8 @@ const char *dps_producer_id(const dps_producer *p) { return p ? p->id : ""; }
 
 void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent)
 {
+    if (p && p->parts) /* the parts send the same batches; part 0's were confirmed */
+        p = p->part[0];
     if (rows_sent)
         *rows_sent = p->rows_sent;
     if (batches_sent)
@@ -398,6 +538,8 @@ void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *b
 
 void dps_producer_confirmed(const dps_producer *p, uint64_t *taken, uint64_t *refused)
 {
+    if (p && p->parts)
+        p = p->part[0];
     if (taken)
         *taken = p ? p->taken : 0;
     if (refused)
@@ -415,6 +557,8 @@ int dps_producer_close(dps_producer *p, uint64_t *unconfirmed)
             *unconfirmed = p->unconfirmed;
         return p->close_rc;
     }
+    if (p->parts)
+        return s_sharded_close(p, unconfirmed);
     int rc = DPS_OK;
     uint64_t deadline = net_now_ms() + (uint64_t)(p->linger_ms > 0 ? p->linger_ms : 0);
     if (p->sock) {
@@ -458,6 +602,10 @@ void dps_producer_destroy(dps_producer **pp)
         return;
     dps_producer *p = *pp;
     dps_producer_close(p, NULL);
+    for (size_t r = 0; r < p->parts; r++)
+        dps_producer_destroy(&p->part[r]);
+    free(p->part);
+    free(p->split);
     if (p->ctx)
         zmq_ctx_term(p->ctx);
     free(p->buf);

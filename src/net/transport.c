@@ -1,6 +1,8 @@
-/* transport.c - security options, the plaintext rule, handshake monitors. */
+/* transport.c - security options, the plaintext rule, handshake monitors,
+   the endpoints of a sharded collector's ranks. */
 #include "transport.h"
 
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +20,44 @@ int dps_endpoint_is_local(const char *ep)
     if (strncmp(h, "127.", 4) == 0 || strncmp(h, "localhost:", 10) == 0 || strncmp(h, "[::1]:", 6) == 0)
         return 1;
     return 0;
+}
+
+int dps_shard_endpoint(const char *base, size_t shard, char *out, size_t len)
+{
+    if (!base || !out || len == 0)
+        return DPS_EINVAL;
+    out[0] = '\0';
+    if (strchr(base, ',')) { /* a list: the shard-th item */
+        const char *p = base;
+        for (size_t i = 0; i < shard; i++) {
+            p = strchr(p, ',');
+            if (!p)
+                return DPS_EINVAL;
+            p++;
+        }
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= len)
+            return DPS_EINVAL;
+        memcpy(out, p, n);
+        out[n] = '\0';
+        return DPS_OK;
+    }
+    int n;
+    if (shard == 0) {
+        n = snprintf(out, len, "%s", base);
+    } else if (strncmp(base, "tcp://", 6) == 0) {
+        const char *colon = strrchr(base, ':'); /* the port's (host may be [::1]) */
+        char *end = NULL;
+        unsigned long port = colon && colon > base + 5 ? strtoul(colon + 1, &end, 10) : 0;
+        if (!end || *end || end == colon + 1 || port == 0 || port + shard > 65535)
+            return DPS_EINVAL;
+        n = snprintf(out, len, "%.*s:%lu", (int)(colon - base), base, port + shard);
+    } else if (strncmp(base, "ipc://", 6) == 0) {
+        n = snprintf(out, len, "%s-%zu", base, shard);
+    } else {
+        return DPS_EINVAL;
+    }
+    return n > 0 && (size_t)n < len ? DPS_OK : DPS_EINVAL;
 }
 
 int net_key_valid(const char *z85)

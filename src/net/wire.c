@@ -87,6 +87,10 @@ wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect
     out->n = m->rows;
     out->dim = m->dim;
     out->seq = m->seq;
+    out->shard = m->shard;
+    out->shards = m->shards;
+    out->full_dim = m->full_dim;
+    out->stream = m->stream;
     snprintf(out->producer_id, sizeof out->producer_id, "%s", m->producer_id ? m->producer_id : "");
     if (s_little_endian_host() && ((uintptr_t)m->data.data % sizeof(float)) == 0) {
         out->rows = (const float *)(const void *)m->data.data;
@@ -112,7 +116,7 @@ void wire_rows_release(wire_rows *r)
 }
 
 int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, size_t n, size_t dim,
-                     unsigned char **out, size_t *len)
+                     const wire_shard *shard, unsigned char **out, size_t *len)
 {
     if (n == 0 || dim == 0 || n > UINT32_MAX || dim > UINT32_MAX || n > SIZE_MAX / 4 / dim)
         return DPS_EINVAL;
@@ -122,6 +126,12 @@ int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, s
     m.seq = seq;
     m.dim = (uint32_t)dim;
     m.rows = (uint32_t)n;
+    if (shard) {
+        m.shard = shard->shard;
+        m.shards = shard->shards;
+        m.full_dim = shard->full_dim;
+        m.stream = shard->stream;
+    }
     unsigned char *data = malloc(n * dim * 4);
     if (!data)
         return DPS_ENOMEM;

@@ -35,13 +35,21 @@ typedef struct {
     size_t n, dim;
     uint64_t seq;
     char producer_id[WIRE_MAX_PRODUCER_ID + 1];
+    uint32_t shard, shards, full_dim; /* shards 0: whole rows (proto's RowBatch) */
+    uint64_t stream;
 } wire_rows;
+
+/* Which slice of its rows a batch holds (a sharded producer's). */
+typedef struct {
+    uint32_t shard, shards, full_dim;
+    uint64_t stream;
+} wire_shard;
 
 wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect_dim, wire_rows *out);
 void wire_rows_release(wire_rows *r);
-/* *out is malloc'd; the caller frees it. */
+/* *out is malloc'd; the caller frees it.  shard: NULL for whole rows. */
 int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, size_t n, size_t dim,
-                     unsigned char **out, size_t *len);
+                     const wire_shard *shard, unsigned char **out, size_t *len);
 
 /* credit_seq_end 0: no question about credit (proto/dpsubspace.proto). */
 int wire_status_request_encode(const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,

@@ -101,12 +101,25 @@ int main(void)
     float rows[3 * 4] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     unsigned char *buf = NULL;
     size_t len = 0;
-    CHECK(wire_rows_encode("p1", 7, rows, 3, 4, &buf, &len) == DPS_OK, "encode");
+    CHECK(wire_rows_encode("p1", 7, rows, 3, 4, NULL, &buf, &len) == DPS_OK, "encode");
     wire_rows wr;
     CHECK(wire_rows_decode(buf, len, 4, &wr) == WIRE_OK, "decode");
     CHECK(wr.n == 3 && wr.dim == 4 && wr.seq == 7 && strcmp(wr.producer_id, "p1") == 0, "fields");
     CHECK(memcmp(wr.rows, rows, sizeof rows) == 0, "rows bit-exact");
+    CHECK(wr.shards == 0 && wr.shard == 0 && wr.full_dim == 0 && wr.stream == 0, "whole rows: no shard fields");
     wire_rows_release(&wr);
+    /* a shard's batch carries which slice it is, and its stream */
+    {
+        wire_shard sh = {2, 3, 11, 0x123456789abcdef0ull};
+        unsigned char *sb = NULL;
+        size_t sl = 0;
+        CHECK(wire_rows_encode("p1", 8, rows, 3, 4, &sh, &sb, &sl) == DPS_OK, "encode a shard");
+        CHECK(wire_rows_decode(sb, sl, 4, &wr) == WIRE_OK, "decode a shard");
+        CHECK(wr.shard == 2 && wr.shards == 3 && wr.full_dim == 11 && wr.stream == sh.stream && wr.seq == 8,
+              "shard fields round trip");
+        wire_rows_release(&wr);
+        free(sb);
+    }
     /* wrong dimension for this collector */
     CHECK(wire_rows_decode(buf, len, 5, &wr) == WIRE_DIM, "wrong dim refused");
     /* truncated at every length: refused, never a crash */
@@ -393,6 +406,41 @@ int main(void)
           dps_endpoint_is_local("tcp://[::1]:5") && dps_endpoint_is_local("tcp://localhost:5"), "local endpoints");
     CHECK(!dps_endpoint_is_local("tcp://10.0.0.1:5555") && !dps_endpoint_is_local("tcp://*:5555") &&
           !dps_endpoint_is_local("tcp://localhost.evil.com:5") && !dps_endpoint_is_local(NULL), "non-local endpoints");
+
+    /* A sharded collector's endpoints and slices (one rule for producers and ranks). */
+    char ep[64];
+    CHECK(dps_shard_endpoint("tcp://127.0.0.1:7780", 0, ep, sizeof ep) == DPS_OK && !strcmp(ep, "tcp://127.0.0.1:7780"),
+          "shard 0 is --ingest itself");
+    CHECK(dps_shard_endpoint("tcp://127.0.0.1:7780", 3, ep, sizeof ep) == DPS_OK && !strcmp(ep, "tcp://127.0.0.1:7783"),
+          "shard 3: port + 3 (%s)", ep);
+    CHECK(dps_shard_endpoint("tcp://[::1]:7780", 1, ep, sizeof ep) == DPS_OK && !strcmp(ep, "tcp://[::1]:7781"),
+          "an IPv6 host keeps its colons (%s)", ep);
+    CHECK(dps_shard_endpoint("ipc:///tmp/c.in", 2, ep, sizeof ep) == DPS_OK && !strcmp(ep, "ipc:///tmp/c.in-2"),
+          "ipc: path-2 (%s)", ep);
+    CHECK(dps_shard_endpoint("tcp://a:1,ipc:///x,tcp://b:2", 1, ep, sizeof ep) == DPS_OK && !strcmp(ep, "ipc:///x") &&
+              dps_shard_endpoint("tcp://a:1,ipc:///x,tcp://b:2", 2, ep, sizeof ep) == DPS_OK && !strcmp(ep, "tcp://b:2"),
+          "a list: the shard-th item");
+    CHECK(dps_shard_endpoint("tcp://a:1,tcp://b:2", 2, ep, sizeof ep) == DPS_EINVAL, "a list too short refused");
+    CHECK(dps_shard_endpoint("tcp://a:65535", 1, ep, sizeof ep) == DPS_EINVAL, "a port past 65535 refused");
+    CHECK(dps_shard_endpoint("tcp://a", 1, ep, sizeof ep) == DPS_EINVAL, "no port refused");
+    CHECK(dps_shard_endpoint("inproc://x", 1, ep, sizeof ep) == DPS_EINVAL, "inproc has no ranks");
+    CHECK(dps_shard_endpoint("tcp://127.0.0.1:7780", 1, ep, 8) == DPS_EINVAL, "a buffer too small refused");
+    /* slices: contiguous, covering [0, d), widths differing by at most 1 */
+    int tiled = 1;
+    for (size_t d = 1; d < 40; d++)
+        for (size_t n = 1; n <= d; n++) {
+            size_t next = 0, lo = d, hi = 0;
+            for (size_t r = 0; r < n; r++) {
+                size_t c0, c1;
+                dps_shard_slice(d, n, r, &c0, &c1);
+                tiled &= c0 == next && c1 > c0;
+                next = c1;
+                lo = c1 - c0 < lo ? c1 - c0 : lo;
+                hi = c1 - c0 > hi ? c1 - c0 : hi;
+            }
+            tiled &= next == d && hi - lo <= 1;
+        }
+    CHECK(tiled, "dps_shard_slice tiles [0, d) evenly for every d < 40 and shards <= d");
     dps_rng_destroy(&rng);
     return check_summary();
 }

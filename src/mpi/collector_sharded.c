@@ -1,0 +1,730 @@
+/* collector_sharded.c - dps-collector --sharded under mpirun (issue 15): one
+   collector whose rows are sharded by coordinate over the R ranks of
+   MPI_COMM_WORLD, so that no rank holds more than 1/R of any row, of the
+   power iteration's state or of the basis.
+
+   WHO DOES WHAT.  Rank r binds its own ingest endpoint (dps_shard_endpoint
+   of --ingest) and takes batches of slices [c0, c1) of rows
+   (dps_shard_slice; producers split rows with dps_producer_opts.shards, or
+   dps-produce --shards R).  Rank 0 alone holds the state directory (ledger,
+   snapshots), the accountant, the status endpoint and the publish socket.
+   Rank 0 orders the rows: it takes one batch at a time from its socket and
+   broadcasts its key (producer id, stream, seq, rows); every other rank
+   finds its slice of that batch among those it has received (it keeps
+   receiving while it waits, so no producer is held up by a rank that is not
+   reading), and all ranks agree (an allreduce) that every rank has it --
+   then every rank adds the batch's rows in the same order, or every rank
+   drops it (a rank that did not get its slice within --shard-wait).  So the
+   ranks iterate over one sequence of rows, each its coordinates of it.
+   Rows of different batches are never paired: a slice matches only its own
+   (id, stream, seq) -- stream is the producer's random 64-bit name, the same
+   on its every part, so a producer restarted under the same id starts
+   another stream.
+
+   THE MECHANISM is epoch_power.c's (DPS_AGG_POWER), sharded by
+   power_sharded.h (whose header argues it is the same mechanism): the
+   epoch's N = t m rows in T = min(power_blocks or 3 cold / 1 warm, N)
+   disjoint blocks by index, one noisy step (s = power_noise_sd(rho)) at the
+   end of each block, the partial last block's step at the close; the warm
+   start is the last released basis (public).  GUARANTEE: rho-zCDP per epoch
+   under replacing one row, charged (rho, 0) -- epoch_power.c's argument, its
+   premises kept here: rows in disjoint blocks by their index in the epoch's
+   sequence (the same sequence on every rank, above), every row of norm <= 1
+   (power_sharded_add normalises the whole row from its slices), ||X||_2 <= 1
+   (power_sharded.h's norm guard), noise on every entry whatever the data.
+   Pairing slices by key matters for privacy: a "row" made of two people's
+   slices would let one person move two rows; the key match and the
+   all-or-none agreement prevent it.
+
+   THE ORDER OF AN EPOCH'S END (rank 0): the cap is checked, the charge is
+   appended to the ledger and fsync'ed (collector_commit), and only then is
+   the decision broadcast and the release computed (the last step, the
+   basis gathered to rank 0), numbered, stored with its outcome line and
+   published (publish.c's functions).  Noise drawn at the blocks' ends before
+   the charge never leaves the ranks unless the epoch is released (as in the
+   single-process mechanism).  A refused epoch publishes a REFUSED snapshot;
+   a commit that fails stops every rank (exit 3).
+
+   Not in this mode (the single-process collector's): the release thread
+   (an epoch's end holds ingest for its duration), credit (the status reply
+   says the collector grants none: producers send without), SIGHUP reload,
+   parameter groups, other aggregators.  Signals: rank 0 stops on SIGINT or
+   SIGTERM and tells the others; they stop only when told.  (mpirun forwards
+   a SIGTERM to every rank, which then stop the same way, but exits 1 itself
+   whatever they return: a SIGTERM to rank 0's pid, logged at the start,
+   keeps the exit code.)
+
+   Who owns what: main() (collector.c) owns the collector struct and its
+   state; this file the MPI state, the per-rank ingest socket's held slices
+   and the power iteration, all freed before it returns. */
+#include "collector.h"
+#include "epoch_power.h"
+#include "internal.h"
+#include "noise_level.h"
+#include "power_sharded.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <zmq.h>
+
+/* Rank 0's word to every rank (broadcast as bytes). */
+enum { CMD_BATCH = 1, CMD_CLOSE = 2, CMD_STOP = 3 };
+typedef struct {
+    int32_t kind;
+    uint32_t n;      /* BATCH: its rows; STOP: the exit code */
+    uint64_t seq, stream;
+    char id[WIRE_MAX_PRODUCER_ID + 1];
+} shard_cmd;
+
+/* An epoch's end as rank 0 decided it (broadcast). */
+enum { END_RELEASE = 0, END_REFUSED = 1, END_COMMIT_FAILED = 2 };
+
+/* A batch this rank received and has not used yet. */
+typedef struct held {
+    wire_rows wr;
+    struct held *next;
+} held;
+
+typedef struct {
+    collector *c;
+    const dps_config *cfg;
+    int rank, size;
+    size_t c0, c1, w;
+    power_sharded p;
+    held *first;              /* received, not yet announced (workers) */
+    uint64_t held_count;
+    uint64_t epoch, rows, n;  /* the open epoch, its rows so far, N = t m */
+    uint64_t block, blocks, block_end;
+    int err;                  /* the first error of the epoch's steps */
+    int has_prev;             /* a basis was released: the warm start */
+    float *warm, *slice;      /* k x w: the last released slice; this release's */
+    float *basis;             /* rank 0: k x d, the gathered basis */
+    double sv[64];            /* the last Y's top-k singular values (k <= 64 here) */
+    dps_accountant *acc;      /* rank 0 */
+    uint64_t rows_accepted, dropped, refused_slices;
+    uint64_t epoch_bytes, epoch_calls; /* p's counts when the epoch began (the benchmark's line) */
+} sharded;
+
+/* ------------------------------------------------------------ MPI glue */
+int collector_sharded_start(int *argc, char ***argv, int *rank, int *size, char *err, size_t errlen)
+{
+    int provided = 0; /* only this thread calls MPI (ZeroMQ's and OpenBLAS's threads do not) */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        snprintf(err, errlen, "--sharded: MPI did not start (run it under mpirun)");
+        return -1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return 0;
+}
+
+int collector_sharded_agree(int rc)
+{
+    int all = rc;
+    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+}
+
+void collector_sharded_end(void) { MPI_Finalize(); }
+
+/* --------------------------------------------------------------- ingest */
+/* Is this decoded batch a slice this rank can take?  With one rank, whole
+   rows are (shards 0) as well as shard 0 of 1. */
+static int s_slice_ok(const sharded *s, const wire_rows *wr)
+{
+    if (wr->shards == 0)
+        return s->size == 1;
+    return wr->shards == (uint32_t)s->size && wr->shard == (uint32_t)s->rank && wr->full_dim == s->cfg->d;
+}
+
+/* One message from this rank's socket, decoded and checked: 1 and *out
+   filled, 0 if none was waiting (or it was refused: counted, logged). */
+static int s_receive(sharded *s, wire_rows *out)
+{
+    collector *c = s->c;
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, c->pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return 0;
+    }
+    const char *user = zmq_msg_gets(&msg, "User-Id");
+    int revoked = c->zap && !zap_allowed(c->zap, "ingest", user);
+    wire_reject r = revoked ? WIRE_OK : wire_rows_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), s->w, out);
+    zmq_msg_close(&msg);
+    if (revoked) {
+        c->revoked++;
+        return 0;
+    }
+    if (r == WIRE_OK && !s_slice_ok(s, out)) {
+        log_warn("rank %d: a batch of %s is shard %" PRIu32 " of %" PRIu32 " of rows of %" PRIu32 " coordinates, "
+                 "not this rank's (%d of %d, d = %zu): refused (is the producer's --shards %d?)",
+                 s->rank, out->producer_id, out->shard, out->shards, out->full_dim, s->rank, s->size, s->cfg->d,
+                 s->size);
+        wire_rows_release(out);
+        r = WIRE_DIM;
+    }
+    if (r != WIRE_OK) {
+        c->rejected[r]++;
+        s->refused_slices++;
+        if (s->rank == 0)
+            ptable_refused(&c->producers, out->producer_id, net_now_ms());
+        log_debug("rank %d: batch refused: %s", s->rank, wire_reject_name(r));
+        return 0;
+    }
+    return 1;
+}
+
+/* Receive everything waiting into the held list (workers). */
+static void s_hold_waiting(sharded *s)
+{
+    for (;;) {
+        held *h = malloc(sizeof *h);
+        if (!h) /* not taken now: it stays in libzmq's queue, read later */
+            return;
+        if (!s_receive(s, &h->wr)) {
+            free(h);
+            return;
+        }
+        h->next = s->first;
+        s->first = h;
+        s->held_count++;
+    }
+}
+
+/* The held slice of cmd's batch, unlinked (NULL if not here); slices of the
+   same stream with a smaller seq are dropped: rank 0 has passed them. */
+static held *s_take_held(sharded *s, const shard_cmd *cmd)
+{
+    held *found = NULL;
+    for (held **pp = &s->first; *pp;) {
+        held *h = *pp;
+        int same = h->wr.stream == cmd->stream && strcmp(h->wr.producer_id, cmd->id) == 0;
+        if (same && (h->wr.seq == cmd->seq || h->wr.seq < cmd->seq)) {
+            *pp = h->next;
+            s->held_count--;
+            if (h->wr.seq == cmd->seq && !found) {
+                found = h;
+            } else {
+                wire_rows_release(&h->wr);
+                free(h);
+            }
+            continue;
+        }
+        pp = &h->next;
+    }
+    return found;
+}
+
+static void s_free_held(sharded *s)
+{
+    while (s->first) {
+        held *h = s->first;
+        s->first = h->next;
+        wire_rows_release(&h->wr);
+        free(h);
+    }
+    s->held_count = 0;
+}
+
+/* Rank 0's next word, on every rank.  Workers keep receiving while they wait
+   (nonblocking broadcast), so producers never wait on a rank that is idle. */
+static void s_command(sharded *s, shard_cmd *cmd)
+{
+    MPI_Request req;
+    MPI_Ibcast(cmd, (int)sizeof *cmd, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    if (s->rank == 0) {
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        return;
+    }
+    for (;;) {
+        int done = 0;
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return;
+        zmq_pollitem_t item = {s->c->pull, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, 5) > 0)
+            s_hold_waiting(s);
+    }
+}
+
+/* A worker's slice of cmd's batch: held, or received within --shard-wait. */
+static held *s_find(sharded *s, const shard_cmd *cmd)
+{
+    uint64_t deadline = net_now_ms() + (uint64_t)(s->c->o.shard_wait * 1000);
+    for (;;) {
+        held *h = s_take_held(s, cmd);
+        if (h || net_now_ms() >= deadline)
+            return h;
+        zmq_pollitem_t item = {s->c->pull, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, 10) > 0)
+            s_hold_waiting(s);
+    }
+}
+
+/* ---------------------------------------------------------------- epoch */
+static void s_step(sharded *s)
+{
+    int rc = power_sharded_step(&s->p, power_noise_sd(s->cfg->rho_epoch));
+    if (rc && !s->err)
+        s->err = rc;
+    s->block++;
+    s->block_end = power_block_start(s->n, s->blocks, s->block + 1);
+}
+
+/* The epoch's first row: the public start (moment_begin's rule for T). */
+static void s_begin(sharded *s)
+{
+    uint64_t t = s->cfg->power_blocks ? s->cfg->power_blocks : (s->has_prev ? 1 : 3);
+    s->blocks = DPS_MIN(t, s->n);
+    s->block = 0;
+    s->block_end = power_block_start(s->n, s->blocks, 1);
+    s->err = power_sharded_start(&s->p, s->has_prev ? s->warm : NULL, s->cfg->public_seed, s->epoch);
+}
+
+static void s_publish(sharded *s, dps_snapshot_info *info, const float *basis)
+{
+    collector *c = s->c;
+    dps_snapshot *snap = NULL;
+    collector_outgoing out;
+    if (dps_snapshot_new(&snap, info, basis) != DPS_OK || collector_number(c, snap, &out) != DPS_OK) {
+        log_error("epoch %" PRIu64 ": no memory for its snapshot: nothing published (its charge, if any, stays)",
+                  info->epoch);
+        dps_snapshot_destroy(&snap);
+        return;
+    }
+    dps_snapshot_destroy(&snap);
+    collector_store(c, &out);
+    collector_send(c, &out);
+}
+
+/* Rank 0: the cap, then the charge on disk; the decision (END_*). */
+static int s_decide(sharded *s, dps_snapshot_info *info)
+{
+    collector *c = s->c;
+    dps_zcdp cost = {s->cfg->rho_epoch, 0};
+    if (!dps_accountant_fits(s->acc, cost)) {
+        info->status = DPS_SNAP_REFUSED;
+        info->reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
+        return END_REFUSED;
+    }
+    dps_zcdp before = dps_accountant_spent(s->acc);
+    dps_zcdp after = {before.rho + cost.rho, before.delta + cost.delta};
+    if (collector_commit(c, s->epoch, cost, after) != 0) {
+        c->ledger_failed = 1;
+        return END_COMMIT_FAILED;
+    }
+    dps_accountant_charge(s->acc, cost); /* fits: checked above */
+    info->epoch_cost = cost;
+    return END_RELEASE;
+}
+
+/* The epoch's end, on every rank: rank 0 decides (and charges), every rank
+   runs the release, rank 0 publishes.  Returns END_*. */
+static int s_close(sharded *s)
+{
+    collector *c = s->c;
+    const dps_config *cfg = s->cfg;
+    double t0 = MPI_Wtime();
+    uint64_t bytes0 = s->p.bytes_reduced, calls0 = s->p.collectives;
+    dps_snapshot_info info;
+    memset(&info, 0, sizeof info);
+    info.epoch = s->epoch;
+    info.d = cfg->d;
+    info.k = cfg->k;
+    info.aggregator = DPS_AGG_POWER;
+    info.rows_used = s->rows;
+    info.seeded = cfg->seeded;
+    info.public_seed = cfg->public_seed;
+    info.reason = "";
+    info.delta_target = cfg->cap.delta_target > 0 ? cfg->cap.delta_target : 1e-5;
+    int end = s->rank == 0 ? s_decide(s, &info) : END_RELEASE;
+    MPI_Bcast(&end, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int rc = DPS_OK;
+    if (end == END_RELEASE) {
+        /* the last, partial block (moment_release's rule) */
+        if (s->block < s->blocks && s->rows > power_block_start(s->n, s->blocks, s->block))
+            s_step(s);
+        rc = s->err;
+        if (!rc)
+            rc = power_sharded_basis(&s->p, s->slice, s->sv);
+        if (!rc)
+            rc = power_sharded_gather(&s->p, s->rank == 0 ? s->basis : NULL);
+        rc = power_sharded_agree(&s->p, rc);
+        if (!rc) {
+            memcpy(s->warm, s->slice, cfg->k * s->w * sizeof *s->warm);
+            s->has_prev = 1;
+        }
+    }
+    if (s->rank == 0 && end != END_COMMIT_FAILED) {
+        if (end == END_RELEASE && rc) { /* after the charge: published as FAILED (estimator.c's rule) */
+            info.status = DPS_SNAP_FAILED;
+            info.reason = "the release failed after its charge (an eigensolver error); nothing of it is released";
+            log_error("epoch %" PRIu64 ": the sharded release failed after the charge: %s", s->epoch,
+                      dps_strerror(rc));
+        } else if (end == END_RELEASE) {
+            /* noise level: moment_release's (post-processing of the last noisy Y's
+               singular values and the public noise scale) */
+            double lost = 0, total = 0; /* one group: the units factor cancels */
+            int any = power_noise_parts(s->sv, cfg->k, cfg->d, s->p.b, power_noise_sd(cfg->rho_epoch), &lost, &total);
+            info.noise_level = any ? sqrt(lost / total) : 1;
+            info.status = DPS_SNAP_RELEASED;
+        }
+        info.total = dps_accountant_spent(s->acc);
+        info.eps_total = dps_accountant_eps(s->acc, info.delta_target);
+        info.budget_left = dps_accountant_left(s->acc);
+        info.budget_unit = dps_budget_unit(&cfg->cap);
+        s_publish(s, &info, info.status == DPS_SNAP_RELEASED ? s->basis : NULL);
+        /* tools/bench/run-mpi-collector reads this line */
+        log_info("epoch %" PRIu64 " closed in %.1f ms (charge, last step, basis gathered, stored, published); "
+                 "rank 0 moved %.3f MB in %" PRIu64 " collectives for it, %.3f MB in %" PRIu64 " for the epoch",
+                 s->epoch, 1e3 * (MPI_Wtime() - t0), (double)(s->p.bytes_reduced - bytes0) / 1e6,
+                 s->p.collectives - calls0, (double)(s->p.bytes_reduced - s->epoch_bytes) / 1e6,
+                 s->p.collectives - s->epoch_calls);
+    }
+    s->epoch_bytes = s->p.bytes_reduced;
+    s->epoch_calls = s->p.collectives;
+    s->epoch++;
+    s->rows = 0;
+    c->epoch_started_ms = net_now_ms();
+    return end;
+}
+
+/* One row's slice into the open epoch (every rank, the same row). */
+static int s_add(sharded *s, const float *row_slice)
+{
+    if (s->rows == 0)
+        s_begin(s);
+    int rc = power_sharded_add(&s->p, row_slice);
+    if (rc && !s->err)
+        s->err = rc;
+    if (++s->rows == s->block_end && s->block < s->blocks)
+        s_step(s);
+    return s->rows == s->n ? s_close(s) : END_RELEASE;
+}
+
+/* cmd's batch on every rank, or on none. */
+static int s_batch(sharded *s, const shard_cmd *cmd, held *mine)
+{
+    if (s->rank != 0)
+        mine = s_find(s, cmd);
+    int have = mine && mine->wr.n == cmd->n, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int end = END_RELEASE;
+    if (all) {
+        for (uint32_t i = 0; i < cmd->n && end != END_COMMIT_FAILED; i++)
+            end = s_add(s, mine->wr.rows + (size_t)i * s->w);
+        s->rows_accepted += cmd->n;
+        if (s->rank == 0)
+            ptable_record(&s->c->producers, cmd->id, cmd->seq, cmd->n, net_now_ms());
+    } else {
+        s->dropped++;
+        if (s->rank == 0) {
+            log_warn("batch %" PRIu64 " of %s dropped on every rank: some rank did not get its slice within "
+                     "--shard-wait %g s (a producer that is not sharded over %d ranks, or that died between its "
+                     "parts' sends)", cmd->seq, cmd->id, s->c->o.shard_wait, s->size);
+            ptable_refused(&s->c->producers, cmd->id, net_now_ms());
+        } else if (!have) {
+            log_warn("rank %d: no slice of batch %" PRIu64 " of %s within --shard-wait", s->rank, cmd->seq, cmd->id);
+        }
+    }
+    if (mine) {
+        wire_rows_release(&mine->wr);
+        free(mine);
+    }
+    return end;
+}
+
+/* --------------------------------------------------------------- status */
+/* Rank 0's status endpoint: a producer's count (its drain) and the counters
+   this mode keeps; no credit (producers send without). */
+static void s_status(sharded *s)
+{
+    collector *c = s->c;
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, c->rep, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return;
+    }
+    char asked[WIRE_MAX_PRODUCER_ID + 1];
+    uint64_t from = 0, want = 0;
+    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked, &from, &want) == DPS_OK;
+    if (ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"))) {
+        ok = 0;
+        c->revoked++;
+    }
+    zmq_msg_close(&msg);
+    dps_collector_status st;
+    memset(&st, 0, sizeof st);
+    const producer_entry *pe = ok && asked[0] ? ptable_find(&c->producers, asked) : NULL;
+    if (pe) {
+        st.producer_batches = pe->batches;
+        st.producer_rows = pe->rows;
+        st.producer_seq_gaps = pe->gaps;
+        st.producer_refused = pe->refused;
+    }
+    dps_zcdp spent = dps_accountant_spent(s->acc);
+    st.d = s->cfg->d;
+    st.k = s->cfg->k;
+    st.epoch = s->epoch;
+    st.rows_accepted = s->rows_accepted;
+    st.rows_in_epoch = s->rows;
+    st.epoch_rows = s->n;
+    st.rho_total = spent.rho;
+    st.delta_total = spent.delta;
+    st.delta_target = c->o.delta_target;
+    st.eps_total = dps_accountant_eps(s->acc, c->o.delta_target);
+    st.budget_left = dps_accountant_left(s->acc);
+    snprintf(st.budget_unit, sizeof st.budget_unit, "%s", dps_budget_unit(&s->cfg->cap));
+    st.last_snapshot_seq = c->last_seq;
+    st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    struct { const char *name; uint64_t v; } counts[] = {
+        {"batches_dropped_slice_missing", s->dropped}, {"slices_refused", s->refused_slices},
+        {"rows_nan", s->p.rows_nan}, {"rows_inf", s->p.rows_inf}, {"rows_zero", s->p.rows_zero},
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        snprintf(st.counters[i].name, sizeof st.counters[i].name, "%s", counts[i].name);
+        st.counters[i].value = counts[i].v;
+    }
+    st.n_counters = sizeof counts / sizeof *counts;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (ok && wire_status_encode(&st, &buf, &len) == DPS_OK) {
+        zmq_send(c->rep, buf, len, 0);
+        free(buf);
+    } else {
+        zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
+    }
+}
+
+/* ---------------------------------------------------------------- setup */
+static volatile sig_atomic_t s_stop_signal;
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop_signal = 1;
+}
+
+/* Sockets, the iteration and the buffers of this rank; 0 or an exit code
+   (err says why). */
+static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
+{
+    collector *c = s->c;
+    const dps_config *cfg = s->cfg;
+    if (cfg->k > sizeof s->sv / sizeof *s->sv || cfg->d < (size_t)s->size) {
+        snprintf(err, errlen, "--sharded needs k <= 64 and d >= the number of ranks (%d)", s->size);
+        return 2;
+    }
+    dps_shard_slice(cfg->d, (size_t)s->size, (size_t)s->rank, &s->c0, &s->c1);
+    s->w = s->c1 - s->c0;
+    s->n = cfg->t * cfg->m;
+    char ep[512];
+    if (dps_shard_endpoint(c->o.ingest, (size_t)s->rank, ep, sizeof ep) != DPS_OK) {
+        snprintf(err, errlen, "--ingest %s names no endpoint for rank %d (give tcp://HOST:PORT, ipc://PATH, or a "
+                 "comma-separated list of one per rank)", c->o.ingest, s->rank);
+        return 2;
+    }
+    if (!strcmp(ep, c->o.publish) || !strcmp(ep, c->o.status)) {
+        snprintf(err, errlen, "rank %d's ingest endpoint %s is also the %s endpoint: with --sharded rank r binds "
+                 "--ingest's port + r, so give --publish and --status ports outside them (e.g. --publish "
+                 "tcp://127.0.0.1:7790 --status tcp://127.0.0.1:7791), or --ingest a list", s->rank, ep,
+                 !strcmp(ep, c->o.publish) ? "--publish" : "--status");
+        return 2;
+    }
+    c->ctx = zmq_ctx_new();
+    if (!c->o.insecure_plaintext) {
+        c->zap = zap_start(c->ctx, c->o.authorized_keys, c->o.subscriber_keys[0] ? c->o.subscriber_keys : NULL);
+        if (!c->zap) {
+            snprintf(err, errlen, "cannot start the ZAP handler");
+            return 1;
+        }
+    }
+    c->pull = zmq_socket(c->ctx, ZMQ_PULL);
+    int hwm = (int)c->o.rcvhwm;
+    int64_t maxmsg = (int64_t)(c->o.max_batch_rows * 4 * s->w + 1024);
+    zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (collector_server_socket(c, c->pull, ep, "ingest", kp, err, errlen))
+        return 2;
+    if (s->rank == 0) {
+        c->xpub = zmq_socket(c->ctx, ZMQ_XPUB);
+        c->rep = zmq_socket(c->ctx, ZMQ_REP);
+        int pub_hwm = 1000;
+        zmq_setsockopt(c->xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
+        if (collector_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, errlen) ||
+            collector_server_socket(c, c->rep, c->o.status, "status", kp, err, errlen))
+            return 2;
+        if (c->latest) { /* late subscribers get the last stored snapshot */
+            unsigned char *buf = NULL;
+            size_t len = 0;
+            if (dps_snapshot_encode(c->latest, &buf, &len) == DPS_OK) {
+                zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
+                free(buf);
+            }
+        }
+        if (ptable_init(&c->producers, 4096) != 0 || dps_accountant_new(&s->acc, &cfg->cap, &c->led.total) != DPS_OK) {
+            snprintf(err, errlen, "out of memory");
+            return 1;
+        }
+        s->basis = dps_aligned_calloc(cfg->k * cfg->d, sizeof(float));
+        if (!s->basis) {
+            snprintf(err, errlen, "out of memory for the gathered basis (k x d floats)");
+            return 1;
+        }
+    }
+    s->warm = calloc(cfg->k * s->w, sizeof *s->warm);
+    s->slice = calloc(cfg->k * s->w, sizeof *s->slice);
+    if (!s->warm || !s->slice) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    log_info("rank %d of %d (pid %ld): ingest %s, coordinates [%zu, %zu) of d = %zu", s->rank, s->size,
+             (long)getpid(), ep, s->c0, s->c1, cfg->d);
+    return 0;
+}
+
+static void s_teardown(sharded *s)
+{
+    s_free_held(s);
+    power_sharded_free(&s->p);
+    dps_accountant_destroy(&s->acc);
+    free(s->warm);
+    free(s->slice);
+    free(s->basis);
+}
+
+/* ----------------------------------------------------------------- loop */
+/* Rank 0: the next word for every rank, and the batch it names. */
+static void s_next(sharded *s, shard_cmd *cmd, held **mine)
+{
+    collector *c = s->c;
+    memset(cmd, 0, sizeof *cmd);
+    *mine = NULL;
+    while (!s_stop_signal && !collector_stop) {
+        zmq_pollitem_t items[3] = {{c->pull, 0, ZMQ_POLLIN, 0}, {c->xpub, 0, ZMQ_POLLIN, 0},
+                                   {c->rep, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 3, 100);
+        if (n < 0 && errno != EINTR) {
+            log_error("poll failed: %s", zmq_strerror(errno));
+            break;
+        }
+        if (n > 0 && (items[2].revents & ZMQ_POLLIN))
+            s_status(s);
+        if (n > 0 && (items[1].revents & ZMQ_POLLIN))
+            collector_subscriptions(c);
+        if (n > 0 && (items[0].revents & ZMQ_POLLIN)) {
+            held *h = malloc(sizeof *h);
+            if (h && s_receive(s, &h->wr)) {
+                cmd->kind = CMD_BATCH;
+                cmd->n = (uint32_t)h->wr.n;
+                cmd->seq = h->wr.seq;
+                cmd->stream = h->wr.stream;
+                snprintf(cmd->id, sizeof cmd->id, "%s", h->wr.producer_id);
+                *mine = h;
+                return;
+            }
+            free(h);
+        }
+        if (c->o.epoch_seconds > 0 && s->rows > 0 &&
+            net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
+            cmd->kind = CMD_CLOSE;
+            return;
+        }
+        if (c->o.exit_after && c->published >= c->o.exit_after) {
+            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c->published);
+            break;
+        }
+    }
+    cmd->kind = CMD_STOP;
+}
+
+int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp, int rank, int size)
+{
+    sharded s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.rank = rank;
+    s.size = size;
+    collector_config(&c->o, &c->led, cfg);
+    s.cfg = cfg;
+    pthread_mutex_init(&c->led_mu, NULL);
+    c->rel_seq = c->last_seq;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (c->o.seeded && rank == 0)
+        log_warn("SEEDED MODE (--seed): the noise is reproducible and NOT secure; every snapshot says so");
+    char err[4096] = "";
+    int code = s_setup(&s, kp, err, sizeof err);
+    if (code)
+        fprintf(stderr, "dps-collector: rank %d: %s\n", rank, err);
+    code = collector_sharded_agree(code);
+    /* the epoch numbering is the ledger's (rank 0's) */
+    uint64_t epoch = c->led.next_epoch;
+    MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    s.epoch = epoch;
+    size_t b = DPS_MIN(cfg->k + cfg->power_oversample, cfg->d);
+    if (!code) {
+        int rc = power_sharded_init(&s.p, MPI_COMM_WORLD, cfg->d, cfg->k, b, cfg->seeded, cfg->seed);
+        if (rc) {
+            if (rank == 0)
+                fprintf(stderr, "dps-collector: the sharded power iteration cannot start: %s\n", dps_strerror(rc));
+            code = 1;
+        }
+    }
+    if (code) {
+        s_teardown(&s);
+        return code;
+    }
+    c->started_ms = c->epoch_started_ms = net_now_ms();
+    if (rank == 0)
+        log_info("sharded over %d ranks: publish %s, status %s (%s); d=%zu k=%zu, epoch = %" PRIu64 " rows in "
+                 "blocks of the power iteration (%zu columns), rho %.4g per epoch, first epoch %" PRIu64 ", state %s",
+                 size, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
+                 cfg->d, cfg->k, s.n, b, cfg->rho_epoch, s.epoch, c->o.state_dir);
+    for (;;) {
+        shard_cmd cmd;
+        held *mine = NULL;
+        if (rank == 0)
+            s_next(&s, &cmd, &mine);
+        s_command(&s, &cmd);
+        int end = END_RELEASE;
+        if (cmd.kind == CMD_BATCH)
+            end = s_batch(&s, &cmd, mine);
+        else if (cmd.kind == CMD_CLOSE)
+            end = s_close(&s);
+        if (end == END_COMMIT_FAILED || cmd.kind == CMD_STOP)
+            break;
+    }
+    if (rank == 0) {
+        if (s.rows)
+            log_info("stopping: the open epoch's %" PRIu64 " rows are discarded (no budget was spent on them)", s.rows);
+        log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run; %" PRIu64
+                 " batches dropped (a rank without its slice), %" PRIu64 " slices refused on rank 0",
+                 s.rows_accepted, c->published, s.dropped, s.refused_slices);
+    }
+    if (c->ledger_failed && rank == 0)
+        log_error("stopped because the ledger could not be written (see above): nothing was released without "
+                  "its charge on disk; fix the state directory (%s) and start again", c->o.state_dir);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    log_info("rank %d: peak RSS %.1f MB; %.3f MB moved through MPI in %" PRIu64 " collective calls by the power "
+             "iteration", rank, (double)ru.ru_maxrss / 1024.0, (double)s.p.bytes_reduced / 1e6, s.p.collectives);
+    int failed = c->ledger_failed;
+    MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    code = failed ? 3 : s.dropped ? 4 : 0;
+    s_teardown(&s);
+    return code;
+}

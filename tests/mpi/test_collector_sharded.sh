@@ -1,0 +1,201 @@
+#!/bin/sh
+# test_collector_sharded.sh COLLECTOR PRODUCE GEN STATUS - the sharded
+# collector end to end (issue 15): `mpirun -np R dps-collector --sharded`
+# fed by `dps-produce --shards R`, R = 1 and 3, seeded; the two runs must
+# publish the same snapshots (the sharded release is one mechanism whatever
+# R: src/mpi/collector_sharded.c, power_sharded.h), near the truth, with the
+# ledger on rank 0; then what a user gets wrong: a producer that does not
+# split its rows, a producer split for another R, a slice that never comes,
+# --sharded with another aggregator.
+col=$1; produce=$2; gen=$3; status=$4
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
+tmp=$(mktemp -d); [ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT; echo "  (files in $tmp)"
+root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"  # Open MPI's dlopened components (test_mpi.sh)
+base=$((20000 + ($$ % 20000)))  # ports base .. base+3, base+10 .. : per run of this script
+mpi() { timeout 120 mpirun $root --oversubscribe -np "$@"; }
+# a collector of $1 ranks on ingest port $2 in state dir $3, more flags after
+# (run in the background: exec, so that its pid is timeout's, which passes
+# signals on to mpirun)
+collector() {
+  r=$1; port=$2; st=$3; d=${D:-301}; shift 3
+  exec timeout 120 mpirun $root --oversubscribe -np "$r" "$col" --sharded --d "$d" --k 4 --t 10 --m 200 --aggregator power --rho 1 --cap-rho 10 \
+    --state-dir "$st" --insecure-plaintext --ingest "tcp://127.0.0.1:$port" --publish "ipc://$st.pub" \
+    --status "ipc://$st.status" "$@"
+}
+# the collector's status endpoint answers (it is up)
+wait_up() {
+  for i in $(seq 1 100); do
+    "$status" --insecure-plaintext --connect "ipc://$1.status" --timeout 200 >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# dps-gen's generator at d = 301, k = 4: 4000 rows, two epochs of 2000
+"$gen" --d 301 --k 4 --n 4000 --seed 4 --out "$tmp/rows.npy" --basis "$tmp/truth.npy" >/dev/null || ko "dps-gen"
+
+# 1. R = 1 and R = 3, the same seed, the same rows in the same order (one producer)
+for r in 1 3; do
+  port=$((base + 10 * r))
+  collector "$r" "$port" "$tmp/s$r" --seed 7 --exit-after 2 >"$tmp/c$r.log" 2>&1 &
+  cpid=$!
+  wait_up "$tmp/s$r" || ko "the $r-rank collector did not come up: $(cat "$tmp/c$r.log")"
+  if "$produce" "$tmp/rows.npy" --insecure-plaintext --shards "$r" --connect "tcp://127.0.0.1:$port" \
+       --status "ipc://$tmp/s$r.status" >"$tmp/p$r.out" 2>&1; then ok
+  else ko "dps-produce --shards $r: $(cat "$tmp/p$r.out")"; kill -TERM "$cpid"; fi
+  grep -q "confirmed all 16 batches" "$tmp/p$r.out" && ok || ko "$r ranks: the drain did not confirm every batch: $(cat "$tmp/p$r.out")"
+  if wait "$cpid"; then ok; else ko "the $r-rank collector exited $?: $(cat "$tmp/c$r.log")"; fi
+  n=$(grep -c "kind=commit" "$tmp/s$r/ledger"); [ "$n" = 2 ] && ok || ko "$r ranks: $n commit lines, not 2"
+  sed 's/^/  /' "$tmp/c$r.log" | grep -E "released|stopped:"
+done
+# The two runs' snapshots: the entries and the sine between the spans (the
+# runs differ only in the order MPI sums, ~1e-16 relative, amplified by a
+# few eigenproblems: 1e-5 leaves decades; another noise draw would be ~0.1).
+# To the truth: each epoch's top-4 energy is about 2000 rows x 0.25 = 500 per
+# direction against the noise's spectral norm (sqrt 301 + sqrt 14) = 21 at
+# rho 1; a cold epoch of 3 blocks sees a third of the rows per step, so the
+# sine is about 21 / 167 = 0.13 cold and 21 / 500 = 0.04 warm: bound 0.3.
+# The ledger's and the snapshots' accounting: rho 1 and 2.
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY'
+import sys
+import numpy as np
+from dpsubspace.subscriber import Snapshot
+t = sys.argv[1]
+truth = np.linalg.qr(np.load(f"{t}/truth.npy").astype(np.float64).T)[0]
+def sine(qa, qb):
+    return np.linalg.norm(qb - qa @ (qa.T @ qb), 2)
+bad = []
+for e in (0, 1):
+    a, b = (Snapshot.from_bytes(open(f"{t}/s{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 3))
+    for s in (a, b):
+        if s.status != "released" or not s.seeded or s.rho_total != e + 1 or s.rho_epoch != 1:
+            bad.append(f"epoch {e}: {s.status} seeded {s.seeded} rho {s.rho_epoch} total {s.rho_total}")
+    qa, qb = (np.linalg.qr(s.basis.astype(np.float64).T)[0] for s in (a, b))
+    diff, s13, st = np.abs(a.basis - b.basis).max(), sine(qa, qb), sine(truth, qa)
+    print(f"  epoch {e}: 1 vs 3 ranks: largest entry difference {diff:.3g}, sine {s13:.3g}; sine to the truth {st:.3g}; "
+          f"noise level {a.noise_level:.3g} / {b.noise_level:.3g}", file=sys.stderr)
+    if not (diff < 1e-5 and s13 < 1e-5 and st < 0.3 and abs(a.noise_level - b.noise_level) < 1e-6):
+        bad.append(f"epoch {e}: diff {diff} sine {s13} to truth {st}")
+print("; ".join(bad) if bad else "ok")
+PY
+)
+[ "$res" = ok ] && ok || ko "1 vs 3 ranks: $res"
+
+# 1b. The Python ShardedProducer, 2 ranks: the same rows, the same seed, so
+#     the same snapshots as above (the same bound; its slices and endpoints
+#     follow the C library's rule, or the ranks would refuse them)
+port=$((base + 40))
+collector 2 "$port" "$tmp/s2" --seed 7 --exit-after 2 >"$tmp/c2.log" 2>&1 &
+cpid=$!
+wait_up "$tmp/s2" || ko "the 2-rank collector did not come up: $(cat "$tmp/c2.log")"
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" <<'PY' 2>&1
+import sys
+import numpy as np
+from dpsubspace import ShardedProducer
+from dpsubspace.producer import shard_endpoint, shard_slice
+t, port = sys.argv[1], int(sys.argv[2])
+assert shard_endpoint("tcp://127.0.0.1:7780", 2) == "tcp://127.0.0.1:7782" and shard_slice(301, 3, 2) == (201, 301)
+rows = np.load(f"{t}/rows.npy")
+with ShardedProducer(f"tcp://127.0.0.1:{port}", 301, 2, status_endpoint=f"ipc://{t}/s2.status", plaintext=True) as p:
+    for i in range(0, len(rows), 1000):  # in pieces: the batches are the same 256 rows as dps-produce's
+        p.send(rows[i:i + 1000])
+print("sent", p.batches_sent, p.parts[0].batches_taken)
+PY
+)
+[ "$res" = "sent 16 16" ] && ok || { ko "ShardedProducer: $res"; kill -TERM "$cpid"; }
+if wait "$cpid"; then ok; else ko "the 2-rank collector exited $?: $(cat "$tmp/c2.log")"; fi
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY'
+import sys
+import numpy as np
+from dpsubspace.subscriber import Snapshot
+t = sys.argv[1]
+worst = 0
+for e in (0, 1):
+    a, b = (Snapshot.from_bytes(open(f"{t}/s{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 2))
+    worst = max(worst, np.abs(a.basis - b.basis).max())
+print("ok" if worst < 1e-5 else f"largest entry difference {worst}")
+PY
+)
+[ "$res" = ok ] && ok || ko "Python producer, 2 ranks vs C producer, 1 rank: $res"
+
+# 2. A producer that does not split its rows, to a 2-rank collector: rank 0
+#    refuses its batches (whole rows are not its slice), the producer's drain
+#    hears it (exit 1: refused), nothing is used.  d = 300: both slices 150 wide
+"$gen" --d 300 --k 4 --n 600 --seed 5 --out "$tmp/rows300.npy" >/dev/null || ko "dps-gen d 300"
+port=$((base + 50))
+D=300 collector 2 "$port" "$tmp/s5" --shard-wait 1 >"$tmp/c5.log" 2>&1 &
+cpid=$!
+wait_up "$tmp/s5" || ko "the 2-rank collector did not come up: $(cat "$tmp/c5.log")"
+"$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 512 --connect "tcp://127.0.0.1:$port" \
+  --status "ipc://$tmp/s5.status" --drain-timeout 5000 >"$tmp/p5.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && ok || ko "an unsplit producer to 2 ranks exited 0: $(cat "$tmp/p5.out")"
+# 2b. split for 2 ranks but its parts sent to the wrong ranks (the same
+#     widths): each rank refuses a slice that is not its own, with a warning
+"$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 256 --shards 2 \
+  --connect "tcp://127.0.0.1:$((port + 1)),tcp://127.0.0.1:$port" \
+  --status "ipc://$tmp/s5.status" --drain-timeout 3000 >"$tmp/p5b.out" 2>&1
+[ $? != 0 ] && ok || ko "a producer with its parts swapped exited 0: $(cat "$tmp/p5b.out")"
+# 3. split for 3 ranks, to 2: no rank 2 to shake hands with (exit 6)
+"$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 512 --shards 3 --connect "tcp://127.0.0.1:$port" \
+  --status "ipc://$tmp/s5.status" --drain-timeout 5000 --wait-ready 2000 >"$tmp/p6.out" 2>&1
+[ $? != 0 ] && ok || ko "a 3-shard producer to 2 ranks exited 0: $(cat "$tmp/p6.out")"
+# 4. a slice that never comes: a producer whose second part goes to another
+#    PULL socket than rank 1's (the comma list names each part's endpoint) --
+#    rank 0 takes the first slice, rank 1 waits --shard-wait (1 s), and every
+#    rank drops the batch; the producer's drain hears it (refused)
+/usr/bin/python3 -c "
+import sys, zmq
+s = zmq.Context().socket(zmq.PULL); s.bind(sys.argv[1]); s.RCVTIMEO = 20000
+try:
+    while True: s.recv()
+except zmq.Again: pass" "tcp://127.0.0.1:$((port + 7))" &
+sink=$!
+"$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 256 --shards 2 \
+  --connect "tcp://127.0.0.1:$port,tcp://127.0.0.1:$((port + 7))" \
+  --status "ipc://$tmp/s5.status" --drain-timeout 5000 >"$tmp/p7.out" 2>&1
+[ $? != 0 ] && ok || ko "a producer whose second slice went astray exited 0: $(cat "$tmp/p7.out")"
+kill "$sink" 2>/dev/null
+"$status" --insecure-plaintext --connect "ipc://$tmp/s5.status" --json >"$tmp/st5.json" 2>&1 || ko "dps-status: $(cat "$tmp/st5.json")"
+# stop it as an operator would: SIGTERM to rank 0, which tells the others;
+# exit 4: batches were lost (the dropped one)
+kill -TERM "$(sed -n 's/.*rank 0 of 2 (pid \([0-9]*\)).*/\1/p' "$tmp/c5.log")" 2>/dev/null
+wait "$cpid"
+crc=$?
+[ "$crc" = 4 ] && ok || ko "the collector exited $crc after dropping a batch, not 4"
+grep -q "stopped:" "$tmp/c5.log" && ok || ko "the collector did not stop cleanly: $(cat "$tmp/c5.log")"
+res=$(/usr/bin/python3 - "$tmp/st5.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = s["counters"]
+print(f"{s['rows_accepted']} {c['slices_refused']} {c['batches_dropped_slice_missing']}")
+PY
+)
+echo "  2 ranks, wrong producers: rows accepted, slices refused, batches dropped: $res (collector exit $crc)"
+set -- $res
+[ "$1" = 0 ] && ok || ko "rows of wrong producers were used: $res"
+[ "${2:-0}" -ge 3 ] && ok || ko "the unsplit and swapped batches were not refused on rank 0: $res"
+[ "${3:-0}" -ge 1 ] && ok || ko "the batch without its second slice was not dropped: $res"
+grep -q "dropped on every rank" "$tmp/c5.log" && ok || ko "no warning for the dropped batch: $(cat "$tmp/c5.log")"
+grep -q "not this rank's" "$tmp/c5.log" && ok || ko "no warning for a slice of the wrong shape"
+[ ! -s "$tmp/s5/ledger" ] && ok || ko "the ledger was charged without an epoch"
+
+# 5. --sharded with another aggregator: a usage error before MPI starts
+mpi 1 "$col" --sharded --d 301 --k 4 --aggregator reference --rho 1 --cap-rho 10 --state-dir "$tmp/s8" \
+  --insecure-plaintext >"$tmp/c8.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "power" "$tmp/c8.log" && ok || ko "--sharded --aggregator reference: exit $rc: $(cat "$tmp/c8.log")"
+
+# 6. ranks' ingest ports on the publish or status port: refused, said why (exit 2)
+port=$((base + 70))
+mpi 2 "$col" --sharded --d 301 --k 4 --aggregator power --rho 1 --cap-rho 10 --state-dir "$tmp/s9" \
+  --insecure-plaintext --ingest "tcp://127.0.0.1:$port" --publish "tcp://127.0.0.1:$((port + 1))" >"$tmp/c9.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "rank 1's ingest endpoint .* is also the --publish endpoint" "$tmp/c9.log" && ok ||
+  ko "an ingest port on the publish port: exit $rc: $(cat "$tmp/c9.log")"
+
+echo "sharded collector: $pass passed, $fail failed"
+[ "$fail" = 0 ]
