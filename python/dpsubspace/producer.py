@@ -422,9 +422,13 @@ class ShardedProducer:
             raise
 
     def send(self, rows):
-        """Split rows (numpy or torch, (n, dim) or (dim,)) by coordinate and queue each part's slice."""
+        """Split rows (numpy or torch, (n, dim) or (dim,)) by coordinate and queue each part's slice, a batch's
+        worth at a time for every part in turn (as the C producer): a part that sent many batches ahead of the
+        others would leave the ranks waiting for slices still unsent (--shard-wait drops them)."""
         a = _as_rows(rows, self.dim)
-        self._each(lambda r, part: part.send(a[:, self._cols[r][0]:self._cols[r][1]]))
+        b = self.parts[0].batch_rows
+        for i in range(0, a.shape[0], b):
+            self._each(lambda r, part: part.send(a[i:i + b, self._cols[r][0]:self._cols[r][1]]))
 
     def flush(self):
         self._each(lambda r, part: part.flush())
@@ -449,10 +453,12 @@ class ShardedProducer:
             if not self._failed:
                 for part in self.parts[1:]:
                     part.flush()
-            self.parts[0].close()
         finally:
-            for part in self.parts[1:]:
-                part.close()
+            try:
+                self.parts[0].close()
+            finally:
+                for part in self.parts[1:]:
+                    part.close()
 
     def __enter__(self):
         return self
@@ -460,3 +466,9 @@ class ShardedProducer:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
             self.close()
+            return
+        try:  # an exception is already on its way: do not replace it (Producer's rule)
+            self.close()
+        except UnconfirmedBatchesError as e:
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"and on closing the producer: {e}")

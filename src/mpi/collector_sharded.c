@@ -75,6 +75,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#define SHARD_USER_MAX 128   /* a ZAP User-Id (a key's name) kept with a slice  */
+#define SHARD_HELD_MAX 4096  /* slices a rank holds before it stops reading (libzmq's queue holds the rest) */
+
 /* Rank 0's word to every rank (broadcast as bytes). */
 enum { CMD_BATCH = 1, CMD_CLOSE = 2, CMD_STOP = 3 };
 typedef struct {
@@ -82,6 +85,7 @@ typedef struct {
     uint32_t n;      /* BATCH: its rows; STOP: the exit code */
     uint64_t seq, stream;
     char id[WIRE_MAX_PRODUCER_ID + 1];
+    char user[SHARD_USER_MAX]; /* the batch's CURVE key name on rank 0 ("" in plaintext) */
 } shard_cmd;
 
 /* An epoch's end as rank 0 decided it (broadcast). */
@@ -90,6 +94,8 @@ enum { END_RELEASE = 0, END_REFUSED = 1, END_COMMIT_FAILED = 2 };
 /* A batch this rank received and has not used yet. */
 typedef struct held {
     wire_rows wr;
+    char user[SHARD_USER_MAX]; /* the CURVE key it came with ("" in plaintext) */
+    uint64_t received_ms;
     struct held *next;
 } held;
 
@@ -109,7 +115,7 @@ typedef struct {
     float *basis;             /* rank 0: k x d, the gathered basis */
     double sv[64];            /* the last Y's top-k singular values (k <= 64 here) */
     dps_accountant *acc;      /* rank 0 */
-    uint64_t rows_accepted, dropped, refused_slices;
+    uint64_t rows_accepted, dropped, refused_slices, expired;
     uint64_t epoch_bytes, epoch_calls; /* p's counts when the epoch began (the benchmark's line) */
 } sharded;
 
@@ -145,11 +151,12 @@ static int s_slice_ok(const sharded *s, const wire_rows *wr)
     return wr->shards == (uint32_t)s->size && wr->shard == (uint32_t)s->rank && wr->full_dim == s->cfg->d;
 }
 
-/* One message from this rank's socket, decoded and checked: 1 and *out
+/* One message from this rank's socket, decoded and checked: 1 and h
    filled, 0 if none was waiting (or it was refused: counted, logged). */
-static int s_receive(sharded *s, wire_rows *out)
+static int s_receive(sharded *s, held *h)
 {
     collector *c = s->c;
+    wire_rows *out = &h->wr;
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, c->pull, ZMQ_DONTWAIT) < 0) {
@@ -157,6 +164,8 @@ static int s_receive(sharded *s, wire_rows *out)
         return 0;
     }
     const char *user = zmq_msg_gets(&msg, "User-Id");
+    snprintf(h->user, sizeof h->user, "%s", user ? user : "");
+    h->received_ms = net_now_ms();
     int revoked = c->zap && !zap_allowed(c->zap, "ingest", user);
     wire_reject r = revoked ? WIRE_OK : wire_rows_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), s->w, out);
     zmq_msg_close(&msg);
@@ -164,7 +173,17 @@ static int s_receive(sharded *s, wire_rows *out)
         c->revoked++;
         return 0;
     }
-    if (r == WIRE_OK && !s_slice_ok(s, out)) {
+    char id[WIRE_MAX_PRODUCER_ID + 1]; /* the refusal is counted for it after the batch is released */
+    snprintf(id, sizeof id, "%s", out->producer_id);
+    if (r == WIRE_OK && s->size > 1 && out->stream == 0) {
+        /* a slice pairs with its row's other slices by (id, stream, seq, key): a
+           producer must name its stream (at random), or two producers under
+           one id could have their slices paired into one row */
+        log_warn("rank %d: a batch of %s names no stream: refused (a sharded producer draws one at random)",
+                 s->rank, id);
+        wire_rows_release(out);
+        r = WIRE_DIM;
+    } else if (r == WIRE_OK && !s_slice_ok(s, out)) {
         log_warn("rank %d: a batch of %s is shard %" PRIu32 " of %" PRIu32 " of rows of %" PRIu32 " coordinates, "
                  "not this rank's (%d of %d, d = %zu): refused (is the producer's --shards %d?)",
                  s->rank, out->producer_id, out->shard, out->shards, out->full_dim, s->rank, s->size, s->cfg->d,
@@ -176,21 +195,46 @@ static int s_receive(sharded *s, wire_rows *out)
         c->rejected[r]++;
         s->refused_slices++;
         if (s->rank == 0)
-            ptable_refused(&c->producers, out->producer_id, net_now_ms());
+            ptable_refused(&c->producers, id, net_now_ms());
         log_debug("rank %d: batch refused: %s", s->rank, wire_reject_name(r));
         return 0;
     }
     return 1;
 }
 
-/* Receive everything waiting into the held list (workers). */
+/* Drop held slices older than 4 --shard-wait: rank 0 did not announce their
+   batch in that time, so it never will (it refused its part, or a producer
+   sent only some parts); counted, logged. */
+static void s_expire_held(sharded *s)
+{
+    uint64_t now = net_now_ms(), age = (uint64_t)(4 * 1000 * s->c->o.shard_wait);
+    for (held **pp = &s->first; *pp;) {
+        held *h = *pp;
+        if (now - h->received_ms <= age) {
+            pp = &h->next;
+            continue;
+        }
+        log_warn("rank %d: a slice of batch %" PRIu64 " of %s was never asked for by rank 0: dropped", s->rank,
+                 h->wr.seq, h->wr.producer_id);
+        *pp = h->next;
+        s->held_count--;
+        s->expired++;
+        wire_rows_release(&h->wr);
+        free(h);
+    }
+}
+
+/* Receive what is waiting into the held list (workers), up to
+   SHARD_HELD_MAX slices: the rest waits in libzmq's queue (its producers
+   block), so memory stays bounded whatever is sent to a worker's port. */
 static void s_hold_waiting(sharded *s)
 {
-    for (;;) {
+    s_expire_held(s);
+    while (s->held_count < SHARD_HELD_MAX) {
         held *h = malloc(sizeof *h);
         if (!h) /* not taken now: it stays in libzmq's queue, read later */
             return;
-        if (!s_receive(s, &h->wr)) {
+        if (!s_receive(s, h)) {
             free(h);
             return;
         }
@@ -207,7 +251,8 @@ static held *s_take_held(sharded *s, const shard_cmd *cmd)
     held *found = NULL;
     for (held **pp = &s->first; *pp;) {
         held *h = *pp;
-        int same = h->wr.stream == cmd->stream && strcmp(h->wr.producer_id, cmd->id) == 0;
+        int same = h->wr.stream == cmd->stream && strcmp(h->wr.producer_id, cmd->id) == 0 &&
+                   strcmp(h->user, cmd->user) == 0;
         if (same && (h->wr.seq == cmd->seq || h->wr.seq < cmd->seq)) {
             *pp = h->next;
             s->held_count--;
@@ -346,6 +391,9 @@ static int s_close(sharded *s)
     info.public_seed = cfg->public_seed;
     info.reason = "";
     info.delta_target = cfg->cap.delta_target > 0 ? cfg->cap.delta_target : 1e-5;
+    /* An error of the epoch's steps does not spare the charge: whether it
+       happened may depend on the rows (an eigensolver's failure), so the
+       charge must not (estimator.c's rule: charged, then published FAILED). */
     int end = s->rank == 0 ? s_decide(s, &info) : END_RELEASE;
     MPI_Bcast(&end, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int rc = DPS_OK;
@@ -489,6 +537,7 @@ static void s_status(sharded *s)
     st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
     struct { const char *name; uint64_t v; } counts[] = {
         {"batches_dropped_slice_missing", s->dropped}, {"slices_refused", s->refused_slices},
+        {"slices_expired", s->expired},
         {"rows_nan", s->p.rows_nan}, {"rows_inf", s->p.rows_inf}, {"rows_zero", s->p.rows_zero},
     };
     for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
@@ -503,6 +552,18 @@ static void s_status(sharded *s)
         free(buf);
     } else {
         zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
+    }
+}
+
+/* Every request waiting: questions from producers that gave up waiting
+   (while an epoch closed) are answered first, in order, then the live ones. */
+static void s_status_all(sharded *s)
+{
+    for (int i = 0; i < 64; i++) {
+        zmq_pollitem_t st = {s->c->rep, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&st, 1, 0) <= 0)
+            break;
+        s_status(s);
     }
 }
 
@@ -618,17 +679,18 @@ static void s_next(sharded *s, shard_cmd *cmd, held **mine)
             break;
         }
         if (n > 0 && (items[2].revents & ZMQ_POLLIN))
-            s_status(s);
+            s_status_all(s);
         if (n > 0 && (items[1].revents & ZMQ_POLLIN))
             collector_subscriptions(c);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN)) {
             held *h = malloc(sizeof *h);
-            if (h && s_receive(s, &h->wr)) {
+            if (h && s_receive(s, h)) {
                 cmd->kind = CMD_BATCH;
                 cmd->n = (uint32_t)h->wr.n;
                 cmd->seq = h->wr.seq;
                 cmd->stream = h->wr.stream;
                 snprintf(cmd->id, sizeof cmd->id, "%s", h->wr.producer_id);
+                snprintf(cmd->user, sizeof cmd->user, "%s", h->user);
                 *mine = h;
                 return;
             }
@@ -641,6 +703,13 @@ static void s_next(sharded *s, shard_cmd *cmd, held **mine)
         }
         if (c->o.exit_after && c->published >= c->o.exit_after) {
             log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c->published);
+            /* a producer whose last batch closed the epoch asks for its count
+               now: answer for a moment before the endpoint goes */
+            for (uint64_t until = net_now_ms() + 500; net_now_ms() < until;) {
+                zmq_pollitem_t st = {c->rep, 0, ZMQ_POLLIN, 0};
+                if (zmq_poll(&st, 1, 50) > 0)
+                    s_status_all(s);
+            }
             break;
         }
     }
@@ -714,6 +783,9 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run; %" PRIu64
                  " batches dropped (a rank without its slice), %" PRIu64 " slices refused on rank 0",
                  s.rows_accepted, c->published, s.dropped, s.refused_slices);
+    if (s.expired) /* each worker logs its own; rank 0's count is 0 */
+        log_warn("rank %d: %" PRIu64 " slices expired unasked (their batch never reached rank 0, or was refused "
+                 "there)", rank, s.expired);
     }
     if (c->ledger_failed && rank == 0)
         log_error("stopped because the ledger could not be written (see above): nothing was released without "

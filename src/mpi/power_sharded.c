@@ -17,12 +17,15 @@
 enum { POWER_SHARDED_BLOCK = 1024, POWER_SHARDED_ROWS = 32, POWER_SHARDED_TILE = 1024 };
 
 /* A named stream's index: (epoch, step, column, block) in 21 + 10 + 12 + 21
-   bits, so no two draws of a run share a stream: blocks < 2^21 (d <= 2^31),
-   columns < 2^12 (b <= POWER_SHARDED_MAX_B), steps of an epoch < 2^10
-   (POWER_SHARDED_MAX_STEPS), epochs < 2^21. */
+   bits, so no two draws within 2^21 epochs share a stream: blocks < 2^21
+   (d <= 2^31), columns < 2^12 (b <= POWER_SHARDED_MAX_B), steps of an epoch
+   < 2^10 (POWER_SHARDED_MAX_STEPS); the epoch is taken mod 2^21, so epochs
+   2^21 apart share the public start's directions (public randomness: only
+   the start, no privacy role) and, seeded (tests only, not secure), their
+   noise. */
 static uint64_t s_index(uint64_t epoch, uint64_t step, uint64_t column)
 {
-    return epoch << 43 | step << 33 | column << 21;
+    return (epoch & (((uint64_t)1 << 21) - 1)) << 43 | step << 33 | column << 21;
 }
 
 void power_sharded_free(power_sharded *p)
@@ -212,7 +215,7 @@ static int s_orthonormalise(power_sharded *p)
 int power_sharded_start(power_sharded *p, const float *warm_slice, uint64_t public_seed, uint64_t epoch)
 {
     size_t b = p->b, w = p->w;
-    int rc = epoch < ((uint64_t)1 << 21) ? DPS_OK : DPS_EINVAL; /* s_index's bits */
+    int rc = DPS_OK;
     memset(p->Y, 0, b * w * sizeof *p->Y);
     for (size_t j = 0; j < b && !rc; j++) /* every column drawn, warm or not: the public draws' use is fixed */
         rc = s_add_named(p, p->Y + j * w, 1.0, public_seed, "power-start", s_index(epoch, 0, j));

@@ -88,7 +88,7 @@ PY
 #     the same snapshots as above (the same bound; its slices and endpoints
 #     follow the C library's rule, or the ranks would refuse them)
 port=$((base + 40))
-collector 2 "$port" "$tmp/s2" --seed 7 --exit-after 2 >"$tmp/c2.log" 2>&1 &
+collector 2 "$port" "$tmp/s2" --seed 7 --exit-after 2 --shard-wait 5 >"$tmp/c2.log" 2>&1 &
 cpid=$!
 wait_up "$tmp/s2" || ko "the 2-rank collector did not come up: $(cat "$tmp/c2.log")"
 res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" <<'PY' 2>&1
@@ -99,9 +99,11 @@ from dpsubspace.producer import shard_endpoint, shard_slice
 t, port = sys.argv[1], int(sys.argv[2])
 assert shard_endpoint("tcp://127.0.0.1:7780", 2) == "tcp://127.0.0.1:7782" and shard_slice(301, 3, 2) == (201, 301)
 rows = np.load(f"{t}/rows.npy")
-with ShardedProducer(f"tcp://127.0.0.1:{port}", 301, 2, status_endpoint=f"ipc://{t}/s2.status", plaintext=True) as p:
-    for i in range(0, len(rows), 1000):  # in pieces: the batches are the same 256 rows as dps-produce's
-        p.send(rows[i:i + 1000])
+# one send of every row, a queue of one batch: the parts must take turns batch
+# by batch (a part far ahead would leave rank 1 waiting for slices not sent)
+with ShardedProducer(f"tcp://127.0.0.1:{port}", 301, 2, status_endpoint=f"ipc://{t}/s2.status", plaintext=True,
+                     sndhwm=1) as p:
+    p.send(rows)  # the batches are the same 256 rows as dps-produce's
 print("sent", p.batches_sent, p.parts[0].batches_taken)
 PY
 )
@@ -160,6 +162,27 @@ sink=$!
 [ $? != 0 ] && ok || ko "a producer whose second slice went astray exited 0: $(cat "$tmp/p7.out")"
 kill "$sink" 2>/dev/null
 "$status" --insecure-plaintext --connect "ipc://$tmp/s5.status" --json >"$tmp/st5.json" 2>&1 || ko "dps-status: $(cat "$tmp/st5.json")"
+[ ! -s "$tmp/s5/ledger" ] && ok || ko "the ledger was charged without an epoch"
+# 4b. A large send from the Python ShardedProducer (20 000 rows, 24 MB: more
+#     than loopback's buffers hold) with a queue of one batch: its parts take
+#     turns batch by batch, so no slice waits for another part's backlog and
+#     nothing is dropped (were part 0 to send all its batches first, rank 1
+#     would wait --shard-wait, 1 s here, for each and drop it)
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" <<'PY' 2>&1
+import sys
+import numpy as np
+from dpsubspace import ShardedProducer
+from dpsubspace.status import query_status
+t, port = sys.argv[1], int(sys.argv[2])
+rows = np.random.default_rng(3).standard_normal((20000, 300)).astype(np.float32)
+with ShardedProducer(f"tcp://127.0.0.1:{port}", 300, 2, status_endpoint=f"ipc://{t}/s5.status", plaintext=True,
+                     sndhwm=1) as p:
+    p.send(rows)
+st = query_status(f"ipc://{t}/s5.status", 5000, plaintext=True)
+print(st["rows_accepted"], st["counters"]["batches_dropped_slice_missing"])
+PY
+)
+[ "$res" = "20000 1" ] && ok || ko "a large send from ShardedProducer: rows accepted, batches dropped: $res"
 # stop it as an operator would: SIGTERM to rank 0, which tells the others;
 # exit 4: batches were lost (the dropped one)
 kill -TERM "$(sed -n 's/.*rank 0 of 2 (pid \([0-9]*\)).*/\1/p' "$tmp/c5.log")" 2>/dev/null
@@ -181,7 +204,6 @@ set -- $res
 [ "${3:-0}" -ge 1 ] && ok || ko "the batch without its second slice was not dropped: $res"
 grep -q "dropped on every rank" "$tmp/c5.log" && ok || ko "no warning for the dropped batch: $(cat "$tmp/c5.log")"
 grep -q "not this rank's" "$tmp/c5.log" && ok || ko "no warning for a slice of the wrong shape"
-[ ! -s "$tmp/s5/ledger" ] && ok || ko "the ledger was charged without an epoch"
 
 # 5. --sharded with another aggregator: a usage error before MPI starts
 mpi 1 "$col" --sharded --d 301 --k 4 --aggregator reference --rho 1 --cap-rho 10 --state-dir "$tmp/s8" \
