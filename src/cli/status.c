@@ -72,6 +72,10 @@ static const struct {
     {"credit_waits", "credit requests that got nothing new: the ingest buffer was full, the producer waits"},
     {"credit_reclaimed", "batches of credit taken back unused (a producer done, disconnected or silent 10 s)"},
     {"credit_overruns", "batches a producer sent beyond its credit (an old producer, or a stale grant)"},
+    {"batches_dropped_slice_missing", "sharded collector: batches dropped on every rank because some rank did not get "
+                                      "its slice within --shard-wait"},
+    {"slices_refused", "sharded collector: batches rank 0 refused (whole rows, another rank's slice, no stream)"},
+    {"slices_expired", "sharded collector: slices a rank held that rank 0 never asked for (that rank's count)"},
 };
 
 static const char *s_what(const char *name)

@@ -219,5 +219,5 @@ rc=$?
 [ "$rc" = 2 ] && grep -q "rank 1's ingest endpoint .* is also the --publish endpoint" "$tmp/c9.log" && ok ||
   ko "an ingest port on the publish port: exit $rc: $(cat "$tmp/c9.log")"
 
-echo "sharded collector: $pass passed, $fail failed"
+echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
