@@ -76,6 +76,19 @@ typedef struct {
                                 shard r sent to dps_shard_endpoint(endpoint, r), all
                                 with one id and one stream; status_endpoint is rank
                                 0's, which confirms a batch once every rank took it */
+    size_t full_dim;         /* 0 (default): the rows are whole.  > 0: this producer
+                                holds only shard `shard` of rows of full_dim
+                                coordinates (an FSDP/ZeRO training rank's own
+                                parameters' gradients): dim is that shard's width
+                                (dps_shard_slice(full_dim, shards, shard)), sent to
+                                dps_shard_endpoint(endpoint, shard).  The R producers
+                                of one stream of rows must share producer_id, stream
+                                and batch_rows and send the same rows in the same
+                                order; only shard 0's gives status_endpoint */
+    size_t shard;
+    uint64_t stream;         /* with full_dim: the stream the R producers share
+                                (nonzero, drawn at random once, e.g. by the job's
+                                rank 0 and broadcast) */
 } dps_producer_opts;
 
 typedef struct dps_producer dps_producer;

@@ -74,7 +74,7 @@ class Producer:
 
     def __init__(self, endpoint, dim, batch_rows=256, producer_id=None, server_public_key=None,
                  public_key=None, secret_key=None, plaintext=False, sndhwm=64, linger_ms=30000,
-                 status_endpoint=None, status_timeout_ms=10000, _shard=None):
+                 status_endpoint=None, status_timeout_ms=10000, shard=None):
         if producer_id is None:  # unique: the collector's per-producer counts are ours alone
             producer_id = f"python-{os.getpid()}-{os.urandom(4).hex()}"
         self._sec = dict(server_public_key=server_public_key, public_key=public_key, secret_key=secret_key,
@@ -89,8 +89,20 @@ class Producer:
         self._credit = None  # None: not known yet; True: the collector grants credit; False: send without
         self._credit_end = self._ahead = 0  # we may send every seq below _credit_end; batches asked next
         self._creq = None  # REQ socket to the status endpoint, kept for credit questions
-        self._shard = _shard  # a ShardedProducer's part: (shard, shards, full_dim, stream); None: whole rows
-        if _shard is not None and status_endpoint is None:
+        # shard: (r, R, full_dim, stream) when this producer holds only shard r of rows of full_dim
+        # coordinates (an FSDP/ZeRO rank's own gradients, or a ShardedProducer's part): dim is that shard's
+        # width (shard_slice), sent to shard_endpoint(endpoint, r); the R producers of one stream share
+        # producer_id, stream (nonzero) and batch_rows, send the same rows in the same order, and only shard
+        # 0's gives status_endpoint.  None: whole rows.
+        self._shard = shard
+        if shard is not None:
+            r, nr, full, stream = shard
+            if not (1 < nr <= full and 0 <= r < nr and stream and producer_id is not None
+                    and dim == shard_slice(full, nr, r)[1] - shard_slice(full, nr, r)[0]):
+                raise ValueError(f"shard {shard}: needs 0 <= r < R, 1 < R <= full_dim, a nonzero stream, a "
+                                 f"producer_id shared by the R producers, and dim = shard r's width")
+            endpoint = shard_endpoint(endpoint, r)
+        if shard is not None and status_endpoint is None:
             self._checked = True  # a part after the first: rank 0 (the first part's) answers for all
         if dim <= 0 or batch_rows <= 0:
             raise ValueError("dim and batch_rows must be positive")
@@ -116,7 +128,7 @@ class Producer:
         self._mon = self._sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._ready = self._refused = False
         self._sock.connect(endpoint)
-        if not status_endpoint and _shard is None:
+        if not status_endpoint and shard is None:
             warnings.warn(f"Producer to {endpoint} without status_endpoint: nobody can confirm that the collector "
                           "took the rows (rows still queued when the producer closes can be lost unnoticed); "
                           "give the collector's status endpoint", UserWarning, stacklevel=2)
@@ -395,7 +407,7 @@ class ShardedProducer:
             raise ValueError(f"shards must be in 1..dim (got {shards} for dim {dim})")
         if producer_id is None:
             producer_id = f"python-{os.getpid()}-{os.urandom(4).hex()}"
-        stream = int.from_bytes(os.urandom(8), "little")
+        stream = int.from_bytes(os.urandom(8), "little") | 1  # nonzero: a sharded batch must name its stream
         self.dim, self.shards, self.producer_id = dim, shards, producer_id
         self._cols = [shard_slice(dim, shards, r) for r in range(shards)]
         self._failed = False
@@ -403,8 +415,8 @@ class ShardedProducer:
         try:
             for r, (c0, c1) in enumerate(self._cols):
                 shard = (r, shards, dim, stream) if shards > 1 else None
-                self.parts.append(Producer(shard_endpoint(endpoint, r), c1 - c0, producer_id=producer_id,
-                                           status_endpoint=status_endpoint if r == 0 else None, _shard=shard, **kw))
+                self.parts.append(Producer(endpoint, c1 - c0, producer_id=producer_id,
+                                           status_endpoint=status_endpoint if r == 0 else None, shard=shard, **kw))
         except BaseException:
             for part in self.parts:
                 part.linger_ms = 0

@@ -96,9 +96,20 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
 {
     if (!out || !o || !o->endpoint || o->dim == 0 || o->batch_rows == 0 || o->sndhwm < 1)
         return DPS_EINVAL;
-    if (o->shards > 1)
+    if (o->shards > 1 && !o->full_dim)
         return s_sharded_new(out, o);
     *out = NULL;
+    char shard_ep[512];
+    const char *endpoint = o->endpoint;
+    if (o->full_dim) { /* one shard of rows held elsewhere in whole (see dpsubspace_net.h) */
+        size_t c0, c1;
+        dps_shard_slice(o->full_dim, o->shards, o->shard, &c0, &c1);
+        if (o->shards < 2 || o->shard >= o->shards || o->full_dim < o->shards || o->full_dim > UINT32_MAX ||
+            o->dim != c1 - c0 || o->stream == 0 || !o->producer_id ||
+            dps_shard_endpoint(o->endpoint, o->shard, shard_ep, sizeof shard_ep) != DPS_OK)
+            return DPS_EINVAL;
+        endpoint = shard_ep;
+    }
     if (o->producer_id && strlen(o->producer_id) > WIRE_MAX_PRODUCER_ID)
         return DPS_EINVAL;
     if (o->batch_rows > SIZE_MAX / 4 / o->dim)
@@ -135,7 +146,7 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
     if (!rc && !(p->sock = zmq_socket(p->ctx, ZMQ_PUSH)))
         rc = DPS_ENET;
     if (!rc)
-        rc = net_client_security(p->sock, o->endpoint, &o->sec);
+        rc = net_client_security(p->sock, endpoint, &o->sec);
     int one = 1, hwm = o->sndhwm, slice = 200;
     if (!rc && (zmq_setsockopt(p->sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
                 zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
@@ -143,12 +154,16 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
         rc = DPS_ENET;
     if (!rc)
         rc = net_monitor_start(p->ctx, p->sock, &p->mon, 0);
-    if (!rc && zmq_connect(p->sock, o->endpoint) != 0)
+    if (!rc && zmq_connect(p->sock, endpoint) != 0)
         rc = DPS_ENET;
     if (rc) {
         p->linger_ms = 0;
         dps_producer_destroy(&p);
         return rc;
+    }
+    if (o->full_dim) {
+        p->shard = (wire_shard){(uint32_t)o->shard, (uint32_t)o->shards, (uint32_t)o->full_dim, o->stream};
+        p->sharded = &p->shard;
     }
     *out = p;
     return DPS_OK;
@@ -167,7 +182,7 @@ static int s_sharded_new(dps_producer **out, const dps_producer_opts *o)
     p->parts = o->shards;
     dps_rng *r = NULL;
     int rc = dps_rng_new_secure(&r);
-    uint64_t stream = rc ? 0 : dps_rng_u64(r);
+    uint64_t stream = rc ? 0 : dps_rng_u64(r) | 1; /* nonzero: the collector refuses a sharded batch without */
     if (o->producer_id)
         snprintf(p->id, sizeof p->id, "%s", o->producer_id);
     else if (!rc)
@@ -182,22 +197,16 @@ static int s_sharded_new(dps_producer **out, const dps_producer_opts *o)
                                                                      : malloc(o->batch_rows * (c1 - c0) * sizeof(float));
     if (!rc && (!p->part || !p->split))
         rc = DPS_ENOMEM;
-    for (size_t s = 0; s < o->shards && !rc; s++) {
-        char ep[512];
+    for (size_t s = 0; s < o->shards && !rc; s++) { /* each part: a producer of one shard (full_dim) */
         dps_producer_opts po = *o;
         dps_shard_slice(o->dim, o->shards, s, &c0, &c1);
-        rc = dps_shard_endpoint(o->endpoint, s, ep, sizeof ep);
-        po.endpoint = ep;
         po.dim = c1 - c0;
-        po.shards = 0;
+        po.full_dim = o->dim;
+        po.shard = s;
+        po.stream = stream;
         po.producer_id = p->id;
         po.status_endpoint = s == 0 ? o->status_endpoint : NULL;
-        if (!rc)
-            rc = dps_producer_new(&p->part[s], &po);
-        if (!rc) {
-            p->part[s]->shard = (wire_shard){(uint32_t)s, (uint32_t)o->shards, (uint32_t)o->dim, stream};
-            p->part[s]->sharded = &p->part[s]->shard;
-        }
+        rc = dps_producer_new(&p->part[s], &po);
     }
     if (rc) {
         dps_producer_destroy(&p);

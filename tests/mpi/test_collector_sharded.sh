@@ -123,6 +123,49 @@ PY
 )
 [ "$res" = ok ] && ok || ko "Python producer, 2 ranks vs C producer, 1 rank: $res"
 
+# 1c. Producers that each hold only their shard (FSDP/ZeRO training: rank r
+#     has its parameters' gradients only): two processes, Producer(shard=(r,
+#     2, 301, stream)) with a shared id and stream; the same rows, so the same
+#     snapshots again
+port=$((base + 60))
+collector 2 "$port" "$tmp/s4" --seed 7 --exit-after 2 --shard-wait 5 >"$tmp/c4.log" 2>&1 &
+cpid=$!
+wait_up "$tmp/s4" || ko "the 2-rank collector did not come up: $(cat "$tmp/c4.log")"
+fsdp() {
+  PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" "$1" <<'PY' 2>&1
+import sys
+import numpy as np
+from dpsubspace import Producer
+from dpsubspace.producer import shard_slice
+t, port, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+c0, c1 = shard_slice(301, 2, r)
+rows = np.load(f"{t}/rows.npy")[:, c0:c1]  # this rank's parameters' gradients only
+with Producer(f"tcp://127.0.0.1:{port}", c1 - c0, producer_id="fsdp-job-1", shard=(r, 2, 301, 0x5eed),
+              status_endpoint=f"ipc://{t}/s4.status" if r == 0 else None, plaintext=True) as p:
+    p.send(rows)
+print("sent", p.batches_sent, p.batches_taken if r == 0 else "")
+PY
+}
+fsdp 1 >"$tmp/f1.out" &
+fpid=$!
+res=$(fsdp 0)
+wait "$fpid"
+[ "$res" = "sent 16 16" ] && ok || { ko "FSDP-style producers: $res $(cat "$tmp/f1.out")"; kill -TERM "$cpid"; }
+if wait "$cpid"; then ok; else ko "the 2-rank collector exited $?: $(cat "$tmp/c4.log")"; fi
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY'
+import sys
+import numpy as np
+from dpsubspace.subscriber import Snapshot
+t = sys.argv[1]
+worst = 0
+for e in (0, 1):
+    a, b = (Snapshot.from_bytes(open(f"{t}/s{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 4))
+    worst = max(worst, np.abs(a.basis - b.basis).max())
+print("ok" if worst < 1e-5 else f"largest entry difference {worst}")
+PY
+)
+[ "$res" = ok ] && ok || ko "FSDP-style producers, 2 ranks vs whole rows, 1 rank: $res"
+
 # 2. A producer that does not split its rows, to a 2-rank collector: rank 0
 #    refuses its batches (whole rows are not its slice), the producer's drain
 #    hears it (exit 1: refused), nothing is used.  d = 300: both slices 150 wide

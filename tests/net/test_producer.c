@@ -376,6 +376,89 @@ static void s_test_from_epoch(const char *dir)
     CHECK(dps_subscriber_set_from_epoch(NULL, 1) == DPS_EINVAL, "set_from_epoch(NULL): DPS_EINVAL");
 }
 
+/* A sharded producer (opts.shards = 2): each part's batches reach its own
+   endpoint (ipc://...-1 for shard 1), under one id, one nonzero stream, the
+   same seqs, each with its slice; the slices put back together are the rows.
+   Then the FSDP-style producer of one shard: what it refuses. */
+static void s_test_shards(const char *dir)
+{
+    enum { DS = 7, N = 5 };
+    char base[256], ep1[300];
+    snprintf(base, sizeof base, "ipc://%s/shard", dir);
+    CHECK(dps_shard_endpoint(base, 1, ep1, sizeof ep1) == DPS_OK, "rank 1's endpoint");
+    void *ctx = zmq_ctx_new(), *pull[2] = {zmq_socket(ctx, ZMQ_PULL), zmq_socket(ctx, ZMQ_PULL)};
+    CHECK(zmq_bind(pull[0], base) == 0 && zmq_bind(pull[1], ep1) == 0, "two ranks' PULL sockets bound");
+    dps_producer_opts o;
+    dps_producer_opts_init(&o, base, DS);
+    o.batch_rows = 2;
+    o.shards = 2;
+    o.sec.plaintext = 1;
+    o.linger_ms = 2000;
+    dps_producer *p = NULL;
+    CHECK(dps_producer_new(&p, &o) == DPS_OK && dps_producer_wait_ready(p, 5000) == DPS_OK, "sharded producer ready");
+    float rows[N * DS], back[N * DS];
+    for (size_t i = 0; i < N * DS; i++)
+        rows[i] = (float)i + 0.5f;
+    memset(back, 0, sizeof back);
+    CHECK(p && dps_producer_send_rows(p, rows, N, DS) == DPS_OK && dps_producer_flush(p) == DPS_OK, "sent and flushed");
+    int fields = 1, rowsback = 0;
+    uint64_t stream = 0;
+    for (int r = 0; r < 2; r++) {
+        size_t c0, c1, got = 0;
+        dps_shard_slice(DS, 2, (size_t)r, &c0, &c1);
+        for (uint64_t seq = 0; seq < 3; seq++) { /* 2 + 2 + 1 rows */
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            int rcv = zmq_msg_recv(&m, pull[r], 0);
+            wire_rows wr;
+            if (rcv < 0 || wire_rows_decode(zmq_msg_data(&m), zmq_msg_size(&m), c1 - c0, &wr) != WIRE_OK) {
+                fields = 0;
+                zmq_msg_close(&m);
+                break;
+            }
+            if (!stream)
+                stream = wr.stream;
+            fields &= wr.shard == (uint32_t)r && wr.shards == 2 && wr.full_dim == DS && wr.stream == stream &&
+                      wr.seq == seq && !strcmp(wr.producer_id, dps_producer_id(p));
+            for (size_t i = 0; i < wr.n && got + i < N; i++)
+                memcpy(back + (got + i) * DS + c0, wr.rows + i * wr.dim, wr.dim * sizeof(float));
+            got += wr.n;
+            wire_rows_release(&wr);
+            zmq_msg_close(&m);
+        }
+        rowsback += (int)got;
+    }
+    CHECK(fields && stream != 0, "each part's batches: its shard, one nonzero stream, one id, seqs 0, 1, 2");
+    CHECK(rowsback == 2 * N && memcmp(back, rows, sizeof rows) == 0, "the slices put back together are the rows");
+    dps_producer_destroy(&p);
+    /* one shard of rows held elsewhere (FSDP): refused without a stream, an id, the shard's width */
+    dps_producer_opts f;
+    dps_producer_opts_init(&f, base, 3); /* shard 1 of 7 over 2: [4, 7), width 3 */
+    f.shards = 2;
+    f.full_dim = DS;
+    f.shard = 1;
+    f.sec.plaintext = 1;
+    f.producer_id = "fsdp";
+    f.stream = 0;
+    CHECK(dps_producer_new(&p, &f) == DPS_EINVAL, "a shard without a stream refused");
+    f.stream = 9;
+    f.dim = 4;
+    CHECK(dps_producer_new(&p, &f) == DPS_EINVAL, "a shard of the wrong width refused");
+    f.dim = 3;
+    f.shard = 2;
+    CHECK(dps_producer_new(&p, &f) == DPS_EINVAL, "shard >= shards refused");
+    f.shard = 1;
+    f.producer_id = NULL;
+    CHECK(dps_producer_new(&p, &f) == DPS_EINVAL, "a shard without a shared producer id refused");
+    f.producer_id = "fsdp";
+    f.linger_ms = 0;
+    CHECK(dps_producer_new(&p, &f) == DPS_OK, "a valid shard producer");
+    dps_producer_destroy(&p);
+    zmq_close(pull[0]);
+    zmq_close(pull[1]);
+    zmq_ctx_term(ctx);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/dps-test-producer-XXXXXX";
@@ -386,6 +469,7 @@ int main(void)
     s_test_close(dir);
     s_test_credit(dir);
     s_test_from_epoch(dir);
+    s_test_shards(dir);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
