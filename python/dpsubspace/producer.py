@@ -354,14 +354,20 @@ class Producer:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-            return
-        try:  # an exception is already on its way: do not replace it
-            self.close()
-        except UnconfirmedBatchesError as e:
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"and on closing the producer: {e}")
+        _close_on_exit(self, exc_type, exc)
+
+
+def _close_on_exit(producer, exc_type, exc):
+    """A with-block's end: close; when an exception is already on its way, do not replace it (a failed
+    close is added to it as a note)."""
+    if exc_type is None:
+        producer.close()
+        return
+    try:
+        producer.close()
+    except UnconfirmedBatchesError as e:
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"and on closing the producer: {e}")
 
 
 def shard_slice(d, shards, shard):
@@ -476,11 +482,4 @@ class ShardedProducer:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-            return
-        try:  # an exception is already on its way: do not replace it (Producer's rule)
-            self.close()
-        except UnconfirmedBatchesError as e:
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"and on closing the producer: {e}")
+        _close_on_exit(self, exc_type, exc)

@@ -112,6 +112,9 @@ void collector_hold(const char *point, unsigned ms);
    outcome line (the writer), published and logged (the loop). */
 int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after);
 int collector_number(collector *c, dps_snapshot *snap, collector_outgoing *out);
+/* The same from a snapshot's info and basis (NULL unless released): one copy
+   fewer where no snapshot exists yet (the sharded collector's rank 0). */
+int collector_number_info(collector *c, const dps_snapshot_info *info, const float *basis, collector_outgoing *out);
 void collector_store(collector *c, collector_outgoing *out);
 void collector_send(collector *c, collector_outgoing *out);
 
@@ -143,6 +146,12 @@ void collector_lost(collector *c, const char *id, const char *how);
    the subscription notices of the publish socket. */
 void collector_status(collector *c);
 void collector_subscriptions(collector *c);
+/* The parts every status reply shares: the next request (1, its fields and
+   st zeroed but for the asked producer's counts; 0 if none was waiting or
+   it was refused, and then answered), and the reply sent. */
+int collector_status_request(collector *c, char asked[WIRE_MAX_PRODUCER_ID + 1], uint64_t *from, uint64_t *want,
+                             dps_collector_status *st);
+void collector_status_send(collector *c, const dps_collector_status *st);
 
 /* reload.c: SIGHUP's configuration reload; binding the publish socket again
    after a subscriber key was removed (0 when bound). */

@@ -91,12 +91,19 @@ static void s_log_snapshot(const dps_snapshot_info *in)
    last_seq). */
 int collector_number(collector *c, dps_snapshot *snap, collector_outgoing *out)
 {
+    dps_snapshot_info info;
+    dps_snapshot_get_info(snap, &info);
+    return collector_number_info(c, &info, dps_snapshot_basis(snap), out);
+}
+
+int collector_number_info(collector *c, const dps_snapshot_info *info, const float *basis, collector_outgoing *out)
+{
     memset(out, 0, sizeof *out);
-    dps_snapshot_get_info(snap, &out->info);
+    out->info = *info;
     dps_snapshot_info *in = &out->info;
     in->seq = c->rel_seq + 1;
     in->time_unix_ms = net_unix_ms();
-    int rc = dps_snapshot_new(&out->numbered, in, dps_snapshot_basis(snap));
+    int rc = dps_snapshot_new(&out->numbered, in, basis);
     if (!rc) /* its strings (reason, budget unit) from the copy the loop will own: snap is freed after this */
         dps_snapshot_get_info(out->numbered, in);
     if (!rc)

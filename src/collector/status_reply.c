@@ -81,17 +81,16 @@ static void s_status_counters(collector *c, dps_collector_status *st)
         s_count(st->counters, &st->n_counters, other[i].name, other[i].v);
 }
 
-void collector_status(collector *c)
+int collector_status_request(collector *c, char asked[WIRE_MAX_PRODUCER_ID + 1], uint64_t *from, uint64_t *want,
+                             dps_collector_status *st)
 {
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, c->rep, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&msg);
-        return;
+        return 0;
     }
-    char asked[WIRE_MAX_PRODUCER_ID + 1];
-    uint64_t from = 0, want = 0;
-    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked, &from, &want) == DPS_OK;
+    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked, from, want) == DPS_OK;
     if (ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"))) {
         ok = 0; /* a key removed since the connection was made */
         c->revoked++;
@@ -99,19 +98,40 @@ void collector_status(collector *c)
     zmq_msg_close(&msg);
     if (!ok) {
         zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
-        return;
+        return 0;
     }
-    if (asked[0] && ptable_asked(&c->producers, asked, net_now_ms()))
-        collector_lost(c, asked, "kept asking for its count");
-    dps_collector_status st;
-    memset(&st, 0, sizeof st);
+    memset(st, 0, sizeof *st);
     const producer_entry *pe = asked[0] ? ptable_find(&c->producers, asked) : NULL;
     if (pe) {
-        st.producer_batches = pe->batches;
-        st.producer_rows = pe->rows;
-        st.producer_seq_gaps = pe->gaps;
-        st.producer_refused = pe->refused;
+        st->producer_batches = pe->batches;
+        st->producer_rows = pe->rows;
+        st->producer_seq_gaps = pe->gaps;
+        st->producer_refused = pe->refused;
     }
+    return 1;
+}
+
+void collector_status_send(collector *c, const dps_collector_status *st)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (wire_status_encode(st, &buf, &len) == DPS_OK) {
+        zmq_send(c->rep, buf, len, 0);
+        free(buf);
+    } else {
+        zmq_send(c->rep, "", 0, 0);
+    }
+}
+
+void collector_status(collector *c)
+{
+    char asked[WIRE_MAX_PRODUCER_ID + 1];
+    uint64_t from = 0, want = 0;
+    dps_collector_status st;
+    if (!collector_status_request(c, asked, &from, &want, &st))
+        return;
+    if (asked[0] && ptable_asked(&c->producers, asked, net_now_ms()))
+        collector_lost(c, asked, "kept asking for its count");
     st.credit = 1;
     st.d = c->o.d;
     st.k = c->o.k_total;
@@ -119,14 +139,7 @@ void collector_status(collector *c)
         st.credit_seq_end = credit_request(&c->credit, asked, from, want, net_now_ms());
     else
         s_status_counters(c, &st);
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    if (wire_status_encode(&st, &buf, &len) == DPS_OK) {
-        zmq_send(c->rep, buf, len, 0);
-        free(buf);
-    } else {
-        zmq_send(c->rep, "", 0, 0);
-    }
+    collector_status_send(c, &st);
 }
 
 /* Subscription notices from XPUB: read them so they do not pile up. */

@@ -337,18 +337,32 @@ static void s_begin(sharded *s)
 
 static void s_publish(sharded *s, dps_snapshot_info *info, const float *basis)
 {
-    collector *c = s->c;
-    dps_snapshot *snap = NULL;
-    collector_outgoing out;
-    if (dps_snapshot_new(&snap, info, basis) != DPS_OK || collector_number(c, snap, &out) != DPS_OK) {
-        log_error("epoch %" PRIu64 ": no memory for its snapshot: nothing published (its charge, if any, stays)",
-                  info->epoch);
-        dps_snapshot_destroy(&snap);
+    collector_outgoing out; /* collector_number_info logs a failure (memory only: sizes are public) */
+    if (collector_number_info(s->c, info, basis, &out) != DPS_OK)
         return;
+    collector_store(s->c, &out);
+    collector_send(s->c, &out);
+}
+
+/* Rank 0, before the charge: is there memory to publish a k x d basis (the
+   numbered snapshot's copy, its encoding, ZeroMQ's copy as it is sent and as
+   the welcome message)?  A public question (the sizes are the
+   configuration's): an epoch without it is not charged, as the
+   single-process stream does (estimator.c reserves before the charge). */
+static int s_room_to_publish(const sharded *s)
+{
+    size_t bytes = s->cfg->k * s->cfg->d * sizeof(float);
+    void *probe[4] = {NULL, NULL, NULL, NULL};
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        probe[i] = malloc(bytes + 4096);
+        ok &= probe[i] != NULL;
+        if (probe[i]) /* touched, so that the pages are there, not only the addresses */
+            memset(probe[i], 0, bytes + 4096);
     }
-    dps_snapshot_destroy(&snap);
-    collector_store(c, &out);
-    collector_send(c, &out);
+    for (int i = 0; i < 4; i++)
+        free(probe[i]);
+    return ok;
 }
 
 /* Rank 0: the cap, then the charge on disk; the decision (END_*). */
@@ -359,6 +373,14 @@ static int s_decide(sharded *s, dps_snapshot_info *info)
     if (!dps_accountant_fits(s->acc, cost)) {
         info->status = DPS_SNAP_REFUSED;
         info->reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
+        return END_REFUSED;
+    }
+    if (!s_room_to_publish(s)) {
+        info->status = DPS_SNAP_FAILED;
+        info->reason = "rank 0 had no memory to publish a basis: the mechanism did not run, nothing was spent";
+        log_error("epoch %" PRIu64 ": rank 0 has no memory for the 4 copies of the k x d basis a publication "
+                  "needs (%.1f MB each): not charged, not released (give rank 0 more memory)",
+                  s->epoch, (double)(s->cfg->k * s->cfg->d * sizeof(float)) / 1e6);
         return END_REFUSED;
     }
     dps_zcdp before = dps_accountant_spent(s->acc);
@@ -497,29 +519,11 @@ static int s_batch(sharded *s, const shard_cmd *cmd, held *mine)
 static void s_status(sharded *s)
 {
     collector *c = s->c;
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, c->rep, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&msg);
-        return;
-    }
     char asked[WIRE_MAX_PRODUCER_ID + 1];
     uint64_t from = 0, want = 0;
-    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked, &from, &want) == DPS_OK;
-    if (ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"))) {
-        ok = 0;
-        c->revoked++;
-    }
-    zmq_msg_close(&msg);
     dps_collector_status st;
-    memset(&st, 0, sizeof st);
-    const producer_entry *pe = ok && asked[0] ? ptable_find(&c->producers, asked) : NULL;
-    if (pe) {
-        st.producer_batches = pe->batches;
-        st.producer_rows = pe->rows;
-        st.producer_seq_gaps = pe->gaps;
-        st.producer_refused = pe->refused;
-    }
+    if (!collector_status_request(c, asked, &from, &want, &st))
+        return;
     dps_zcdp spent = dps_accountant_spent(s->acc);
     st.d = s->cfg->d;
     st.k = s->cfg->k;
@@ -545,14 +549,7 @@ static void s_status(sharded *s)
         st.counters[i].value = counts[i].v;
     }
     st.n_counters = sizeof counts / sizeof *counts;
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    if (ok && wire_status_encode(&st, &buf, &len) == DPS_OK) {
-        zmq_send(c->rep, buf, len, 0);
-        free(buf);
-    } else {
-        zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
-    }
+    collector_status_send(c, &st);
 }
 
 /* Every request waiting: questions from producers that gave up waiting

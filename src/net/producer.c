@@ -92,6 +92,20 @@ void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t d
 
 static int s_sharded_new(dps_producer **out, const dps_producer_opts *o);
 
+/* The producer's id: the caller's, or one of our own, unique, so that the
+   collector's per-producer counts are ours alone. */
+static void s_set_id(dps_producer *p, const char *given)
+{
+    if (given) {
+        snprintf(p->id, sizeof p->id, "%s", given);
+        return;
+    }
+    dps_rng *r = NULL;
+    uint64_t tag = (dps_rng_new_secure(&r) == DPS_OK) ? dps_rng_u64(r) : net_now_ms();
+    dps_rng_destroy(&r);
+    snprintf(p->id, sizeof p->id, "producer-%ld-%08llx", (long)getpid(), (unsigned long long)(tag & 0xffffffffu));
+}
+
 int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
 {
     if (!out || !o || !o->endpoint || o->dim == 0 || o->batch_rows == 0 || o->sndhwm < 1)
@@ -122,14 +136,7 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
     p->drained_at = UINT64_MAX;
     p->send_timeout_ms = o->send_timeout_ms;
     p->linger_ms = o->linger_ms;
-    if (o->producer_id) {
-        snprintf(p->id, sizeof p->id, "%s", o->producer_id);
-    } else { /* unique, so the collector's per-producer counts are ours alone */
-        dps_rng *r = NULL;
-        uint64_t tag = (dps_rng_new_secure(&r) == DPS_OK) ? dps_rng_u64(r) : net_now_ms();
-        dps_rng_destroy(&r);
-        snprintf(p->id, sizeof p->id, "producer-%ld-%08llx", (long)getpid(), (unsigned long long)(tag & 0xffffffffu));
-    }
+    s_set_id(p, o->producer_id);
     if (o->status_endpoint)
         snprintf(p->status_ep, sizeof p->status_ep, "%s", o->status_endpoint);
     p->sec.plaintext = o->sec.plaintext;
@@ -183,11 +190,8 @@ static int s_sharded_new(dps_producer **out, const dps_producer_opts *o)
     dps_rng *r = NULL;
     int rc = dps_rng_new_secure(&r);
     uint64_t stream = rc ? 0 : dps_rng_u64(r) | 1; /* nonzero: the collector refuses a sharded batch without */
-    if (o->producer_id)
-        snprintf(p->id, sizeof p->id, "%s", o->producer_id);
-    else if (!rc)
-        snprintf(p->id, sizeof p->id, "producer-%ld-%08llx", (long)getpid(), (unsigned long long)(dps_rng_u64(r) >> 32));
     dps_rng_destroy(&r);
+    s_set_id(p, o->producer_id);
     size_t c0, c1;
     dps_shard_slice(o->dim, o->shards, 0, &c0, &c1); /* shard 0 is a widest */
     p->part = calloc(o->shards, sizeof *p->part);
