@@ -254,6 +254,28 @@ mpi 1 "$col" --sharded --d 301 --k 4 --aggregator reference --rho 1 --cap-rho 10
 rc=$?
 [ "$rc" = 2 ] && grep -q "power" "$tmp/c8.log" && ok || ko "--sharded --aggregator reference: exit $rc: $(cat "$tmp/c8.log")"
 
+# 7. A restart on the same state directory, with another number of ranks:
+#    the ledger's numbering and totals go on (epoch 2, rho 3 after the 1-rank
+#    run's two epochs), and an epoch closed by --epoch-seconds with fewer rows
+#    than t m is released with the rows it has (its blocks by index: public)
+port=$((base + 80))
+collector 2 "$port" "$tmp/s1" --epoch-seconds 1 --exit-after 1 >"$tmp/c10.log" 2>&1 &
+cpid=$!
+wait_up "$tmp/s1" || ko "the restarted collector did not come up: $(cat "$tmp/c10.log")"
+"$produce" "$tmp/rows.npy" --insecure-plaintext --rows-to 500 --shards 2 --connect "tcp://127.0.0.1:$port" \
+  --status "ipc://$tmp/s1.status" >"$tmp/p10.out" 2>&1 || ko "dps-produce into the restarted collector: $(cat "$tmp/p10.out")"
+if wait "$cpid"; then ok; else ko "the restarted collector exited $?: $(cat "$tmp/c10.log")"; fi
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY' 2>&1
+import sys
+from dpsubspace.subscriber import Snapshot
+t = sys.argv[1]
+s = Snapshot.from_bytes(open(f"{t}/s1/snapshots/epoch-{2:020d}.snap", "rb").read())
+print(s.status, s.rows_used, s.rho_total, s.seq)
+PY
+)
+[ "$res" = "released 500 3.0 3" ] && ok || ko "restart and --epoch-seconds: status, rows, rho total, seq: $res"
+n=$(grep -c "kind=commit" "$tmp/s1/ledger"); [ "$n" = 3 ] && ok || ko "after the restart: $n commit lines, not 3"
+
 # 6. ranks' ingest ports on the publish or status port: refused, said why (exit 2)
 port=$((base + 70))
 mpi 2 "$col" --sharded --d 301 --k 4 --aggregator power --rho 1 --cap-rho 10 --state-dir "$tmp/s9" \
