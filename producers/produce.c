@@ -327,6 +327,12 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
         char why[2048];
         if (rc == DPS_EAUTH)
             cli_net_auth_sentence(&a->net, a->connect, "--authorized-keys", why, sizeof why);
+        else if (rc == DPS_ETIMEOUT && a->shards > 1)
+            snprintf(why, sizeof why,
+                     "no handshake within %" PRIu64 " ms (--wait-ready) with one of the %zu ranks' ingest "
+                     "endpoints (--connect %s: rank r at its port + r, or the r-th of a list): is the collector "
+                     "running on %zu ranks (mpirun -np %zu dps-collector --sharded), with the same security?",
+                     a->wait_ready_ms, a->shards, a->connect, a->shards, a->shards);
         else if (rc == DPS_ETIMEOUT)
             snprintf(why, sizeof why,
                      "no handshake with the collector at %s within %" PRIu64 " ms (--wait-ready): is it running "

@@ -27,7 +27,8 @@ from .estimator import Release, SubspaceEstimator
 
 # The collector's clients need python3-zmq and python3-protobuf: imported on
 # first use, so that the in-process parts work without them.
-_LAZY = {"Producer": "producer", "ShardedProducer": "producer", "UnconfirmedBatchesError": "producer",
+_LAZY = {"Producer": "producer", "ShardedProducer": "producer", "shard_slice": "producer",
+         "shard_endpoint": "producer", "UnconfirmedBatchesError": "producer",
          "Subscriber": "subscriber",
          "Snapshot": "subscriber", "load_keypair": "keys", "load_public_key": "keys", "endpoint_is_local": "keys",
          "WIRE_VERSION": "wire"}
@@ -41,5 +42,5 @@ def __getattr__(name: str):
 
 
 __all__ = ["SubspaceEstimator", "Release", "Accountant", "noise_multiplier", "rho_for_eps", "Producer",
-           "ShardedProducer", "UnconfirmedBatchesError", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
+           "ShardedProducer", "shard_slice", "shard_endpoint", "UnconfirmedBatchesError", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
            "endpoint_is_local", "WIRE_VERSION", "__version__"]

@@ -70,6 +70,14 @@ class Producer:
     every batch, raising UnconfirmedBatchesError (with the count) if it does not.
     Without it the producer cannot know whether its rows arrived: close() only
     lingers up to linger_ms, and a UserWarning says so once, at construction.
+
+    shard=(r, R, full_dim, stream): this producer holds only shard r of rows of full_dim coordinates, for a
+    collector sharded over R ranks (dps-collector --sharded) -- an FSDP/ZeRO training rank's own
+    parameters' gradients.  dim must be shard_slice(full_dim, R, r)'s width; the rows go to
+    shard_endpoint(endpoint, r).  The R producers of one stream of rows share producer_id and stream (a
+    nonzero random 64-bit number drawn once, e.g. by the job's rank 0, and broadcast) and batch_rows, send
+    the same rows in the same order, and only shard 0's gives status_endpoint (rank 0 confirms a batch once
+    every rank took its slice).  To split whole rows, use ShardedProducer.
     """
 
     def __init__(self, endpoint, dim, batch_rows=256, producer_id=None, server_public_key=None,

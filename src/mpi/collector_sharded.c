@@ -192,6 +192,10 @@ static int s_receive(sharded *s, held *h)
         r = WIRE_DIM;
     }
     if (r != WIRE_OK) {
+        if (r == WIRE_DIM && s->refused_slices < 10) /* the first few: the rest are counted (dps-status) */
+            log_warn("rank %d: a batch of %s refused: its rows are not this rank's slice (%zu of d = %zu "
+                     "coordinates): is the producer sharded over %d ranks (dps-produce --shards %d)?",
+                     s->rank, id[0] ? id : "a producer", s->w, s->cfg->d, s->size, s->size);
         c->rejected[r]++;
         s->refused_slices++;
         if (s->rank == 0)
@@ -608,7 +612,10 @@ static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
     }
     c->pull = zmq_socket(c->ctx, ZMQ_PULL);
     int hwm = (int)c->o.rcvhwm;
-    int64_t maxmsg = (int64_t)(c->o.max_batch_rows * 4 * s->w + 1024);
+    /* as large as a batch of whole rows: a producer that does not split its
+       rows is then refused (it hears so in its drain) instead of having its
+       connection dropped by libzmq without a word */
+    int64_t maxmsg = (int64_t)(c->o.max_batch_rows * 4 * s->cfg->d + 1024);
     zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if (collector_server_socket(c, c->pull, ep, "ingest", kp, err, errlen))

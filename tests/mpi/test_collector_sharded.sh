@@ -188,6 +188,7 @@ rc=$?
 "$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 512 --shards 3 --connect "tcp://127.0.0.1:$port" \
   --status "ipc://$tmp/s5.status" --drain-timeout 5000 --wait-ready 2000 >"$tmp/p6.out" 2>&1
 [ $? != 0 ] && ok || ko "a 3-shard producer to 2 ranks exited 0: $(cat "$tmp/p6.out")"
+grep -q "one of the 3 ranks' ingest endpoints" "$tmp/p6.out" && ok || ko "the 3-shard producer's error names no ranks: $(cat "$tmp/p6.out")"
 # 4. a slice that never comes: a producer whose second part goes to another
 #    PULL socket than rank 1's (the comma list names each part's endpoint) --
 #    rank 0 takes the first slice, rank 1 waits --shard-wait (1 s), and every
@@ -247,6 +248,7 @@ set -- $res
 [ "${3:-0}" -ge 1 ] && ok || ko "the batch without its second slice was not dropped: $res"
 grep -q "dropped on every rank" "$tmp/c5.log" && ok || ko "no warning for the dropped batch: $(cat "$tmp/c5.log")"
 grep -q "not this rank's" "$tmp/c5.log" && ok || ko "no warning for a slice of the wrong shape"
+grep -q "is the producer sharded over 2 ranks" "$tmp/c5.log" && ok || ko "no warning for whole rows sent to a rank"
 
 # 5. --sharded with another aggregator: a usage error before MPI starts
 mpi 1 "$col" --sharded --d 301 --k 4 --aggregator reference --rho 1 --cap-rho 10 --state-dir "$tmp/s8" \
