@@ -92,6 +92,17 @@ void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t d
 
 static int s_sharded_new(dps_producer **out, const dps_producer_opts *o);
 
+/* A producer's struct with its row shape, for both kinds (checked options). */
+static dps_producer *s_alloc(const dps_producer_opts *o)
+{
+    dps_producer *p = calloc(1, sizeof *p);
+    if (p) {
+        p->dim = o->dim;
+        p->batch_rows = o->batch_rows;
+    }
+    return p;
+}
+
 /* The producer's id: the caller's, or one of our own, unique, so that the
    collector's per-producer counts are ours alone. */
 static void s_set_id(dps_producer *p, const char *given)
@@ -110,9 +121,11 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
 {
     if (!out || !o || !o->endpoint || o->dim == 0 || o->batch_rows == 0 || o->sndhwm < 1)
         return DPS_EINVAL;
+    *out = NULL;
+    if ((o->producer_id && strlen(o->producer_id) > WIRE_MAX_PRODUCER_ID) || o->batch_rows > SIZE_MAX / 4 / o->dim)
+        return DPS_EINVAL;
     if (o->shards > 1 && !o->full_dim)
         return s_sharded_new(out, o);
-    *out = NULL;
     char shard_ep[512];
     const char *endpoint = o->endpoint;
     if (o->full_dim) { /* one shard of rows held elsewhere in whole (see dpsubspace_net.h) */
@@ -124,15 +137,9 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
             return DPS_EINVAL;
         endpoint = shard_ep;
     }
-    if (o->producer_id && strlen(o->producer_id) > WIRE_MAX_PRODUCER_ID)
-        return DPS_EINVAL;
-    if (o->batch_rows > SIZE_MAX / 4 / o->dim)
-        return DPS_EINVAL;
-    dps_producer *p = calloc(1, sizeof *p);
+    dps_producer *p = s_alloc(o);
     if (!p)
         return DPS_ENOMEM;
-    p->dim = o->dim;
-    p->batch_rows = o->batch_rows;
     p->drained_at = UINT64_MAX;
     p->send_timeout_ms = o->send_timeout_ms;
     p->linger_ms = o->linger_ms;
@@ -179,13 +186,11 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
 /* R parts, each a producer of one rank's slice (see the top of the file). */
 static int s_sharded_new(dps_producer **out, const dps_producer_opts *o)
 {
-    if (o->shards > o->dim || (o->producer_id && strlen(o->producer_id) > WIRE_MAX_PRODUCER_ID))
+    if (o->shards > o->dim)
         return DPS_EINVAL;
-    dps_producer *p = calloc(1, sizeof *p);
+    dps_producer *p = s_alloc(o);
     if (!p)
         return DPS_ENOMEM;
-    p->dim = o->dim;
-    p->batch_rows = o->batch_rows;
     p->parts = o->shards;
     dps_rng *r = NULL;
     int rc = dps_rng_new_secure(&r);
