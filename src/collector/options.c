@@ -76,8 +76,9 @@ static const opt_def s_opts[] = {
     {"sharded", OPT_FLAG, F(sharded), NULL, "run as one rank of a collector sharded by coordinate (mpirun -np R"
                                           " dps-collector --sharded ...): rank r holds coordinates of every row"
                                           " and binds --ingest's port + r (or the r-th of a comma-separated list);"
-                                          " rank 0 keeps the ledger, the status endpoint and publishes; --aggregator"
-                                          " power only (producers: dps-produce --shards R)"},
+                                          " rank 0 keeps the ledger, the status endpoint and publishes; the"
+                                          " reference aggregator (default) or --aggregator power (producers:"
+                                          " dps-produce --shards R)"},
     {"shard-wait", OPT_DOUBLE, F(shard_wait), "S", "with --sharded: how long a rank waits for its slice of a batch"
                                                    " rank 0 took before the batch is dropped on every rank (default"
                                                    " 30)"},
@@ -420,9 +421,11 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "--keep-days must be >= 0 (0: no age limit)");
         return -1;
     }
-    if (o->sharded && (strcmp(o->aggregator, "power") || o->param_groups[0])) {
-        snprintf(err, errlen, "--sharded runs the noisy power iteration only: give --aggregator power (and no "
-                 "--param-groups)");
+    if (o->sharded && ((strcmp(o->aggregator, "power") && strcmp(o->aggregator, "reference")) ||
+                       o->param_groups[0])) {
+        snprintf(err, errlen, "--sharded runs the reference aggregator (the default) or the noisy power iteration "
+                 "(--aggregator power), without --param-groups (got --aggregator %s%s)", o->aggregator,
+                 o->param_groups[0] ? " and --param-groups" : "");
         return -1;
     }
     if (!(o->shard_wait > 0 && o->shard_wait <= 86400)) {

@@ -58,10 +58,12 @@
    state; this file the MPI state, the per-rank ingest socket's held slices
    and the power iteration, all freed before it returns. */
 #include "collector.h"
+#include "epoch_aggregate.h"
 #include "epoch_power.h"
 #include "internal.h"
 #include "noise_level.h"
 #include "power_sharded.h"
+#include "reference_sharded.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -104,7 +106,11 @@ typedef struct {
     const dps_config *cfg;
     int rank, size;
     size_t c0, c1, w;
+    int reference;            /* the mechanism: the reference aggregator (ref), else the power one (p) */
     power_sharded p;
+    ref_sharded ref;
+    ref_sharded_outcome ro;   /* the reference release's outcome */
+    const epoch_mechanism *mech; /* the single-process mechanism's public functions: cost, min_buckets */
     held *first;              /* received, not yet announced (workers) */
     uint64_t held_count;
     uint64_t epoch, rows, n;  /* the open epoch, its rows so far, N = t m */
@@ -332,12 +338,20 @@ static void s_step(sharded *s)
 /* The epoch's first row: the public start (moment_begin's rule for T). */
 static void s_begin(sharded *s)
 {
+    if (s->reference) { /* public draws, agreed (every rank is at this row) */
+        s->err = collector_sharded_agree(ref_sharded_begin(&s->ref, s->epoch));
+        return;
+    }
     uint64_t t = s->cfg->power_blocks ? s->cfg->power_blocks : (s->has_prev ? 1 : 3);
     s->blocks = DPS_MIN(t, s->n);
     s->block = 0;
     s->block_end = power_block_start(s->n, s->blocks, 1);
     s->err = power_sharded_start(&s->p, s->has_prev ? s->warm : NULL, s->cfg->public_seed, s->epoch);
 }
+
+/* This rank's MPI traffic so far (the mechanism not in use counts 0). */
+static uint64_t s_bytes(const sharded *s) { return s->p.bytes_reduced + s->ref.bytes_reduced; }
+static uint64_t s_calls(const sharded *s) { return s->p.collectives + s->ref.collectives; }
 
 static void s_publish(sharded *s, dps_snapshot_info *info, const float *basis)
 {
@@ -373,7 +387,16 @@ static int s_room_to_publish(const sharded *s)
 static int s_decide(sharded *s, dps_snapshot_info *info)
 {
     collector *c = s->c;
-    dps_zcdp cost = {s->cfg->rho_epoch, 0};
+    dps_zcdp cost = s->mech->cost(s->cfg);
+    size_t need = s->reference ? s->mech->min_buckets(s->cfg) : 0;
+    if (s->reference && s->ref.completed < need) { /* public: the count depends only on how many rows came */
+        static char why[200];
+        snprintf(why, sizeof why, "only %zu buckets completed and the mechanism needs %zu to succeed: it did not "
+                 "run, nothing was spent", s->ref.completed, need);
+        info->status = DPS_SNAP_FAILED;
+        info->reason = why;
+        return END_REFUSED;
+    }
     if (!dps_accountant_fits(s->acc, cost)) {
         info->status = DPS_SNAP_REFUSED;
         info->reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
@@ -398,6 +421,63 @@ static int s_decide(sharded *s, dps_snapshot_info *info)
     return END_RELEASE;
 }
 
+/* The power mechanism's release (every rank): the last, partial block's
+   step, the basis gathered; the warm start kept.  rc, the same on every rank. */
+static int s_release_power(sharded *s)
+{
+    /* the last, partial block (moment_release's rule) */
+    if (s->block < s->blocks && s->rows > power_block_start(s->n, s->blocks, s->block))
+        s_step(s);
+    int rc = s->err;
+    if (!rc)
+        rc = power_sharded_basis(&s->p, s->slice, s->sv);
+    if (!rc)
+        rc = power_sharded_gather(&s->p, s->rank == 0 ? s->basis : NULL);
+    rc = power_sharded_agree(&s->p, rc);
+    if (!rc) {
+        memcpy(s->warm, s->slice, s->cfg->k * s->w * sizeof *s->warm);
+        s->has_prev = 1;
+    }
+    return rc;
+}
+
+/* The reference aggregator's release (every rank): WFC, the noisy mean, its
+   top-k, gathered on rank 0 unless WFC said FAIL.  rc, the same on every rank. */
+static int s_release_reference(sharded *s)
+{
+    int rc = s->err; /* a bucket's error (memory) was agreed by every rank */
+    if (!rc)
+        rc = ref_sharded_release(&s->ref, s->slice, &s->ro);
+    if (!rc && !s->ro.failed)
+        sharded_gather_rows(MPI_COMM_WORLD, s->cfg->k, s->cfg->d, s->slice, s->rank == 0 ? s->basis : NULL,
+                            &s->ref.bytes_reduced, &s->ref.collectives);
+    return rc;
+}
+
+/* Rank 0: the released epoch's outcome into info (status, noise level and
+   the aggregator's radius, W^). */
+static void s_outcome(sharded *s, dps_snapshot_info *info)
+{
+    const dps_config *cfg = s->cfg;
+    if (s->reference) {
+        epoch_outcome o = {.failed = s->ro.failed, .radius = s->ro.radius, .w_hat = s->ro.w_hat};
+        wfc_result res = {.failed = s->ro.failed, .radius = s->ro.radius, .W_hat = s->ro.w_hat};
+        epoch_agg_wfc_outcome(&res, &o); /* the single-process wording of a FAIL */
+        info->radius = o.radius;
+        info->w_hat = o.w_hat;
+        info->status = o.failed ? DPS_SNAP_FAILED : DPS_SNAP_RELEASED;
+        info->reason = o.failed ? o.reason : "";
+        info->noise_level = o.failed ? 0 : s->ro.noise_level;
+        return;
+    }
+    /* noise level: moment_release's (post-processing of the last noisy Y's
+       singular values and the public noise scale) */
+    double lost = 0, total = 0; /* one group: the units factor cancels */
+    int any = power_noise_parts(s->sv, cfg->k, cfg->d, s->p.b, power_noise_sd(cfg->rho_epoch), &lost, &total);
+    info->noise_level = any ? sqrt(lost / total) : 1;
+    info->status = DPS_SNAP_RELEASED;
+}
+
 /* The epoch's end, on every rank: rank 0 decides (and charges), every rank
    runs the release, rank 0 publishes.  Returns END_*. */
 static int s_close(sharded *s)
@@ -405,14 +485,18 @@ static int s_close(sharded *s)
     collector *c = s->c;
     const dps_config *cfg = s->cfg;
     double t0 = MPI_Wtime();
-    uint64_t bytes0 = s->p.bytes_reduced, calls0 = s->p.collectives;
+    uint64_t bytes0 = s_bytes(s), calls0 = s_calls(s);
+    if (s->reference) /* the open buckets' rows are dropped (each row is one epoch's); public count */
+        ref_sharded_seal(&s->ref);
     dps_snapshot_info info;
     memset(&info, 0, sizeof info);
     info.epoch = s->epoch;
     info.d = cfg->d;
     info.k = cfg->k;
-    info.aggregator = DPS_AGG_POWER;
-    info.rows_used = s->rows;
+    info.aggregator = cfg->aggregator;
+    info.rows_used = s->reference ? (uint64_t)s->ref.completed * cfg->m : s->rows;
+    info.buckets_used = s->reference ? s->ref.completed : 0;
+    info.radius_unrelated = s->mech->radius_unrelated ? s->mech->radius_unrelated(cfg) : 0;
     info.seeded = cfg->seeded;
     info.public_seed = cfg->public_seed;
     info.reason = "";
@@ -423,21 +507,8 @@ static int s_close(sharded *s)
     int end = s->rank == 0 ? s_decide(s, &info) : END_RELEASE;
     MPI_Bcast(&end, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int rc = DPS_OK;
-    if (end == END_RELEASE) {
-        /* the last, partial block (moment_release's rule) */
-        if (s->block < s->blocks && s->rows > power_block_start(s->n, s->blocks, s->block))
-            s_step(s);
-        rc = s->err;
-        if (!rc)
-            rc = power_sharded_basis(&s->p, s->slice, s->sv);
-        if (!rc)
-            rc = power_sharded_gather(&s->p, s->rank == 0 ? s->basis : NULL);
-        rc = power_sharded_agree(&s->p, rc);
-        if (!rc) {
-            memcpy(s->warm, s->slice, cfg->k * s->w * sizeof *s->warm);
-            s->has_prev = 1;
-        }
-    }
+    if (end == END_RELEASE)
+        rc = s->reference ? s_release_reference(s) : s_release_power(s);
     if (s->rank == 0 && end != END_COMMIT_FAILED) {
         if (end == END_RELEASE && rc) { /* after the charge: published as FAILED (estimator.c's rule) */
             info.status = DPS_SNAP_FAILED;
@@ -445,12 +516,7 @@ static int s_close(sharded *s)
             log_error("epoch %" PRIu64 ": the sharded release failed after the charge: %s", s->epoch,
                       dps_strerror(rc));
         } else if (end == END_RELEASE) {
-            /* noise level: moment_release's (post-processing of the last noisy Y's
-               singular values and the public noise scale) */
-            double lost = 0, total = 0; /* one group: the units factor cancels */
-            int any = power_noise_parts(s->sv, cfg->k, cfg->d, s->p.b, power_noise_sd(cfg->rho_epoch), &lost, &total);
-            info.noise_level = any ? sqrt(lost / total) : 1;
-            info.status = DPS_SNAP_RELEASED;
+            s_outcome(s, &info);
         }
         info.total = dps_accountant_spent(s->acc);
         info.eps_total = dps_accountant_eps(s->acc, info.delta_target);
@@ -458,14 +524,14 @@ static int s_close(sharded *s)
         info.budget_unit = dps_budget_unit(&cfg->cap);
         s_publish(s, &info, info.status == DPS_SNAP_RELEASED ? s->basis : NULL);
         /* tools/bench/run-mpi-collector reads this line */
-        log_info("epoch %" PRIu64 " closed in %.1f ms (charge, last step, basis gathered, stored, published); "
+        log_info("epoch %" PRIu64 " closed in %.1f ms (charge, %s, basis gathered, stored, published); "
                  "rank 0 moved %.3f MB in %" PRIu64 " collectives for it, %.3f MB in %" PRIu64 " for the epoch",
-                 s->epoch, 1e3 * (MPI_Wtime() - t0), (double)(s->p.bytes_reduced - bytes0) / 1e6,
-                 s->p.collectives - calls0, (double)(s->p.bytes_reduced - s->epoch_bytes) / 1e6,
-                 s->p.collectives - s->epoch_calls);
+                 s->epoch, 1e3 * (MPI_Wtime() - t0), s->reference ? "WFC, the noisy mean's top-k" : "last step",
+                 (double)(s_bytes(s) - bytes0) / 1e6, s_calls(s) - calls0,
+                 (double)(s_bytes(s) - s->epoch_bytes) / 1e6, s_calls(s) - s->epoch_calls);
     }
-    s->epoch_bytes = s->p.bytes_reduced;
-    s->epoch_calls = s->p.collectives;
+    s->epoch_bytes = s_bytes(s);
+    s->epoch_calls = s_calls(s);
     s->epoch++;
     s->rows = 0;
     c->epoch_started_ms = net_now_ms();
@@ -477,6 +543,13 @@ static int s_add(sharded *s, const float *row_slice)
 {
     if (s->rows == 0)
         s_begin(s);
+    if (s->reference) {
+        /* collective at a bucket's last row, the same row on every rank; its
+           errors are agreed, so every rank skips the same rows after one */
+        if (!s->err)
+            s->err = ref_sharded_add(&s->ref, row_slice);
+        return ++s->rows == s->n ? s_close(s) : END_RELEASE;
+    }
     int rc = power_sharded_add(&s->p, row_slice);
     if (rc && !s->err)
         s->err = rc;
@@ -546,7 +619,8 @@ static void s_status(sharded *s)
     struct { const char *name; uint64_t v; } counts[] = {
         {"batches_dropped_slice_missing", s->dropped}, {"slices_refused", s->refused_slices},
         {"slices_expired", s->expired},
-        {"rows_nan", s->p.rows_nan}, {"rows_inf", s->p.rows_inf}, {"rows_zero", s->p.rows_zero},
+        {"rows_nan", s->p.rows_nan + s->ref.rows_nan}, {"rows_inf", s->p.rows_inf + s->ref.rows_inf},
+        {"rows_zero", s->p.rows_zero + s->ref.rows_zero}, {"rows_discarded", s->ref.rows_discarded},
     };
     for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
         snprintf(st.counters[i].name, sizeof st.counters[i].name, "%s", counts[i].name);
@@ -661,6 +735,7 @@ static void s_teardown(sharded *s)
 {
     s_free_held(s);
     power_sharded_free(&s->p);
+    ref_sharded_free(&s->ref);
     dps_accountant_destroy(&s->acc);
     free(s->warm);
     free(s->slice);
@@ -749,12 +824,17 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
     MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     s.epoch = epoch;
     size_t b = DPS_MIN(cfg->k + cfg->power_oversample, cfg->d);
+    s.reference = cfg->aggregator == DPS_AGG_REFERENCE;
+    s.mech = epoch_mechanism_for(cfg->aggregator);
     if (!code) {
-        int rc = power_sharded_init(&s.p, MPI_COMM_WORLD, cfg->d, cfg->k, b, cfg->seeded, cfg->seed);
+        int rc = s.reference ? ref_sharded_init(&s.ref, MPI_COMM_WORLD, cfg, cfg->seeded, cfg->seed)
+                             : power_sharded_init(&s.p, MPI_COMM_WORLD, cfg->d, cfg->k, b, cfg->seeded, cfg->seed);
         if (rc) {
             if (rank == 0)
-                fprintf(stderr, "dps-collector: the sharded power iteration cannot start: %s\n", dps_strerror(rc));
-            code = 1;
+                fprintf(stderr, "dps-collector: the sharded %s cannot start: %s%s\n",
+                        s.reference ? "reference aggregator" : "power iteration", dps_strerror(rc),
+                        rc == DPS_EINVAL && s.reference ? " (it needs k <= m <= d, q < 2^21, (t + 1) k < 2^21)" : "");
+            code = rc == DPS_EINVAL ? 2 : 1;
         }
     }
     if (code) {
@@ -762,11 +842,18 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         return code;
     }
     c->started_ms = c->epoch_started_ms = net_now_ms();
-    if (rank == 0)
-        log_info("sharded over %d ranks: publish %s, status %s (%s); d=%zu k=%zu, epoch = %" PRIu64 " rows in "
-                 "blocks of the power iteration (%zu columns), rho %.4g per epoch, first epoch %" PRIu64 ", state %s",
-                 size, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
-                 cfg->d, cfg->k, s.n, b, cfg->rho_epoch, s.epoch, c->o.state_dir);
+    if (rank == 0) {
+        char how[160];
+        if (s.reference)
+            snprintf(how, sizeof how, "the reference aggregator: t = %zu buckets of m = %zu rows, %zu open at once, "
+                     "q = %zu reference points", cfg->t, cfg->m, s.ref.win, cfg->q);
+        else
+            snprintf(how, sizeof how, "blocks of the power iteration (%zu columns)", b);
+        log_info("sharded over %d rank%s: publish %s, status %s (%s); d=%zu k=%zu, epoch = %" PRIu64 " rows in %s, "
+                 "rho %.4g per epoch, first epoch %" PRIu64 ", state %s", size, size == 1 ? "" : "s", c->o.publish,
+                 c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE", cfg->d, cfg->k, s.n,
+                 how, cfg->rho_epoch, s.epoch, c->o.state_dir);
+    }
     for (;;) {
         shard_cmd cmd;
         held *mine = NULL;
@@ -796,8 +883,9 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
                   "its charge on disk; fix the state directory (%s) and start again", c->o.state_dir);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    log_info("rank %d: peak RSS %.1f MB; %.3f MB moved through MPI in %" PRIu64 " collective calls by the power "
-             "iteration", rank, (double)ru.ru_maxrss / 1024.0, (double)s.p.bytes_reduced / 1e6, s.p.collectives);
+    log_info("rank %d: peak RSS %.1f MB; %.3f MB moved through MPI in %" PRIu64 " collective calls by the %s",
+             rank, (double)ru.ru_maxrss / 1024.0, (double)s_bytes(&s) / 1e6, s_calls(&s),
+             s.reference ? "reference aggregator" : "power iteration");
     int failed = c->ledger_failed;
     MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
     code = failed ? 3 : s.dropped ? 4 : 0;

@@ -14,14 +14,14 @@ ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
 tmp=$(mktemp -d); [ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT; echo "  (files in $tmp)"
 root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"  # Open MPI's dlopened components (test_mpi.sh)
-base=$((20000 + ($$ % 20000)))  # ports base .. base+3, base+10 .. : per run of this script
+base=$((20000 + ($$ % 12000)))  # ports base .. base+123, per run of this script: below Linux's ephemeral range (32768 and up), from which the producers' own ends are drawn
 mpi() { timeout 120 mpirun $root --oversubscribe -np "$@"; }
 # a collector of $1 ranks on ingest port $2 in state dir $3, more flags after
 # (run in the background: exec, so that its pid is timeout's, which passes
 # signals on to mpirun)
 collector() {
   r=$1; port=$2; st=$3; d=${D:-301}; shift 3
-  exec timeout 120 mpirun $root --oversubscribe -np "$r" "$col" --sharded --d "$d" --k 4 --t 10 --m 200 --aggregator power --rho 1 --cap-rho 10 \
+  exec timeout 120 mpirun $root --oversubscribe -np "$r" "$col" --sharded --d "$d" --k 4 ${MECH:---t 10 --m 200 --aggregator power --rho 1} --cap-rho 10 \
     --state-dir "$st" --insecure-plaintext --ingest "tcp://127.0.0.1:$port" --publish "ipc://$st.pub" \
     --status "ipc://$st.status" "$@"
 }
@@ -250,11 +250,12 @@ grep -q "dropped on every rank" "$tmp/c5.log" && ok || ko "no warning for the dr
 grep -q "not this rank's" "$tmp/c5.log" && ok || ko "no warning for a slice of the wrong shape"
 grep -q "is the producer sharded over 2 ranks" "$tmp/c5.log" && ok || ko "no warning for whole rows sent to a rank"
 
-# 5. --sharded with another aggregator: a usage error before MPI starts
-mpi 1 "$col" --sharded --d 301 --k 4 --aggregator reference --rho 1 --cap-rho 10 --state-dir "$tmp/s8" \
+# 5. --sharded with an aggregator it does not shard: a usage error before MPI starts
+mpi 1 "$col" --sharded --d 301 --k 4 --aggregator gaussian --rho 1 --cap-rho 10 --state-dir "$tmp/s8" \
   --insecure-plaintext >"$tmp/c8.log" 2>&1
 rc=$?
-[ "$rc" = 2 ] && grep -q "power" "$tmp/c8.log" && ok || ko "--sharded --aggregator reference: exit $rc: $(cat "$tmp/c8.log")"
+[ "$rc" = 2 ] && grep -q "reference aggregator (the default) or the noisy power" "$tmp/c8.log" && ok ||
+  ko "--sharded --aggregator gaussian: exit $rc: $(cat "$tmp/c8.log")"
 
 # 7. A restart on the same state directory, with another number of ranks:
 #    the ledger's numbering and totals go on (epoch 2, rho 3 after the 1-rank
@@ -285,6 +286,57 @@ mpi 2 "$col" --sharded --d 301 --k 4 --aggregator power --rho 1 --cap-rho 10 --s
 rc=$?
 [ "$rc" = 2 ] && grep -q "rank 1's ingest endpoint .* is also the --publish endpoint" "$tmp/c9.log" && ok ||
   ko "an ingest port on the publish port: exit $rc: $(cat "$tmp/c9.log")"
+
+# 8. The reference aggregator (the default), R = 1 and R = 3, the same seed,
+#    one producer each: the same snapshots (reference_sharded.h: one mechanism
+#    whatever R), near the truth, charged (rho 4, delta 1e-8) per epoch.
+#    t = 40 buckets of m = 50 rows: WFC's noisy count needs about 28 buckets
+#    at rho 4 (epoch_agg_wfc_min_buckets).
+for r in 1 3; do
+  port=$((base + 90 + 10 * r))
+  MECH="--aggregator reference --t 40 --m 50 --rho 4" collector "$r" "$port" "$tmp/r$r" --seed 7 --exit-after 2 \
+    >"$tmp/cr$r.log" 2>&1 &
+  cpid=$!
+  wait_up "$tmp/r$r" || ko "the $r-rank reference collector did not come up: $(cat "$tmp/cr$r.log")"
+  "$produce" "$tmp/rows.npy" --insecure-plaintext --shards "$r" --connect "tcp://127.0.0.1:$port" \
+    --status "ipc://$tmp/r$r.status" >"$tmp/pr$r.out" 2>&1 && ok || { ko "dps-produce --shards $r: $(cat "$tmp/pr$r.out")"; kill -TERM "$cpid"; }
+  if wait "$cpid"; then ok; else ko "the $r-rank reference collector exited $?: $(cat "$tmp/cr$r.log")"; fi
+  grep -q "the reference aggregator: t = 40 buckets" "$tmp/cr$r.log" && ok || ko "$r ranks: no reference aggregator in the log"
+  sed 's/^/  /' "$tmp/cr$r.log" | grep -E "released|closed in"
+done
+# 1 vs 3 ranks: the runs differ only in MPI's order of sums (test_reference.sh:
+# 1e-5 leaves decades).  To the truth: dps-gen's rows at d = 301 lie near the
+# k = 4 subspace, each bucket of 50 rows finds it within a small sine, the
+# items agree, so WFC's radius is small and the mean's noise (at rho 4,
+# W^ near 40) is small against the mean's singular values (about sqrt(q) = 6
+# and more): bound 0.3, a random basis gives about 1.
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY'
+import sys
+import numpy as np
+from dpsubspace.subscriber import Snapshot
+t = sys.argv[1]
+truth = np.linalg.qr(np.load(f"{t}/truth.npy").astype(np.float64).T)[0]
+def sine(qa, qb):
+    return np.linalg.norm(qb - qa @ (qa.T @ qb), 2)
+bad = []
+for e in (0, 1):
+    a, b = (Snapshot.from_bytes(open(f"{t}/r{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 3))
+    for s in (a, b):
+        if (s.status != "released" or s.rho_epoch != 4 or s.rho_total != 4 * (e + 1) or s.delta_epoch != 1e-8
+                or s.buckets_used != 40 or s.aggregator != "reference"):
+            bad.append(f"epoch {e}: {s.status} rho {s.rho_epoch} total {s.rho_total} delta {s.delta_epoch} "
+                       f"buckets {s.buckets_used} {s.aggregator}")
+    qa, qb = (np.linalg.qr(s.basis.astype(np.float64).T)[0] for s in (a, b))
+    s13, st = sine(qa, qb), sine(truth, qa)
+    print(f"  reference, epoch {e}: 1 vs 3 ranks: sine {s13:.3g}; sine to the truth {st:.3g}; radius {a.radius:.3g} "
+          f"(unrelated {a.radius_unrelated:.3g}), noise level {a.noise_level:.3g}", file=sys.stderr)
+    if not (s13 < 1e-5 and st < 0.3 and abs(a.radius - b.radius) < 1e-9):
+        bad.append(f"epoch {e}: sine {s13} to truth {st} radius {a.radius} {b.radius}")
+print("; ".join(bad) if bad else "ok")
+PY
+)
+[ "$res" = ok ] && ok || ko "reference, 1 vs 3 ranks: $res"
+n=$(grep -c "kind=commit" "$tmp/r3/ledger"); [ "$n" = 2 ] && ok || ko "reference, 3 ranks: $n commit lines, not 2"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
