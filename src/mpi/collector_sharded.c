@@ -843,10 +843,11 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
     }
     c->started_ms = c->epoch_started_ms = net_now_ms();
     if (rank == 0) {
-        char how[160];
+        char how[200];
         if (s.reference)
             snprintf(how, sizeof how, "the reference aggregator: t = %zu buckets of m = %zu rows, %zu open at once, "
-                     "q = %zu reference points", cfg->t, cfg->m, s.ref.win, cfg->q);
+                     "q = %zu reference points, at most %.0f MB a rank", cfg->t, cfg->m, s.ref.win, cfg->q,
+                     (double)ref_sharded_bytes(cfg, s.w) / 1e6);
         else
             snprintf(how, sizeof how, "blocks of the power iteration (%zu columns)", b);
         log_info("sharded over %d rank%s: publish %s, status %s (%s); d=%zu k=%zu, epoch = %" PRIu64 " rows in %s, "

@@ -80,11 +80,13 @@ void sharded_gather_rows(MPI_Comm comm, size_t k, size_t d, const float *slice, 
 /* ------------------------------------------------------------- set-up */
 size_t ref_sharded_bytes(const dps_config *c, size_t w)
 {
-    size_t n = c->t * c->k, win = DPS_MIN(c->window ? c->window : c->t, c->t), big = DPS_MAX(n, DPS_MAX(c->m, c->q));
-    size_t floats = (c->t * c->k + c->q) * w + win * c->m * w + c->q * w /* Z */;
-    size_t doubles = c->q * w /* Z in double */ + n * n + n * c->q + 1 /* the close's reduce */ +
-                     2 * n * c->q /* B, and A in float on rank 0 */ + big * REF_TILE + 3 * big * big /* Grams */;
-    return floats * sizeof(float) + doubles * sizeof(double) + c->t * (c->t + 2) * sizeof(double);
+    /* what grows with w: the bases V, the points P, the mean Z, the open
+       buckets' rows; the rest is the close's n x n and n x q (n = t k)
+       matrices (rank 0 also forms G, H and the distances) and tiles */
+    size_t n = c->t * c->k, win = DPS_MIN(c->window ? c->window : c->t, c->t), big = DPS_MAX(c->m, c->q);
+    size_t floats = (c->t * c->k + 2 * c->q) * w + win * c->m * w + n * c->q;
+    size_t doubles = 3 * n * n + 3 * n * c->q + (n + c->q + big) * REF_TILE + 2 * big * big + c->t * (c->t + 2);
+    return floats * sizeof(float) + doubles * sizeof(double);
 }
 
 void ref_sharded_free(ref_sharded *s)
@@ -400,31 +402,28 @@ static void s_products(ref_sharded *s, size_t nb, double *msg, double *buf)
     msg[n * n + n * q] = f2;
 }
 
-/* This rank's slice of the noisy mean: Z = Bm^T V + N(0, s_mu^2) (q x w, float). */
+/* This rank's slice of the noisy mean: Z = Bm^T V + N(0, s_mu^2) (q x w,
+   float), a tile of columns at a time (no q x w doubles).  Seeded, each
+   tile's draws are those of its coordinates in the named streams (a block
+   straddling two tiles is drawn for each: the same numbers). */
 static int s_mean(ref_sharded *s, size_t nb, const double *Bm, double s_mu, float *Z, double *buf)
 {
     size_t n = nb * s->k, q = s->q, w = s->w;
-    double *out = malloc(q * w * sizeof *out);
-    if (!out)
-        return DPS_ENOMEM;
-    for (size_t c0 = 0; c0 < w; c0 += REF_TILE) {
-        size_t c1 = DPS_MIN(w, c0 + REF_TILE), cw = c1 - c0;
-        double *tile = buf + n * REF_TILE; /* buf holds n x REF_TILE for the conversion, then q x REF_TILE */
-        la_combine_rows(Bm, n, q, s->V, w, c0, c1, tile, cw, buf);
-        for (size_t i = 0; i < q; i++)
-            memcpy(out + i * w + c0, tile + i * cw, cw * sizeof *out);
-    }
+    double *tile = buf + n * REF_TILE; /* buf: n x REF_TILE for the conversion, then q x REF_TILE */
     int rc = DPS_OK;
-    for (size_t i = 0; i < q && !rc; i++) {
-        if (s->seeded)
-            rc = power_sharded_named_add(s->d, s->c0, s->c1, s->seed, "reference-mean-sharded", s_index(s->epoch, i),
-                                         s_mu, s->block, out + i * w);
-        else
-            dps_rng_gaussian_add(s->noise, s_mu, out + i * w, w);
+    for (size_t c0 = 0; c0 < w && !rc; c0 += REF_TILE) {
+        size_t c1 = DPS_MIN(w, c0 + REF_TILE), cw = c1 - c0;
+        la_combine_rows(Bm, n, q, s->V, w, c0, c1, tile, cw, buf);
+        for (size_t i = 0; i < q && !rc; i++) {
+            if (s->seeded)
+                rc = power_sharded_named_add(s->d, s->c0 + c0, s->c0 + c1, s->seed, "reference-mean-sharded",
+                                             s_index(s->epoch, i), s_mu, s->block, tile + i * cw);
+            else
+                dps_rng_gaussian_add(s->noise, s_mu, tile + i * cw, cw);
+            for (size_t c = 0; c < cw; c++)
+                Z[i * w + c0 + c] = (float)tile[i * cw + c];
+        }
     }
-    for (size_t i = 0; i < q * w; i++)
-        Z[i] = (float)out[i];
-    free(out);
     return rc;
 }
 

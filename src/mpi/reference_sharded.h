@@ -98,8 +98,10 @@ typedef struct {
     size_t buckets;      /* items aggregated                                     */
 } ref_sharded_outcome;
 
-/* The bytes this rank's state takes for (cfg, R ranks, rank): the bound
-   (t k + q) w floats + win m w floats + O(n^2 + n q) doubles of scratch. */
+/* The bytes a rank holding w coordinates takes at most for cfg: (t k + 2 q)
+   w floats (bases, points, the noisy mean) + win m w floats (the open
+   buckets' rows) + O(n^2 + n q) doubles of the close's scratch (n = t k),
+   which do not shrink with R. */
 size_t ref_sharded_bytes(const dps_config *cfg, size_t w);
 
 /* Collective.  Set up rank's shard over comm for cfg (reference aggregator:

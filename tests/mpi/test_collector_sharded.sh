@@ -290,25 +290,27 @@ rc=$?
 # 8. The reference aggregator (the default), R = 1 and R = 3, the same seed,
 #    one producer each: the same snapshots (reference_sharded.h: one mechanism
 #    whatever R), near the truth, charged (rho 4, delta 1e-8) per epoch.
-#    t = 40 buckets of m = 50 rows: WFC's noisy count needs about 28 buckets
-#    at rho 4 (epoch_agg_wfc_min_buckets).
+#    t = 80 buckets of m = 25 rows: WFC's noisy count needs about 28 buckets
+#    at rho 4 (epoch_agg_wfc_min_buckets), and the radius search (which stops
+#    where about tau t = 40 are friends) has a margin of 40 against its
+#    noise (tests/mpi/test_reference_sharded.c: at t = 40 it often does not).
 for r in 1 3; do
   port=$((base + 90 + 10 * r))
-  MECH="--aggregator reference --t 40 --m 50 --rho 4" collector "$r" "$port" "$tmp/r$r" --seed 7 --exit-after 2 \
+  MECH="--aggregator reference --t 80 --m 25 --rho 4" collector "$r" "$port" "$tmp/r$r" --seed 7 --exit-after 2 \
     >"$tmp/cr$r.log" 2>&1 &
   cpid=$!
   wait_up "$tmp/r$r" || ko "the $r-rank reference collector did not come up: $(cat "$tmp/cr$r.log")"
   "$produce" "$tmp/rows.npy" --insecure-plaintext --shards "$r" --connect "tcp://127.0.0.1:$port" \
     --status "ipc://$tmp/r$r.status" >"$tmp/pr$r.out" 2>&1 && ok || { ko "dps-produce --shards $r: $(cat "$tmp/pr$r.out")"; kill -TERM "$cpid"; }
   if wait "$cpid"; then ok; else ko "the $r-rank reference collector exited $?: $(cat "$tmp/cr$r.log")"; fi
-  grep -q "the reference aggregator: t = 40 buckets" "$tmp/cr$r.log" && ok || ko "$r ranks: no reference aggregator in the log"
+  grep -q "the reference aggregator: t = 80 buckets" "$tmp/cr$r.log" && ok || ko "$r ranks: no reference aggregator in the log"
   sed 's/^/  /' "$tmp/cr$r.log" | grep -E "released|closed in"
 done
 # 1 vs 3 ranks: the runs differ only in MPI's order of sums (test_reference.sh:
 # 1e-5 leaves decades).  To the truth: dps-gen's rows at d = 301 lie near the
-# k = 4 subspace, each bucket of 50 rows finds it within a small sine, the
+# k = 4 subspace, each bucket of 25 rows finds it within a small sine, the
 # items agree, so WFC's radius is small and the mean's noise (at rho 4,
-# W^ near 40) is small against the mean's singular values (about sqrt(q) = 6
+# W^ near 80) is small against the mean's singular values (about sqrt(q) = 6
 # and more): bound 0.3, a random basis gives about 1.
 res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY'
 import sys
@@ -323,7 +325,7 @@ for e in (0, 1):
     a, b = (Snapshot.from_bytes(open(f"{t}/r{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 3))
     for s in (a, b):
         if (s.status != "released" or s.rho_epoch != 4 or s.rho_total != 4 * (e + 1) or s.delta_epoch != 1e-8
-                or s.buckets_used != 40 or s.aggregator != "reference"):
+                or s.buckets_used != 80 or s.aggregator != "reference"):
             bad.append(f"epoch {e}: {s.status} rho {s.rho_epoch} total {s.rho_total} delta {s.delta_epoch} "
                        f"buckets {s.buckets_used} {s.aggregator}")
     qa, qb = (np.linalg.qr(s.basis.astype(np.float64).T)[0] for s in (a, b))
