@@ -21,7 +21,15 @@
    on its every part, so a producer restarted under the same id starts
    another stream.
 
-   THE MECHANISM is epoch_power.c's (DPS_AGG_POWER), sharded by
+   THE MECHANISMS.  The reference aggregator (DPS_AGG_REFERENCE, the
+   default) is reference_sharded.h's, whose header argues that it is
+   epoch_reference.c's mechanism (delta_epoch-approximate rho_epoch-zCDP per
+   epoch, charged (rho_epoch, delta_epoch)): rows go to buckets by a public
+   partition of the epoch's sequence of rows, the same on every rank; an
+   epoch with fewer completed buckets than WFC can use is not run and not
+   charged (a public count: it depends only on how many rows came).
+   The power mechanism (--aggregator power) is epoch_power.c's
+   (DPS_AGG_POWER), sharded by
    power_sharded.h (whose header argues it is the same mechanism): the
    epoch's N = t m rows in T = min(power_blocks or 3 cold / 1 warm, N)
    disjoint blocks by index, one noisy step (s = power_noise_sd(rho)) at the
@@ -48,7 +56,7 @@
    Not in this mode (the single-process collector's): the release thread
    (an epoch's end holds ingest for its duration), credit (the status reply
    says the collector grants none: producers send without), SIGHUP reload,
-   parameter groups, other aggregators.  Signals: rank 0 stops on SIGINT or
+   parameter groups, the other aggregators.  Signals: rank 0 stops on SIGINT or
    SIGTERM and tells the others; they stop only when told.  (mpirun forwards
    a SIGTERM to every rank, which then stop the same way, but exits 1 itself
    whatever they return: a SIGTERM to rank 0's pid, logged at the start,
