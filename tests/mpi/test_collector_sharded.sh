@@ -339,6 +339,28 @@ PY
 )
 [ "$res" = ok ] && ok || ko "reference, 1 vs 3 ranks: $res"
 n=$(grep -c "kind=commit" "$tmp/r3/ledger"); [ "$n" = 2 ] && ok || ko "reference, 3 ranks: $n commit lines, not 2"
+# 8b. An epoch closed by --epoch-seconds before WFC has buckets enough: 500
+#     rows over the 80 open buckets' 2 000 slots complete none (a bucket's 25
+#     slots all among 500 random ones: about 80 (1/4)^25, never), so the
+#     mechanism does not run and nothing is charged -- published FAILED, the
+#     ledger unchanged (the restart on 2 ranks goes on with its numbering)
+port=$((base + 110))
+MECH="--aggregator reference --t 80 --m 25 --rho 4" collector 2 "$port" "$tmp/r3" --epoch-seconds 1 --exit-after 1 \
+  >"$tmp/cr5.log" 2>&1 &
+cpid=$!
+wait_up "$tmp/r3" || ko "the restarted reference collector did not come up: $(cat "$tmp/cr5.log")"
+"$produce" "$tmp/rows.npy" --insecure-plaintext --rows-to 500 --shards 2 --connect "tcp://127.0.0.1:$port" \
+  --status "ipc://$tmp/r3.status" >"$tmp/pr5.out" 2>&1 || ko "dps-produce into the restarted collector: $(cat "$tmp/pr5.out")"
+if wait "$cpid"; then ok; else ko "the restarted reference collector exited $?: $(cat "$tmp/cr5.log")"; fi
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY' 2>&1
+import sys
+from dpsubspace.subscriber import Snapshot
+s = Snapshot.from_bytes(open(f"{sys.argv[1]}/r3/snapshots/epoch-{2:020d}.snap", "rb").read())
+print(s.status, s.buckets_used, s.rho_total, s.rho_epoch, "not run" if "did not run" in s.reason else s.reason)
+PY
+)
+[ "$res" = "failed 0 8.0 0.0 not run" ] && ok || ko "reference, too few buckets: status, buckets, rho total, rho epoch: $res"
+n=$(grep -c "kind=commit" "$tmp/r3/ledger"); [ "$n" = 2 ] && ok || ko "reference, too few buckets: $n commit lines, not 2"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
