@@ -333,14 +333,17 @@ size_t ref_sharded_seal(ref_sharded *s)
 }
 
 /* ------------------------------------------------------------ release */
-/* Rank 0: WFC on the reduced Gram and projections (msg: n x n G, n x q A,
-   ||P||_F^2); into hdr (failed, s_mu, radius, W^) and Bm (n x q, stacked
-   (w_j/W) A_j).  rc. */
+/* Where entry (i, j >= i) of an n x n upper triangle lies once packed by rows. */
+static size_t s_packed(size_t n, size_t i, size_t j) { return i * n - (i * (i + 1)) / 2 + j; }
+
+/* Rank 0: WFC on the reduced Gram and projections (msg: G's upper triangle
+   packed by rows, n x q A, ||P||_F^2); into hdr (failed, s_mu, radius, W^)
+   and Bm (n x q, stacked (w_j/W) A_j).  rc. */
 static int s_weigh(ref_sharded *s, size_t nb, const double *msg, double *hdr, double *Bm)
 {
-    size_t k = s->k, q = s->q, n = nb * k;
-    const double *G0 = msg, *A0 = msg + n * n;
-    double xi_max = 2.0 * sqrt(msg[n * n + n * q]);
+    size_t k = s->k, q = s->q, n = nb * k, tri = n * (n + 1) / 2;
+    const double *G0 = msg, *A0 = msg + tri;
+    double xi_max = 2.0 * sqrt(msg[tri + n * q]);
     double *G = malloc(n * n * sizeof *G), *D2 = malloc(nb * nb * sizeof *D2), *wts = malloc(nb * sizeof *wts);
     float *A = malloc(n * q * sizeof *A);
     dps_rng *rng = s->noise;
@@ -348,9 +351,9 @@ static int s_weigh(ref_sharded *s, size_t nb, const double *msg, double *hdr, do
     if (!rc && s->seeded)
         rc = dps_rng_new_labelled(&rng, s->seed, "wfc-sharded", s->epoch);
     if (!rc) {
-        for (size_t i = 0; i < n; i++) /* la_gram_add filled one triangle: both, full */
+        for (size_t i = 0; i < n; i++) /* the packed triangle: both, full */
             for (size_t j = i; j < n; j++)
-                G[i * n + j] = G[j * n + i] = G0[i * n + j] + (i == j ? 0 : G0[j * n + i]);
+                G[i * n + j] = G[j * n + i] = G0[s_packed(n, i, j)];
         for (size_t i = 0; i < n * q; i++)
             A[i] = (float)A0[i]; /* item j's A_j (reference_sharded.h, (2)) */
         agg_input in = {NULL, A, nb, k, s->d, q, xi_max};
@@ -376,9 +379,12 @@ static int s_weigh(ref_sharded *s, size_t nb, const double *msg, double *hdr, do
     return rc;
 }
 
-/* Local: msg's n x n block += V V^T over this rank's slices (one triangle),
-   the n x q block = V P^T, the last entry = ||P slice||_F^2. */
-static void s_products(ref_sharded *s, size_t nb, double *msg, double *buf)
+/* Local: msg = V V^T over this rank's slices (its upper triangle packed by
+   rows: half the bytes to reduce), then V P^T (n x q), then ||P slice||_F^2;
+   returns the doubles written.  msg holds n x n + n x q + 1 (G is formed
+   full-size first, then packed in place: each entry moves to a lower
+   index, so in order nothing is overwritten before it is read). */
+static size_t s_products(ref_sharded *s, size_t nb, double *msg, double *buf)
 {
     size_t n = nb * s->k, q = s->q, w = s->w;
     double *G = msg, *A = msg + n * n;
@@ -400,6 +406,12 @@ static void s_products(ref_sharded *s, size_t nb, double *msg, double *buf)
     for (size_t i = 0; i < q * w; i++)
         f2 += (double)s->P[i] * s->P[i];
     msg[n * n + n * q] = f2;
+    size_t tri = n * (n + 1) / 2;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++)
+            msg[s_packed(n, i, j)] = G[i * n + j];
+    memmove(msg + tri, A, (n * q + 1) * sizeof *msg);
+    return tri + n * q + 1;
 }
 
 /* This rank's slice of the noisy mean: Z = Bm^T V + N(0, s_mu^2) (q x w,
@@ -440,8 +452,7 @@ int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome 
     int rc = nb >= 2 && msg && Bm && buf && Z ? DPS_OK : nb < 2 ? DPS_EINVAL : DPS_ENOMEM;
     rc = s_agree(s, rc);
     if (!rc) {
-        s_products(s, nb, msg, buf);
-        s_reduce(s, msg, len);
+        s_reduce(s, msg, s_products(s, nb, msg, buf));
         if (s->rank == 0)
             rc = s_weigh(s, nb, msg, Bm, Bm + 4);
         rc = s_agree(s, rc);
