@@ -85,7 +85,9 @@ size_t ref_sharded_bytes(const dps_config *c, size_t w)
        matrices (rank 0 also forms G, H and the distances) and tiles */
     size_t n = c->t * c->k, win = DPS_MIN(c->window ? c->window : c->t, c->t), big = DPS_MAX(c->m, c->q);
     size_t floats = (c->t * c->k + 2 * c->q) * w + win * c->m * w + n * c->q;
-    size_t doubles = 3 * n * n + 3 * n * c->q + (n + c->q + big) * REF_TILE + 2 * big * big + c->t * (c->t + 2);
+    size_t doubles = n * (n + 1) / 2 + n * c->q + 1 /* acc */ + (n + c->q + c->k) * REF_TILE + (n + c->q) * c->k /* stack, blk */ +
+                     2 * n * n + 2 * n * c->q /* rank 0: G, H; B */ + big * REF_TILE + 2 * big * big +
+                     c->t * (c->t + 2);
     return floats * sizeof(float) + doubles * sizeof(double);
 }
 
@@ -102,6 +104,9 @@ void ref_sharded_free(ref_sharded *s)
     free(s->P);
     free(s->Pd);
     free(s->block);
+    free(s->acc);
+    free(s->stack);
+    free(s->blk);
     memset(s, 0, sizeof *s);
 }
 
@@ -136,7 +141,12 @@ int ref_sharded_init(ref_sharded *s, MPI_Comm comm, const dps_config *c, int see
         s->P = dps_aligned_alloc(s->q * w, sizeof(float));
         s->Pd = malloc(w * sizeof *s->Pd);
         s->block = malloc(1024 * sizeof *s->block);
-        if (!s->V || !s->done || !s->rows || !s->open_id || !s->filled || !s->slots || !s->P || !s->Pd || !s->block)
+        size_t n = s->t * s->k;
+        s->acc = malloc((n * (n + 1) / 2 + n * s->q + 1) * sizeof *s->acc);
+        s->stack = malloc((n + s->q + s->k) * REF_TILE * sizeof *s->stack); /* + the bucket's own tile */
+        s->blk = malloc(s->k * (n + s->q) * sizeof *s->blk);
+        if (!s->V || !s->done || !s->rows || !s->open_id || !s->filled || !s->slots || !s->P || !s->Pd || !s->block ||
+            !s->acc || !s->stack || !s->blk)
             rc = DPS_ENOMEM;
         else if (!seeded && dps_rng_new_secure(&s->noise) != DPS_OK)
             rc = DPS_ERANDOM;
@@ -173,6 +183,11 @@ int ref_sharded_begin(ref_sharded *s, uint64_t epoch)
         for (size_t c = 0; c < s->w; c++)
             s->P[i * s->w + c] = (float)s->Pd[c];
     }
+    s->f2 = 0;
+    for (size_t i = 0; i < s->q * s->w; i++)
+        s->f2 += (double)s->P[i] * s->P[i];
+    size_t n = s->t * s->k;
+    memset(s->acc, 0, (n * (n + 1) / 2 + n * s->q + 1) * sizeof *s->acc);
     memset(s->done, 0, s->t);
     s->completed = 0;
     s->next_bucket = 0;
@@ -278,6 +293,82 @@ static int s_topk(ref_sharded *s, const float *X, size_t nr, float *V, size_t it
     return rc;
 }
 
+/* Where entry (i, j >= i) of an n x n upper triangle lies once packed by rows. */
+static size_t s_packed(size_t n, size_t i, size_t j) { return i * n - (i * (i + 1)) / 2 + j; }
+
+/* Local: bucket id's products with every completed bucket (itself included)
+   and with the points, added to acc: V_id V_l^T into V V^T's packed upper
+   triangle (an entry (r, c) at its (min, max) place), V_id P^T into its rows
+   of V P^T.  Each entry is a sum of the products of this rank's w
+   coordinates (exact in double: products of floats) in some order; the
+   reduce adds the ranks' -- aggregate.c's rounding bound holds for any order
+   of a dot product's additions, and entry (r, c) is formed from buckets r / k
+   and c / k alone, whatever the others hold. */
+static void s_accumulate(ref_sharded *s, size_t id)
+{
+    size_t k = s->k, q = s->q, w = s->w, nmax = s->t * s->k, tri = nmax * (nmax + 1) / 2;
+    size_t ids[s->t], nd = 0;
+    for (size_t l = 0; l < s->t; l++)
+        if (s->done[l])
+            ids[nd++] = l;
+    size_t cols = nd * k + q; /* the done buckets' rows, then the points */
+    const float *Vj = s->V + id * k * w;
+    for (size_t c0 = 0; c0 < w; c0 += REF_TILE) {
+        size_t cw = DPS_MIN((size_t)REF_TILE, w - c0);
+        double *vj = s->stack + cols * cw; /* after the stack's rows */
+        for (size_t li = 0; li < nd; li++)
+            for (size_t b = 0; b < k; b++)
+                for (size_t c = 0; c < cw; c++)
+                    s->stack[(li * k + b) * cw + c] = s->V[(ids[li] * k + b) * w + c0 + c];
+        for (size_t i = 0; i < q; i++)
+            for (size_t c = 0; c < cw; c++)
+                s->stack[(nd * k + i) * cw + c] = s->P[i * w + c0 + c];
+        for (size_t a = 0; a < k; a++)
+            for (size_t c = 0; c < cw; c++)
+                vj[a * cw + c] = Vj[a * w + c0 + c];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)k, (int)cols, (int)cw, 1.0, vj, (int)cw, s->stack,
+                    (int)cw, 0.0, s->blk, (int)cols);
+        for (size_t a = 0; a < k; a++) {
+            const double *row = s->blk + a * cols;
+            for (size_t li = 0; li < nd; li++)
+                for (size_t b = 0; b < k; b++) {
+                    size_t r = id * k + a, c = ids[li] * k + b;
+                    if (ids[li] == id && b < a)
+                        continue; /* the diagonal block: its upper half (b >= a) holds the sums */
+                    s->acc[s_packed(nmax, DPS_MIN(r, c), DPS_MAX(r, c))] += row[li * k + b];
+                }
+            for (size_t i = 0; i < q; i++)
+                s->acc[tri + (id * k + a) * q + i] += row[nd * k + i];
+        }
+    }
+}
+
+/* Local, at the close: acc's products of the nb completed buckets only, in
+   bucket order, then ||P slice||_F^2; returns the doubles to reduce.  In
+   place: every entry moves to a lower index (the packed position grows with
+   n, r and c), so in order nothing is overwritten before it is read. */
+static size_t s_compact(ref_sharded *s, size_t nb)
+{
+    size_t k = s->k, q = s->q, nmax = s->t * k, n = nb * k, trimax = nmax * (nmax + 1) / 2, tri = n * (n + 1) / 2;
+    size_t map[s->t], j = 0; /* bucket id -> its place among the completed */
+    for (size_t l = 0; l < s->t; l++)
+        map[l] = s->done[l] ? j++ : (size_t)-1;
+    if (nb < s->t) {
+        for (size_t r = 0; r < nmax; r++) {
+            if (map[r / k] == (size_t)-1)
+                continue;
+            for (size_t c = r; c < nmax; c++)
+                if (map[c / k] != (size_t)-1)
+                    s->acc[s_packed(n, map[r / k] * k + r % k, map[c / k] * k + c % k)] = s->acc[s_packed(nmax, r, c)];
+        }
+        for (size_t l = 0; l < s->t; l++)
+            if (map[l] != (size_t)-1)
+                memmove(s->acc + tri + map[l] * k * q, s->acc + trimax + l * k * q, k * q * sizeof *s->acc);
+    }
+    s->acc[tri + n * q] = s->f2;
+    return tri + n * q + 1;
+}
+
 /* Collective: bucket oi is full: its rows normalised (row_unit's rule over
    the ranks' slices), its basis slice into V. */
 static int s_bucket(ref_sharded *s, size_t oi)
@@ -302,6 +393,7 @@ static int s_bucket(ref_sharded *s, size_t oi)
     if (!rc) {
         s->done[id] = 1;
         s->completed++;
+        s_accumulate(s, id);
     }
     return rc;
 }
@@ -333,8 +425,6 @@ size_t ref_sharded_seal(ref_sharded *s)
 }
 
 /* ------------------------------------------------------------ release */
-/* Where entry (i, j >= i) of an n x n upper triangle lies once packed by rows. */
-static size_t s_packed(size_t n, size_t i, size_t j) { return i * n - (i * (i + 1)) / 2 + j; }
 
 /* Rank 0: WFC on the reduced Gram and projections (msg: G's upper triangle
    packed by rows, n x q A, ||P||_F^2); into hdr (failed, s_mu, radius, W^)
@@ -379,41 +469,6 @@ static int s_weigh(ref_sharded *s, size_t nb, const double *msg, double *hdr, do
     return rc;
 }
 
-/* Local: msg = V V^T over this rank's slices (its upper triangle packed by
-   rows: half the bytes to reduce), then V P^T (n x q), then ||P slice||_F^2;
-   returns the doubles written.  msg holds n x n + n x q + 1 (G is formed
-   full-size first, then packed in place: each entry moves to a lower
-   index, so in order nothing is overwritten before it is read). */
-static size_t s_products(ref_sharded *s, size_t nb, double *msg, double *buf)
-{
-    size_t n = nb * s->k, q = s->q, w = s->w;
-    double *G = msg, *A = msg + n * n;
-    memset(msg, 0, (n * n + n * q + 1) * sizeof *msg);
-    double *Vt = buf, *Pt = buf + n * REF_TILE; /* a tile of V and of P in double (exact: floats) */
-    for (size_t c0 = 0; c0 < w; c0 += REF_TILE) {
-        size_t c1 = DPS_MIN(w, c0 + REF_TILE), cw = c1 - c0;
-        la_gram_add(s->V, n, w, c0, c1, G, buf);
-        for (size_t a = 0; a < n; a++)
-            for (size_t c = 0; c < cw; c++)
-                Vt[a * cw + c] = s->V[a * w + c0 + c];
-        for (size_t i = 0; i < q; i++)
-            for (size_t c = 0; c < cw; c++)
-                Pt[i * cw + c] = s->P[i * w + c0 + c];
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)q, (int)cw, 1.0, Vt, (int)cw, Pt, (int)cw,
-                    1.0, A, (int)q);
-    }
-    double f2 = 0;
-    for (size_t i = 0; i < q * w; i++)
-        f2 += (double)s->P[i] * s->P[i];
-    msg[n * n + n * q] = f2;
-    size_t tri = n * (n + 1) / 2;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i; j < n; j++)
-            msg[s_packed(n, i, j)] = G[i * n + j];
-    memmove(msg + tri, A, (n * q + 1) * sizeof *msg);
-    return tri + n * q + 1;
-}
-
 /* This rank's slice of the noisy mean: Z = Bm^T V + N(0, s_mu^2) (q x w,
    float), a tile of columns at a time (no q x w doubles).  Seeded, each
    tile's draws are those of its coordinates in the named streams (a block
@@ -443,18 +498,17 @@ int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome 
 {
     memset(out, 0, sizeof *out);
     size_t k = s->k, q = s->q, w = s->w;
-    size_t nb = epoch_pack(s->V, k * w * sizeof(float), s->done, s->t), n = nb * k;
+    size_t nb = s->completed, n = nb * k;
     out->buckets = nb;
-    size_t len = n * n + n * q + 1;
-    double *msg = malloc(len * sizeof *msg), *Bm = malloc((4 + n * q) * sizeof *Bm);
-    double *buf = malloc((n + q) * REF_TILE * sizeof *buf);
+    double *Bm = malloc((4 + n * q) * sizeof *Bm), *buf = s->stack; /* (t k + q) x REF_TILE */
     float *Z = malloc(q * w * sizeof *Z);
-    int rc = nb >= 2 && msg && Bm && buf && Z ? DPS_OK : nb < 2 ? DPS_EINVAL : DPS_ENOMEM;
+    int rc = nb >= 2 && Bm && Z ? DPS_OK : nb < 2 ? DPS_EINVAL : DPS_ENOMEM;
     rc = s_agree(s, rc);
     if (!rc) {
-        s_reduce(s, msg, s_products(s, nb, msg, buf));
+        s_reduce(s, s->acc, s_compact(s, nb));
+        epoch_pack(s->V, k * w * sizeof(float), s->done, s->t); /* the bases in the same order */
         if (s->rank == 0)
-            rc = s_weigh(s, nb, msg, Bm, Bm + 4);
+            rc = s_weigh(s, nb, s->acc, Bm, Bm + 4);
         rc = s_agree(s, rc);
     }
     if (!rc) {
@@ -469,9 +523,7 @@ int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome 
                 rc = s_topk(s, Z, q, basis_slice, s->t); /* item t: the release's completions */
         }
     }
-    free(msg);
     free(Bm);
-    free(buf);
     free(Z);
     return rc;
 }

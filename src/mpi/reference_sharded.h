@@ -5,6 +5,9 @@
    V_j, of the reference points P and of the noisy mean Z, so each holds
    (t k + q) (c1 - c0) floats of them and W m (c1 - c0) of open buckets' rows;
    only m x m, n x n (n = t k), n x q and q x q matrices cross the network.
+   The products the close needs (V V^T and V P^T) are summed bucket by
+   bucket as each completes, so the close reduces them and runs WFC and the
+   noisy mean (n q d / R multiply-adds), not (t k)^2 d / R.
 
    THE SAME MECHANISM.  epoch_reference.c's argument uses: (1) a partition of
    the epoch's rows into buckets that does not look at the rows, so that
@@ -84,6 +87,12 @@ typedef struct {
     size_t *open_id, *filled;/* per window entry: its bucket, its rows so far     */
     size_t *slots, nfree, next_bucket, n_open;
     float *P;                /* q x w: this epoch's reference points' slices      */
+    double *acc;             /* the close's message, summed as buckets complete:
+                                V V^T's upper triangle (t k x t k, packed by
+                                rows, by bucket id), V P^T (t k x q), ||P||_F^2 */
+    double *stack;           /* (t k + q + k) x 1024: tiles of rows in double     */
+    double *blk;             /* k x (t k + q): one bucket's products of a tile    */
+    double f2;               /* ||this rank's P slice||_F^2                       */
     double *Pd;              /* w: one point's slice as drawn                     */
     double *block;           /* one block of named draws                          */
     uint64_t rows_nan, rows_inf, rows_zero, rows_discarded;
