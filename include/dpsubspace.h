@@ -52,6 +52,7 @@ typedef enum {
     DPS_EKEY,     /* a key file is missing, unreadable or malformed         */
     DPS_EIO,      /* a file could not be read, written or synced            */
     DPS_ETIMEOUT, /* nothing arrived in time                                */
+    DPS_ECANCELED, /* the caller's cancel flag ended a wait (dps_producer_set_cancel) */
     DPS_ERR_COUNT_
 } dps_err;
 

@@ -11,6 +11,8 @@
 
 #include "dpsubspace.h"
 
+#include <signal.h> /* sig_atomic_t: dps_producer_set_cancel */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -103,10 +105,27 @@ DPS_EXPORT int dps_producer_wait_ready(dps_producer *p, int timeout_ms);
    collector is behind (its queue and ours are full): rows are never dropped.
    DPS_EDIM if dim differs, DPS_EAUTH if the collector refused our key,
    DPS_ETIMEOUT if send_timeout_ms passed (the rows not sent stay buffered),
+   DPS_ECANCELED if the flag of dps_producer_set_cancel ended the wait,
    DPS_ESTATE after dps_producer_close. */
 DPS_EXPORT int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim);
 /* Send the partial batch, if any. */
 DPS_EXPORT int dps_producer_flush(dps_producer *p);
+/* A way out of a producer's waits, for a program that must stop when told
+   to (SIGINT/SIGTERM) although sends have no deadline: the collector may be
+   gone, or never have been there, and a send then blocks for good.  While
+   *flag is nonzero (NULL: no flag, the default), every wait of p for the
+   collector -- a blocked send or flush, waiting for credit, the drain,
+   dps_producer_wait_ready -- ends within about 200 ms (the drain: about a
+   second) with DPS_ECANCELED, where send_timeout_ms would end it with
+   DPS_ETIMEOUT; and dps_producer_close neither flushes nor drains nor
+   lingers (it returns DPS_ECANCELED; every batch not confirmed is counted).
+   Clear *flag to wait again.  A sharded producer is failed after a canceled
+   send, as after any failed one.  The flag is only read, never written: set
+   it from a signal handler (sig_atomic_t) or another thread; it must
+   outlive p or be unset first.  (A function rather than a field of
+   dps_producer_opts: the options struct keeps its layout, so programs
+   built against an older header keep working with this library.) */
+DPS_EXPORT int dps_producer_set_cancel(dps_producer *p, const volatile sig_atomic_t *flag);
 DPS_EXPORT void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent);
 /* Flush, then wait until the collector has answered for every batch we sent
    (asked on status_endpoint): DPS_OK when all were taken, DPS_EPROTO when it

@@ -64,7 +64,9 @@ static const char s_epilogue[] =
     "\n"
     "Exit codes: 0 every row sent (and confirmed, with --status); 1 runtime\n"
     "failure (network, memory) or interrupted while sending (SIGINT/SIGTERM\n"
-    "before the collector answered ends it at once, with the shell's 130/143);\n"
+    "stops reading, and the rows sent are drained); SIGINT/SIGTERM before the\n"
+    "collector answered, or while waiting for it (a send blocked because it is\n"
+    "gone or stopped, the drain), ends it at once, with the shell's 130/143;\n"
     "2 usage (unknown flag, missing or\n"
     "bad value, plaintext to a non-local endpoint); 3 unreadable or malformed\n"
     "input, a key file that does not load, or rows whose length differs from the\n"
@@ -84,11 +86,18 @@ typedef struct {
     cli_format fmt;
 } produce_args;
 
-static volatile sig_atomic_t s_interrupted;
+static volatile sig_atomic_t s_interrupted; /* the signal that stopped the reading (0: none) */
+/* The producer's cancel flag (dps_producer_set_cancel): set with
+   s_interrupted, so that a send blocked on a collector that is gone (or
+   stopped, or never was there: sends have no deadline) ends at once; cleared
+   again when the signal came between sends, so that the rows sent are
+   drained as before. */
+static volatile sig_atomic_t s_cancel;
 
 static void s_on_signal(int sig)
 {
-    s_interrupted = 1;
+    s_interrupted = sig;
+    s_cancel = 1;
     signal(sig, SIG_DFL); /* a second Ctrl-C ends the program at once */
 }
 
@@ -240,6 +249,7 @@ typedef struct {
     uint64_t handed;        /* rows given to the producer             */
     uint64_t total;         /* rows expected over all passes (0: unknown) */
     double t0, last_progress;
+    int canceled;           /* a signal ended a send blocked on the collector */
 } s_run_state;
 
 /* Stream one pass of the input.  Returns 0 or an exit code (printed). */
@@ -260,6 +270,10 @@ static int s_pass(const produce_args *a, cli_reader *r, dps_producer *p, float *
         if (a->rate > 0) /* hand rows over no faster than --rate */
             s_sleep(rs->t0 + (double)rs->handed / a->rate - s_now());
         rc = dps_producer_send_rows(p, buf, got, d);
+        if (rc == DPS_ECANCELED) { /* SIGINT/SIGTERM while the collector took nothing */
+            rs->canceled = 1;
+            return 0;
+        }
         if (rc == DPS_EAUTH) {
             char why[2048];
             cli_net_auth_sentence(&a->net, a->connect, "--authorized-keys", why, sizeof why);
@@ -323,6 +337,7 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
         cli_reader_close(&r);
         return cli_net_exit_code(rc);
     }
+    dps_producer_set_cancel(p, &s_cancel);
     if (a->wait_ready_ms && (rc = dps_producer_wait_ready(p, (int)a->wait_ready_ms)) != DPS_OK) {
         char why[2048];
         if (rc == DPS_EAUTH)
@@ -367,7 +382,7 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    s_run_state rs = {0, avail * a->repeat, s_now(), 0};
+    s_run_state rs = {0, avail * a->repeat, s_now(), 0, 0};
     rs.last_progress = rs.t0;
     for (uint64_t pass = 0; pass < a->repeat && !code && !s_interrupted; pass++) {
         if (pass > 0) {
@@ -379,6 +394,8 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
     }
     free(buf);
     cli_reader_close(&r);
+    if (s_interrupted && !rs.canceled)
+        s_cancel = 0; /* the signal came between sends: drain the rows sent (a second signal ends the wait) */
 
     /* Send the partial batch and wait for the collector's confirmation
        (close: both within linger_ms, so a collector that is gone cannot hold
@@ -389,8 +406,17 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
     rc = dps_producer_close(p, &unconfirmed);
     dps_producer_counts(p, &rows, &batches);
     dps_producer_confirmed(p, &taken, &refused);
+    if (rc == DPS_ECANCELED)
+        rs.canceled = 1; /* the drain (or the last send) was waiting when the signal came */
     if (code == CLI_EXIT_AUTH) {
         /* said already */
+    } else if (rs.canceled) {
+        if (a->status && batches)
+            snprintf(conf, sizeof conf, "NOT confirmed: %" PRIu64 " of %" PRIu64 " batches (interrupted while "
+                     "waiting for the collector)", unconfirmed, taken + unconfirmed);
+        else
+            snprintf(conf, sizeof conf, "not confirmed (interrupted while waiting for the collector)");
+        confirmed = conf;
     } else if (!a->status) {
         if (rc && !code) {
             cli_error("sending the last batch to %s failed: %s", a->connect, dps_strerror(rc));
@@ -430,7 +456,13 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
            batches, secs, secs > 0 ? (double)rows / secs : 0.0, a->connect, a->id,
            s_interrupted ? " (interrupted)" : "", confirmed);
     fflush(stdout);
-    if (s_interrupted && !code) {
+    if (s_interrupted && rs.canceled && !code) {
+        /* the help's promise: a signal while waiting for the collector ends it with the shell's 130/143 */
+        cli_error("interrupted: stopped reading after %" PRIu64 " rows, while waiting for the collector at %s "
+                  "(gone, stopped or not there yet)",
+                  rs.handed, a->connect);
+        code = 128 + (int)s_interrupted;
+    } else if (s_interrupted && !code) {
         cli_error("interrupted: stopped reading after %" PRIu64 " rows", rs.handed);
         code = CLI_EXIT_RUNTIME;
     }

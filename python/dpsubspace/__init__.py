@@ -6,7 +6,9 @@
 
     Producer   -- stream rows (numpy arrays or PyTorch tensors) to a collector
     ShardedProducer -- the same to a collector sharded over MPI ranks
-                  (dps-collector --sharded): each row split by coordinate
+                  (dps-collector --sharded): each row split by coordinate;
+                  RanksNotReadyError (a TimeoutError) names the ranks that did
+                  not shake hands before its first batch
     UnconfirmedBatchesError -- raised by Producer.close() when the collector
                   did not confirm taking every batch (gone, overloaded, refused)
     Subscriber -- receive its private subspace snapshots, project vectors
@@ -28,7 +30,7 @@ from .estimator import Release, SubspaceEstimator
 # The collector's clients need python3-zmq and python3-protobuf: imported on
 # first use, so that the in-process parts work without them.
 _LAZY = {"Producer": "producer", "ShardedProducer": "producer", "shard_slice": "producer",
-         "shard_endpoint": "producer", "UnconfirmedBatchesError": "producer",
+         "shard_endpoint": "producer", "UnconfirmedBatchesError": "producer", "RanksNotReadyError": "producer",
          "Subscriber": "subscriber",
          "Snapshot": "subscriber", "load_keypair": "keys", "load_public_key": "keys", "endpoint_is_local": "keys",
          "WIRE_VERSION": "wire"}

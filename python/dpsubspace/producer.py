@@ -135,6 +135,7 @@ class Producer:
         self._sock.setsockopt(zmq.LINGER, linger_ms)
         self._mon = self._sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._ready = self._refused = False
+        self.endpoint = endpoint  # the endpoint connected to (a shard's: its rank's)
         self._sock.connect(endpoint)
         if not status_endpoint and shard is None:
             warnings.warn(f"Producer to {endpoint} without status_endpoint: nobody can confirm that the collector "
@@ -407,6 +408,16 @@ def shard_endpoint(base, shard):
     raise ValueError(f"{base!r}: a sharded collector's ranks need tcp://, ipc:// or a list")
 
 
+class RanksNotReadyError(TimeoutError):
+    """A ShardedProducer's ranks did not all shake hands within ready_timeout_ms (raised before anything is
+    sent).  ranks: [(r, endpoint), ...] of the ranks that did not answer -- no collector rank there (fewer
+    ranks than shards: mpirun -np R must match), or another security."""
+
+    def __init__(self, message, ranks):
+        super().__init__(message)
+        self.ranks = ranks
+
+
 class ShardedProducer:
     """Rows to a collector sharded by coordinate over `shards` ranks (mpirun -np R dps-collector --sharded,
     issue 15): each row is split into R slices (shard_slice) and slice r sent to rank r's ingest endpoint
@@ -414,17 +425,29 @@ class ShardedProducer:
     stream so that every rank pairs its slice with rank 0's.  status_endpoint is rank 0's: it confirms a
     batch only once every rank took its slice, so close() (part 0's drain) confirms them all.  The same
     interface as Producer: send, flush, drain, close, a context manager.  After a part failed, nothing
-    more is sent (a retry would send the same rows under different seqs on different parts)."""
+    more is sent (a retry would send the same rows under different seqs on different parts).
 
-    def __init__(self, endpoint, dim, shards, status_endpoint=None, producer_id=None, **kw):
+    Before its first batch it waits up to ready_timeout_ms for every rank's handshake (as dps-produce
+    --shards does with --wait-ready) and raises RanksNotReadyError, a TimeoutError naming the ranks'
+    endpoints that did not answer, with nothing sent: a rank that is not there (a producer split for more
+    ranks than the collector has) would block its part's send for good, and the ranks that are there would
+    drop every batch whose slice never comes.  A later send checks again.  ready_timeout_ms=None: no check
+    (sends block until every rank is there).  wait_ready(timeout_ms) is Producer.wait_ready for all ranks
+    at once: True or False, the ranks still waiting in not_ready."""
+
+    def __init__(self, endpoint, dim, shards, status_endpoint=None, producer_id=None, ready_timeout_ms=10000,
+                 **kw):
         if not 1 <= shards <= dim:
             raise ValueError(f"shards must be in 1..dim (got {shards} for dim {dim})")
         if producer_id is None:
             producer_id = f"python-{os.getpid()}-{os.urandom(4).hex()}"
         stream = int.from_bytes(os.urandom(8), "little") | 1  # nonzero: a sharded batch must name its stream
         self.dim, self.shards, self.producer_id = dim, shards, producer_id
+        self.endpoint, self.ready_timeout_ms = endpoint, ready_timeout_ms
         self._cols = [shard_slice(dim, shards, r) for r in range(shards)]
         self._failed = False
+        self._all_ready = ready_timeout_ms is None  # every rank shook hands (checked before the first batch)
+        self.not_ready = []  # [(r, endpoint)]: the ranks the last wait_ready did not hear from
         self.parts = []
         try:
             for r, (c0, c1) in enumerate(self._cols):
@@ -436,6 +459,40 @@ class ShardedProducer:
                 part.linger_ms = 0
                 part._close_sockets()
             raise
+
+    def wait_ready(self, timeout_ms=5000):
+        """True once every rank's handshake succeeded, within one timeout_ms for all; False if some did not
+        (not_ready lists them as (r, endpoint)); PermissionError if a rank refused our key."""
+        end = time.monotonic() + timeout_ms / 1000
+        while True:
+            waiting = []
+            for r, part in enumerate(self.parts):
+                if not part._ready:
+                    part._events(0)
+                if part._refused and not part._ready:
+                    raise PermissionError(f"rank {r} of the sharded collector ({part.endpoint}) refused our CURVE "
+                                          "key (not in its authorized keys)")
+                if not part._ready:
+                    waiting.append((r, part.endpoint))
+            self.not_ready = waiting
+            if not waiting:
+                self._all_ready = True
+                return True
+            if time.monotonic() > end:
+                return False
+            waiting_part = self.parts[waiting[0][0]]
+            waiting_part._events(20)  # wait on one that is still waiting: its handshake, or 20 ms
+
+    def _check_ready(self):
+        """Before the first batch: every rank's handshake within ready_timeout_ms, or RanksNotReadyError."""
+        if self._all_ready or self.wait_ready(self.ready_timeout_ms):
+            return
+        which = ", ".join(f"rank {r} ({ep})" for r, ep in self.not_ready)
+        raise RanksNotReadyError(
+            f"no handshake within {self.ready_timeout_ms} ms with {which} of the {self.shards} ranks of the sharded "
+            f"collector at {self.endpoint} (rank r at its port + r, or the r-th of a list): is the collector running "
+            f"on {self.shards} ranks (mpirun -np {self.shards} dps-collector --sharded), with the same security? "
+            f"Nothing was sent", self.not_ready)
 
     def _each(self, call):
         if self._failed:
@@ -452,6 +509,8 @@ class ShardedProducer:
         worth at a time for every part in turn (as the C producer): a part that sent many batches ahead of the
         others would leave the ranks waiting for slices still unsent (--shard-wait drops them)."""
         a = _as_rows(rows, self.dim)
+        if not self._failed:
+            self._check_ready()
         b = self.parts[0].batch_rows
         for i in range(0, a.shape[0], b):
             self._each(lambda r, part: part.send(a[i:i + b, self._cols[r][0]:self._cols[r][1]]))

@@ -9,6 +9,8 @@
 #      producer fills an epoch, an unauthorized one is told so (exit 5); the
 #      C API example (producers/example_producer.c) sends rows and checks
 #      that the collector confirmed them.
+# And in 1: a dps-produce whose send blocks on a collector that takes nothing
+# (nobody there, or one rank of --shards 2) ends at SIGTERM/SIGINT, 143/130.
 # Pure POSIX shell plus the programs; every command runs under `timeout`, and
 # the collector is killed on exit.  Registered with ctest as "net_cli".
 #
@@ -75,6 +77,48 @@ start_collector() {
         _i=$((_i + 1))
     done
     return 1
+}
+
+# interrupt_blocked SIG WANT NAME ARGS...: dps-produce ARGS sends to an endpoint nobody serves, so
+# its send blocks (ZMQ_IMMEDIATE: nothing is queued toward a peer that never shook hands), and
+# sends have no deadline; SIG must end it within 10 s (it takes ~0.2 s) with exit WANT, the
+# summary line saying "(interrupted)" and the interrupted line.  Before the fix the first signal
+# was swallowed and it stayed blocked.
+interrupt_blocked() {
+    _sig=$1 _want=$2 _name=$3
+    shift 3
+    "$PROD" "$@" > int.out 2> int.err &
+    _pid=$!
+    # blocked soon after libzmq's threads start (a few rows to read, nobody to take them; the signal
+    # handler is installed just after): wait for them (Linux's /proc; up to 10 s on a loaded machine)
+    _i=0
+    while [ -d /proc/$_pid/task ] && [ "$(ls /proc/$_pid/task 2> /dev/null | wc -l)" -lt 3 ] && [ $_i -lt 100 ]; do
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    sleep 1
+    if ! kill -0 "$_pid" 2> /dev/null; then
+        wait "$_pid"
+        bad "$_name" "ended before the signal, exit $?: $(cat int.out int.err)"
+        return
+    fi
+    kill -s "$_sig" "$_pid"
+    _i=0
+    while kill -0 "$_pid" 2> /dev/null && [ $_i -lt 100 ]; do sleep 0.1; _i=$((_i + 1)); done
+    if kill -0 "$_pid" 2> /dev/null; then
+        kill -9 "$_pid"
+        wait "$_pid"
+        bad "$_name" "still blocked 10 s after SIG$_sig"
+        return
+    fi
+    wait "$_pid"
+    _rc=$?
+    if [ $_rc -eq "$_want" ] && grep -q "(interrupted); not confirmed (interrupted while waiting for the collector)" int.out &&
+        grep -q "^dps-produce: interrupted: stopped reading after .* while waiting for the collector" int.err; then
+        ok "$_name"
+    else
+        bad "$_name" "exit $_rc: $(cat int.out int.err)"
+    fi
 }
 
 # --------------------------------------------------------------- data
@@ -233,6 +277,15 @@ expect_error "dps-status of a collector that is not there: exit 6" 6 "no answer 
     "$STATUS" $PT --connect "ipc://$T/none.st" --timeout 300
 expect_error "dps-watch --truth of another shape: exit 3" 3 "--truth is 3 x 200 but .* 4 x 200" \
     "$WATCH" $PT --connect "$PUB" --count 1 --timeout 5 --truth basis3.npy
+# a send blocked on a collector that takes nothing ends at the first SIGTERM/SIGINT (--wait-ready 0:
+# no handshake asked first, as with a collector that dies after it); --shards 2 with rank 0 up (this
+# collector, which refuses the half-rows as wrong_dim) and nobody on rank 1
+interrupt_blocked TERM 143 "send blocked, nobody there: SIGTERM ends it, exit 143" \
+    rows.npy $PT --connect "ipc://$T/nobody.in" --wait-ready 0
+interrupt_blocked INT 130 "send blocked, nobody there: SIGINT ends it, exit 130" \
+    rows.npy $PT --connect "ipc://$T/nobody.in" --wait-ready 0
+interrupt_blocked TERM 143 "--shards 2, rank 1 not there: SIGTERM ends it, exit 143" \
+    rows.npy $PT --shards 2 --connect "$IN,ipc://$T/nobody.in" --wait-ready 0
 # the collector dies after taking 2 batches and before confirming them (the producer still reads
 # its input, raw rows up to the end of the pipe): dps-produce names the 2 batches not confirmed and
 # exits 6 within --drain-timeout

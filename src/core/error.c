@@ -24,6 +24,7 @@ static const char *s_sentences[DPS_ERR_COUNT_] = {
     [DPS_EKEY] = "a key file is missing, unreadable or malformed",
     [DPS_EIO] = "a file could not be read, written or synced",
     [DPS_ETIMEOUT] = "nothing arrived in time",
+    [DPS_ECANCELED] = "canceled: the caller's cancel flag ended the wait",
 };
 
 const char *dps_strerror(int err)

@@ -33,7 +33,19 @@
    would send the same rows under different seqs on different parts.  Part 0
    alone has the status endpoint (rank 0's): rank 0 counts a batch taken
    only once every rank took its slice, so part 0's drain confirms all; the
-   other parts close after it. */
+   other parts close after it.
+   Cancel (dps_producer_set_cancel): sends have no deadline by default (a
+   slow collector is legitimate), so a collector that died or never existed
+   blocks a send for good, and a program's SIGTERM handler cannot make it
+   return.  Every wait here is already a loop of short slices (the send's
+   ZMQ_SNDTIMEO of 200 ms, the credit reply and the handshake polled in
+   slices of at most 200 ms, the drain's status queries of at most 1 s), so
+   each slice also reads a caller's flag and ends the wait with
+   DPS_ECANCELED once it is set: no deadline when nobody asks, a prompt end
+   when someone does.  A flag the caller owns (a volatile sig_atomic_t, set
+   from a signal handler) rather than a call into the producer from the
+   handler: setting it is async-signal-safe, and one flag serves any number
+   of producers (the parts of a sharded one share their parent's). */
 #include "dpsubspace_net.h"
 #include "transport.h"
 #include "wire.h"
@@ -74,6 +86,7 @@ struct dps_producer {
     size_t parts;
     float *split;            /* sharded: batch_rows x the widest slice, scratch   */
     int failed;              /* sharded: a part failed; nothing more is sent      */
+    const volatile sig_atomic_t *cancel; /* the caller's flag: nonzero ends every wait */
 };
 
 #define CREDIT_AHEAD 64      /* batches asked for at a time (the collector grants at most a fair share) */
@@ -91,6 +104,9 @@ void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t d
 }
 
 static int s_sharded_new(dps_producer **out, const dps_producer_opts *o);
+
+/* The caller's cancel flag is set: the wait in progress ends (DPS_ECANCELED). */
+static int s_canceled(const dps_producer *p) { return p->cancel && *p->cancel; }
 
 /* A producer's struct with its row shape, for both kinds (checked options). */
 static dps_producer *s_alloc(const dps_producer_opts *o)
@@ -225,22 +241,38 @@ static int s_sharded_new(dps_producer **out, const dps_producer_opts *o)
     return DPS_OK;
 }
 
+int dps_producer_set_cancel(dps_producer *p, const volatile sig_atomic_t *flag)
+{
+    if (!p)
+        return DPS_EINVAL;
+    p->cancel = flag;
+    for (size_t r = 0; r < p->parts; r++)
+        if (p->part[r])
+            p->part[r]->cancel = flag;
+    return DPS_OK;
+}
+
 int dps_producer_wait_ready(dps_producer *p, int timeout_ms)
 {
-    for (size_t r = 0; p && r < p->parts; r++) { /* every rank's handshake */
-        int rc = dps_producer_wait_ready(p->part[r], timeout_ms);
+    if (!p)
+        return DPS_EINVAL;
+    uint64_t end = net_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+    for (size_t r = 0; r < p->parts; r++) { /* every rank's handshake, within one timeout_ms for all */
+        uint64_t now = net_now_ms();
+        int rc = dps_producer_wait_ready(p->part[r], end > now ? (int)(end - now) : 0);
         if (rc)
             return rc;
     }
-    if (p && p->parts)
+    if (p->parts)
         return DPS_OK;
-    uint64_t end = net_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
     for (;;) {
         net_monitor_poll(&p->mon, 50);
         if (p->mon.auth_failed)
             return DPS_EAUTH;
         if (p->mon.succeeded)
             return DPS_OK;
+        if (s_canceled(p))
+            return DPS_ECANCELED;
         if (net_now_ms() >= end)
             return DPS_ETIMEOUT;
     }
@@ -298,6 +330,8 @@ static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
     int backoff = 2;
     uint64_t asked_ms = 0;
     for (;;) {
+        if (s_canceled(p))
+            return DPS_ECANCELED;
         uint64_t now = net_now_ms(), wait = p->credit ? 1000 : CREDIT_FIRST_MS;
         if (!p->asking || now - asked_ms >= 1000) { /* a question unanswered for 1 s is asked again */
             if (s_credit_ask(p) != DPS_OK) {
@@ -310,7 +344,9 @@ static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
             wait = start + (uint64_t)p->send_timeout_ms > now ? start + (uint64_t)p->send_timeout_ms - now : 0;
         if (deadline)
             wait = deadline > now ? (deadline - now < wait ? deadline - now : wait) : 0;
-        int rc = s_credit_reply(p, (int)(wait < 1000 ? wait : 1000) + 1);
+        /* slices of 200 ms: the cancel flag is read between them (an
+           unanswered question is still asked again only after 1 s) */
+        int rc = s_credit_reply(p, (int)(wait < 200 ? wait : 200) + 1);
         if (p->credit < 0 || p->seq < p->credit_end)
             return DPS_OK;
         if (rc != DPS_OK && !p->credit && net_now_ms() - start >= CREDIT_FIRST_MS) {
@@ -365,6 +401,10 @@ static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadlin
             rc = DPS_EAUTH;
             break;
         }
+        if (s_canceled(p)) { /* after a slice of ZMQ_SNDTIMEO (200 ms) */
+            rc = DPS_ECANCELED;
+            break;
+        }
         if ((p->send_timeout_ms > 0 && net_now_ms() - start >= (uint64_t)p->send_timeout_ms) ||
             (deadline && net_now_ms() >= deadline)) {
             rc = DPS_ETIMEOUT;
@@ -408,7 +448,7 @@ static int s_sharded_send(dps_producer *p, const float *rows, size_t n)
    confirms every rank's slices), then the others. */
 static int s_sharded_close(dps_producer *p, uint64_t *unconfirmed)
 {
-    int rc = p->failed ? DPS_ESTATE : DPS_OK;
+    int rc = p->failed ? DPS_ESTATE : s_canceled(p) ? DPS_ECANCELED : DPS_OK;
     for (size_t r = 1; r < p->parts && !rc; r++)
         rc = dps_producer_flush(p->part[r]);
     int rc0 = p->part[0] ? dps_producer_close(p->part[0], &p->unconfirmed) : DPS_ESTATE;
@@ -499,6 +539,8 @@ static int s_drain(dps_producer *p, uint64_t deadline)
     }
     for (;;) {
         dps_collector_status st;
+        if (s_canceled(p))
+            return DPS_ECANCELED; /* not how the drain ended: a later one asks again */
         uint64_t now = net_now_ms(), left = deadline > now ? deadline - now : 0;
         rc = dps_collector_status_query_producer(p->status_ep, &p->sec, (int)(left < 1000 ? left : 1000) + 1,
                                                  p->id, &st);
@@ -582,6 +624,8 @@ int dps_producer_close(dps_producer *p, uint64_t *unconfirmed)
     if (p->sock) {
         if (p->mon.auth_failed && !p->mon.succeeded)
             rc = DPS_EAUTH;
+        else if (s_canceled(p))
+            rc = DPS_ECANCELED; /* told to stop: no flush, no drain, no linger */
         else
             rc = s_flush(p, deadline); /* a dead collector must not hold us past linger_ms */
         int drc = DPS_OK;

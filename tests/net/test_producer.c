@@ -1,8 +1,9 @@
 /* test_producer - the client side's end of a job, against sockets this test
    plays the collector with: dps_producer_close reports the batches a
    collector did not confirm (gone, partial answer, refusal, no status
-   endpoint) within linger_ms, and a subscriber's from_epoch skips older
-   snapshots, the welcome message included.  Over ipc:// in a temporary
+   endpoint) within linger_ms, a cancel flag (dps_producer_set_cancel) ends
+   every wait that has no deadline, and a subscriber's from_epoch skips
+   older snapshots, the welcome message included.  Over ipc:// in a temporary
    directory, plaintext (ipc is local). */
 #include "check.h"
 #include "dpsubspace.h"
@@ -11,6 +12,7 @@
 #include "wire.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +287,145 @@ static void s_test_credit(const char *dir)
     zmq_ctx_term(ctx);
 }
 
+/* ------------------------------------------------------------- cancel */
+/* The flag a signal handler would set, set by a thread after 300 ms. */
+static volatile sig_atomic_t s_cancel_flag;
+
+static void *s_raise_later(void *arg)
+{
+    (void)arg;
+    usleep(300 * 1000);
+    s_cancel_flag = 1;
+    return NULL;
+}
+
+typedef enum { OP_SEND, OP_DRAIN, OP_READY } s_op;
+
+/* Run op on p with the flag clear, set 300 ms later: its result and how long it took. */
+static int s_canceled_op(dps_producer *p, s_op op, uint64_t *ms)
+{
+    float rows[BATCH * D];
+    for (size_t i = 0; i < BATCH * D; i++)
+        rows[i] = 0.25f;
+    s_cancel_flag = 0;
+    uint64_t t0 = net_now_ms();
+    pthread_t th;
+    pthread_create(&th, NULL, s_raise_later, NULL);
+    int rc = op == OP_SEND    ? dps_producer_send_rows(p, rows, BATCH, D)
+             : op == OP_DRAIN ? dps_producer_drain(p, 15000)
+                              : dps_producer_wait_ready(p, 15000);
+    *ms = net_now_ms() - t0;
+    pthread_join(th, NULL);
+    return rc;
+}
+
+/* A producer of BATCH-row batches to ingest with a cancel flag; sends and
+   waits give up after 15 s, so that a flag that is not read fails the test
+   instead of hanging it. */
+static dps_producer *s_cancelable(const char *ingest, const char *status, size_t shards)
+{
+    dps_producer_opts o;
+    dps_producer_opts_init(&o, ingest, D);
+    o.batch_rows = BATCH;
+    o.status_endpoint = status;
+    o.send_timeout_ms = 15000;
+    o.shards = shards;
+    o.sec.plaintext = 1;
+    dps_producer *p = NULL;
+    if (dps_producer_new(&p, &o) != DPS_OK || dps_producer_set_cancel(p, &s_cancel_flag) != DPS_OK)
+        dps_producer_destroy(&p);
+    return p;
+}
+
+/* Each wait without a deadline -- a send to nobody (a collector gone or
+   never there), a sharded send with one rank gone, waiting for credit, the
+   drain, the handshake -- ends with DPS_ECANCELED soon after the flag is set
+   (300 ms in), and close then returns at once (no flush, drain or linger:
+   linger_ms is the default 30 s here). */
+static void s_test_cancel(const char *dir)
+{
+    char ingest[256], status[256], nobody[256], shard0[256];
+    snprintf(ingest, sizeof ingest, "ipc://%s/xin", dir);
+    snprintf(status, sizeof status, "ipc://%s/xst", dir);
+    snprintf(nobody, sizeof nobody, "ipc://%s/xnobody", dir);
+    snprintf(shard0, sizeof shard0, "ipc://%s/xshard", dir);
+    CHECK(strcmp(dps_strerror(DPS_ECANCELED), "unknown error") != 0, "DPS_ECANCELED has a sentence");
+    CHECK(dps_producer_set_cancel(NULL, &s_cancel_flag) == DPS_EINVAL, "set_cancel(NULL): DPS_EINVAL");
+    uint64_t ms = 0, un = 9;
+
+    /* 1. A send to nobody (ZMQ_IMMEDIATE: nothing queues toward a peer that never shook hands). */
+    dps_producer *p = s_cancelable(nobody, NULL, 1);
+    CHECK(p != NULL, "producer to nobody made");
+    if (p) {
+        int rc = s_canceled_op(p, OP_SEND, &ms);
+        CHECK(rc == DPS_ECANCELED && ms >= 290 && ms < 10000, "send to nobody: DPS_ECANCELED after the flag (%s, %llu ms)",
+              dps_strerror(rc), (unsigned long long)ms);
+        uint64_t t0 = net_now_ms();
+        rc = dps_producer_close(p, &un);
+        ms = net_now_ms() - t0;
+        CHECK(rc == DPS_ECANCELED && ms < 10000, "close with the flag set: DPS_ECANCELED, no linger (%s, %llu ms)",
+              dps_strerror(rc), (unsigned long long)ms);
+        /* the handshake too */
+        dps_producer_destroy(&p);
+        p = s_cancelable(nobody, NULL, 1);
+        rc = p ? s_canceled_op(p, OP_READY, &ms) : DPS_ENOMEM;
+        CHECK(rc == DPS_ECANCELED && ms >= 290 && ms < 10000, "wait_ready for nobody: DPS_ECANCELED (%s, %llu ms)",
+              dps_strerror(rc), (unsigned long long)ms);
+        dps_producer_destroy(&p);
+    }
+
+    /* 2. Sharded, rank 0 there and rank 1 not: part 1's send is canceled, and the producer is failed. */
+    void *ctx = zmq_ctx_new(), *pull0 = zmq_socket(ctx, ZMQ_PULL);
+    int zero = 0;
+    zmq_setsockopt(pull0, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_bind(pull0, shard0) == 0, "rank 0's PULL bound");
+    p = s_cancelable(shard0, NULL, 2);
+    CHECK(p != NULL, "sharded producer made");
+    if (p) {
+        int rc = s_canceled_op(p, OP_SEND, &ms);
+        CHECK(rc == DPS_ECANCELED && ms >= 290 && ms < 10000,
+              "sharded, rank 1 not there: DPS_ECANCELED after the flag (%s, %llu ms)", dps_strerror(rc),
+              (unsigned long long)ms);
+        float row[D] = {0};
+        CHECK(dps_producer_send_rows(p, row, 1, D) == DPS_ESTATE, "sharded: failed after the canceled send");
+        uint64_t t0 = net_now_ms();
+        dps_producer_destroy(&p);
+        ms = net_now_ms() - t0;
+        CHECK(ms < 10000, "sharded: destroy with the flag set does not linger (%llu ms)", (unsigned long long)ms);
+    }
+    zmq_close(pull0);
+
+    /* 3. Credit never granted (the collector's buffer full), then a drain never answered in full. */
+    s_status_server srv = {.ctx = ctx, .credit = 1, .grant = 0};
+    snprintf(srv.endpoint, sizeof srv.endpoint, "%s", status);
+    pthread_t th;
+    void *pull = s_fake_collector(ctx, ingest, &srv, &th);
+    p = s_cancelable(ingest, status, 1);
+    CHECK(p != NULL && dps_producer_wait_ready(p, 5000) == DPS_OK, "producer with credit ready");
+    if (p) {
+        int rc = s_canceled_op(p, OP_SEND, &ms);
+        CHECK(rc == DPS_ECANCELED && ms >= 290 && ms < 10000, "no credit granted: DPS_ECANCELED (%s, %llu ms)",
+              dps_strerror(rc), (unsigned long long)ms);
+        srv.grant = 1; /* one batch goes; the collector never confirms it */
+        s_cancel_flag = 0;
+        rc = dps_producer_send_rows(p, (float[BATCH * D]){0}, BATCH, D);
+        CHECK(rc == DPS_OK, "granted: the batch sent (%s)", dps_strerror(rc));
+        rc = s_canceled_op(p, OP_DRAIN, &ms);
+        CHECK(rc == DPS_ECANCELED && ms >= 290 && ms < 10000, "drain never confirmed: DPS_ECANCELED (%s, %llu ms)",
+              dps_strerror(rc), (unsigned long long)ms);
+        srv.taken = 1; /* the flag cleared, a later drain asks again */
+        s_cancel_flag = 0;
+        rc = dps_producer_close(p, &un);
+        CHECK(rc == DPS_OK && un == 0, "flag cleared: close drains as before (%s, %llu)", dps_strerror(rc),
+              (unsigned long long)un);
+        dps_producer_destroy(&p);
+    }
+    srv.stop = 1;
+    pthread_join(th, NULL);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+
 /* A released snapshot of epoch e, published as number seq. */
 static int s_publish(void *pub, uint64_t e, uint64_t seq)
 {
@@ -470,6 +611,7 @@ int main(void)
     s_test_credit(dir);
     s_test_from_epoch(dir);
     s_test_shards(dir);
+    s_test_cancel(dir);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

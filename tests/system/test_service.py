@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_service - the collector as a service over real sockets (tcp on 127.0.0.1 and ipc):
 end-to-end accuracy with CURVE and the late joiner, key rotation and SIGHUP, every bad-input class
-counted, the plaintext rules, producers' confirmation and credit, subscribers from an epoch on.
+counted, the plaintext rules, producers' confirmation and credit, subscribers from an epoch on, a sharded
+producer split for more ranks than the collector has.
 Runs the real dps-collector binary.
 
 usage: test_service.py BUILD_DIR [TEST_NAME...]   (prints "N passed, N failed" last)
@@ -521,6 +522,99 @@ def test_producer_confirmation():
           f"2 batches not confirmed ({e if out else 'still blocked after 10 s'})")
 
 
+def sharded_send(endpoint, dim, shards, rows, **kw):
+    """ShardedProducer(endpoint, dim, shards, **kw) sends rows and closes, in a thread (a send blocked for good
+    must not hang the test): (the exception raised or None, or "blocked" if it had not returned within 30 s;
+    the seconds it took)."""
+    from dpsubspace import ShardedProducer
+    out = {}
+
+    def go():
+        t0 = time.monotonic()
+        try:
+            with ShardedProducer(endpoint, dim, shards, plaintext=True, **kw) as p:
+                p.send(rows)
+            out["exc"] = None
+        except Exception as e:  # what the test looks at
+            out["exc"] = e
+        out["s"] = time.monotonic() - t0
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    th.join(30)
+    return out.get("exc", "blocked"), out.get("s")
+
+
+def test_sharded_producer_ranks():
+    """A ShardedProducer split for more ranks than the collector has (3 shards, 2 ranks) waits before its first
+    batch for every rank's handshake and raises RanksNotReadyError (a TimeoutError) naming the ranks'
+    endpoints that did not answer, with nothing sent, as dps-produce --shards exits 6 there.  Before, the part
+    of the missing rank blocked in send for good (and the ranks that were there dropped every batch whose
+    slice never came).  Two fake ranks (PULL sockets) first; then a real 2-rank collector under mpirun,
+    skipped without MPI."""
+    from dpsubspace import RanksNotReadyError, ShardedProducer
+    from dpsubspace.producer import shard_endpoint
+    ctx = zmq.Context()
+    base = f"ipc://{TMP}/ranks.in"
+    pulls = [ctx.socket(zmq.PULL) for _ in range(2)]
+    for r, pull in enumerate(pulls):
+        pull.setsockopt(zmq.LINGER, 0)
+        pull.bind(shard_endpoint(base, r))
+
+    def arrived():
+        n = [0, 0]
+        for r, pull in enumerate(pulls):
+            while pull.poll(300):
+                pull.recv()
+                n[r] += 1
+        return n
+
+    rows = np.ones((10, 9), dtype=np.float32)
+    exc, secs = sharded_send(base, 9, 3, rows, ready_timeout_ms=1500)
+    rank2 = shard_endpoint(base, 2)
+    check(isinstance(exc, RanksNotReadyError) and isinstance(exc, TimeoutError) and exc.ranks == [(2, rank2)]
+          and f"rank 2 ({rank2})" in str(exc) and "rank 0 (" not in str(exc) and "rank 1 (" not in str(exc)
+          and "mpirun -np 3" in str(exc), f"3 shards, 2 fake ranks: RanksNotReadyError naming rank 2's endpoint "
+                                          f"only ({exc!r})")
+    check(secs is not None and secs < 15, f"... after ready_timeout_ms (1.5 s), not blocked ({secs} s)")
+    check(arrived() == [0, 0], "... and nothing was sent to the ranks that are there")
+    p = ShardedProducer(base, 9, 3, plaintext=True)
+    check(p.wait_ready(300) is False and p.not_ready == [(2, rank2)], f"wait_ready: False, not_ready {p.not_ready}")
+    p.close()
+    exc, secs = sharded_send(base, 9, 2, rows, ready_timeout_ms=5000)
+    n = arrived()
+    check(exc is None and n == [1, 1], f"2 shards, 2 fake ranks: one batch to each ({exc!r}, {n})")
+    for pull in pulls:
+        pull.close(0)
+    ctx.term()
+
+    mpirun = shutil.which("mpirun")
+    with open(COLLECTOR, "rb") as f:
+        has_mpi = b"--sharded needs MPI" not in f.read()
+    if not (mpirun and has_mpi):
+        note("skipped the 2-rank collector: " + ("no mpirun" if not mpirun else "dps-collector built without MPI"))
+        return
+    c = Collector("ranks2", d=60, k=2, t=60, extra=["--cap-rho", "1000", "--sharded", "--aggregator", "power"],
+                  env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"})  # Open MPI's components
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    c.args = ["timeout", "120", mpirun, *root, "--oversubscribe", "-np", "2"] + c.args
+    c.start(wait=False)
+    try:
+        c.wait_up(60)  # mpirun's start, on a loaded machine
+        rows = np.random.default_rng(5).standard_normal((300, 60)).astype(np.float32)
+        exc, secs = sharded_send(c.ingest, 60, 3, rows, status_endpoint=c.status, ready_timeout_ms=2000,
+                                 linger_ms=5000)
+        rank2 = shard_endpoint(c.ingest, 2)
+        check(isinstance(exc, RanksNotReadyError) and exc.ranks == [(2, rank2)] and rank2 in str(exc),
+              f"3 shards to a 2-rank collector: RanksNotReadyError naming rank 2's endpoint ({exc!r}, {secs} s)")
+        exc, secs = sharded_send(c.ingest, 60, 2, rows, status_endpoint=c.status, linger_ms=20000)
+        st = c.query()
+        check(exc is None and st["rows_accepted"] == 300,
+              f"2 shards to it: every row taken and confirmed ({exc!r}, {st['rows_accepted']} rows)")
+    finally:
+        c.stop()  # SIGTERM to timeout, which passes it on to mpirun
+
+
 def test_subscriber_from_epoch():
     """A subscriber from epoch E skips older snapshots, the collector's welcome message included."""
     rng = np.random.default_rng(8)
@@ -556,4 +650,5 @@ if __name__ == "__main__":
         test_producer_credit,
         test_producer_confirmation,
         test_subscriber_from_epoch,
+        test_sharded_producer_ranks,
     ]))
