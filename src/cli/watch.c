@@ -51,7 +51,8 @@ static const char s_epilogue[] =
     "                   budget cap: nothing spent); the reason follows\n"
     "  SEEDED           the collector runs with --seed: reproducible noise, NOT\n"
     "                   secure (tests and experiments only)\n"
-    "  rows, buckets    rows in the completed buckets that were aggregated\n"
+    "  rows, buckets    rows in the completed buckets that were aggregated (the\n"
+    "                   mechanisms that take rows, e.g. power and gaussian: rows only)\n"
     "  noise level      how far the basis is from noise, computed by the mechanism\n"
     "                   from its released output (post-processing); a line WEAK\n"
     "                   follows when it is >= 0.75: the basis is near random level\n"
@@ -152,8 +153,12 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
            in->seeded ? "  SEEDED (not secure)" : "", when);
     if (in->status != DPS_SNAP_RELEASED)
         printf("  reason: %s\n", in->reason && *in->reason ? in->reason : "(none given)");
-    printf("  rows %" PRIu64 " in %zu buckets  radius %.4g  aggregator %s  d %zu  k %zu\n", in->rows_used,
-           in->buckets_used, in->radius, dps_aggregator_name(in->aggregator), in->d, in->k);
+    if (in->buckets_used || in->radius > 0)
+        printf("  rows %" PRIu64 " in %zu buckets  radius %.4g  aggregator %s  d %zu  k %zu\n", in->rows_used,
+               in->buckets_used, in->radius, dps_aggregator_name(in->aggregator), in->d, in->k);
+    else /* the mechanisms that take rows, not buckets */
+        printf("  rows %" PRIu64 "  aggregator %s  d %zu  k %zu\n", in->rows_used, dps_aggregator_name(in->aggregator),
+               in->d, in->k);
     if (in->status == DPS_SNAP_RELEASED && in->noise_level > 0)
         printf("  noise level %.3g (from released quantities: <= 0.1 mostly signal, >= 1 random level)\n",
                in->noise_level);

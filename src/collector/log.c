@@ -1,10 +1,13 @@
 /* log.c - the daemon's log lines (see log.h). */
 #include "log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <syslog.h>
 #include <time.h>
 
@@ -35,9 +38,12 @@ static void s_line(int prio, const char *tag, const char *fmt, va_list ap)
         vsyslog(prio, fmt, ap);
         return;
     }
-    pthread_mutex_lock(&s_mu);
+    /* the whole line in one write(2): the ranks of a sharded collector share
+       mpirun's stderr, and stderr is unbuffered (a line written in pieces
+       would interleave with another rank's) */
+    char head[96], small[2048], *line = small;
     if (s_sink == LOG_TO_JOURNAL) {
-        fprintf(stderr, "<%d>", prio);
+        snprintf(head, sizeof head, "<%d>", prio);
     } else {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -45,12 +51,32 @@ static void s_line(int prio, const char *tag, const char *fmt, va_list ap)
         localtime_r(&ts.tv_sec, &tm);
         char stamp[32];
         strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
-        fprintf(stderr, "%s.%03ld dps-collector %s", stamp, ts.tv_nsec / 1000000, tag);
+        snprintf(head, sizeof head, "%s.%03ld dps-collector %s", stamp, ts.tv_nsec / 1000000, tag);
     }
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    fflush(stderr);
+    size_t hl = strlen(head);
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    size_t len = hl + (n > 0 ? (size_t)n : 0) + 1;
+    if (len + 1 > sizeof small && !(line = malloc(len + 1)))
+        line = small, len = sizeof small - 1; /* no memory: the line cut short */
+    memcpy(line, head, hl);
+    vsnprintf(line + hl, len - hl, fmt, ap);
+    line[len - 1] = '\n';
+    line[len] = 0;
+    pthread_mutex_lock(&s_mu);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(STDERR_FILENO, line + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
     pthread_mutex_unlock(&s_mu);
+    if (line != small)
+        free(line);
 }
 
 #define LOG_FN(name, lvl, prio, tag)    \

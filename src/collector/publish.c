@@ -61,10 +61,16 @@ static void s_log_snapshot(const dps_snapshot_info *in)
         snprintf(left, sizeof left, "no budget cap");
     else
         snprintf(left, sizeof left, "budget left %.4g %s", in->budget_left, in->budget_unit);
+    char what[96]; /* the mechanisms that take rows, not buckets, have no buckets nor radius */
+    if (in->buckets_used || in->radius > 0)
+        snprintf(what, sizeof what, "%zu buckets, %" PRIu64 " rows, radius %.3g", in->buckets_used, in->rows_used,
+                 in->radius);
+    else
+        snprintf(what, sizeof what, "%" PRIu64 " rows", in->rows_used);
     if (in->status == DPS_SNAP_RELEASED)
-        log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %zu buckets, %" PRIu64 " rows, radius %.3g, "
+        log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %s, "
                  "noise level %.3g%s; rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
-                 in->epoch, in->seq, in->buckets_used, in->rows_used, in->radius, in->noise_level,
+                 in->epoch, in->seq, what, in->noise_level,
                  dps_snapshot_weak(in) ? " WEAK" : "", in->epoch_cost.rho, in->total.rho, in->total.delta, eps,
                  in->delta_target, left);
     else
