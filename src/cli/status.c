@@ -86,13 +86,18 @@ static const char *s_what(const char *name)
     return "";
 }
 
+static int s_max(int a, int b) { return a > b ? a : b; }
+
 /* The help's epilogue: s_epilogue, then every refusal and counter with its
    explanation (the same words as the text output's). */
 static void s_epilogue_with_names(char *buf, size_t size)
 {
     size_t n = (size_t)snprintf(buf, size, "%s\nThe refusals and counters, by name:\n", s_epilogue);
+    int wide = 22; /* the longest name's width, so that the explanations line up */
+    for (size_t i = 0; i < sizeof s_explain / sizeof s_explain[0]; i++)
+        wide = s_max(wide, (int)strlen(s_explain[i].name));
     for (size_t i = 0; i < sizeof s_explain / sizeof s_explain[0] && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "  %-22s %s\n", s_explain[i].name, s_explain[i].what);
+        n += (size_t)snprintf(buf + n, size - n, "  %-*s %s\n", wide, s_explain[i].name, s_explain[i].what);
 }
 
 static void s_print_text(const char *ep, const dps_collector_status *st, const char *producer)
@@ -118,13 +123,18 @@ static void s_print_text(const char *ep, const dps_collector_status *st, const c
         printf("  last snapshot seq   %" PRIu64 "\n", st->last_snapshot_seq);
     else
         printf("  last snapshot seq   none published yet\n");
+    int wide = 21; /* the longest name's width (the sharded collector's are longer) */
+    for (size_t i = 0; i < st->n_refusals; i++)
+        wide = s_max(wide, (int)strlen(st->refusals[i].name));
+    for (size_t i = 0; i < st->n_counters; i++)
+        wide = s_max(wide, (int)strlen(st->counters[i].name));
     printf("  refusals (operator information, not differentially private):\n");
     for (size_t i = 0; i < st->n_refusals; i++)
-        printf("    %-21s %10" PRIu64 "  %s\n", st->refusals[i].name, st->refusals[i].value,
+        printf("    %-*s %10" PRIu64 "  %s\n", wide, st->refusals[i].name, st->refusals[i].value,
                s_what(st->refusals[i].name));
     printf("  counters (the same):\n");
     for (size_t i = 0; i < st->n_counters; i++)
-        printf("    %-21s %10" PRIu64 "  %s\n", st->counters[i].name, st->counters[i].value,
+        printf("    %-*s %10" PRIu64 "  %s\n", wide, st->counters[i].name, st->counters[i].value,
                s_what(st->counters[i].name));
     if (producer)
         printf("  producer '%s'  batches taken %" PRIu64 "  rows %" PRIu64 "  sequence gaps %" PRIu64 "%s\n",

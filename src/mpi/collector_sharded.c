@@ -298,6 +298,13 @@ static void s_free_held(sharded *s)
     s->held_count = 0;
 }
 
+static volatile sig_atomic_t s_stop_signal;
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop_signal = 1;
+}
+
 /* Rank 0's next word, on every rank.  Workers keep receiving while they wait
    (nonblocking broadcast), so producers never wait on a rank that is idle. */
 static void s_command(sharded *s, shard_cmd *cmd)
@@ -308,11 +315,18 @@ static void s_command(sharded *s, shard_cmd *cmd)
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         return;
     }
+    static int told; /* a worker's signal is only said once */
     for (;;) {
         int done = 0;
         MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (done)
             return;
+        if (s_stop_signal && !told) {
+            told = 1;
+            log_warn("rank %d (pid %ld): SIGINT/SIGTERM received; the ranks stop when rank 0 is told (SIGTERM to its "
+                     "pid, logged at the start, or to mpirun), so this rank goes on until then", s->rank,
+                     (long)getpid());
+        }
         zmq_pollitem_t item = {s->c->pull, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&item, 1, 5) > 0)
             s_hold_waiting(s);
@@ -651,12 +665,6 @@ static void s_status_all(sharded *s)
 }
 
 /* ---------------------------------------------------------------- setup */
-static volatile sig_atomic_t s_stop_signal;
-static void s_on_signal(int sig)
-{
-    (void)sig;
-    s_stop_signal = 1;
-}
 
 /* Sockets, the iteration and the buffers of this rank; 0 or an exit code
    (err says why). */
