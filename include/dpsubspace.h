@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define DPS_VERSION_MAJOR 0
-#define DPS_VERSION_MINOR 2
+#define DPS_VERSION_MINOR 3
 #define DPS_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------ errors */

@@ -217,6 +217,10 @@ typedef struct {
        from an old collector), and how far the asked producer may send */
     int credit;
     uint64_t credit_seq_end;
+    /* 0: one process; R: a collector sharded over R MPI ranks, which takes
+       rows split into R slices (dps_producer_opts.shards, dps-produce
+       --shards R) -- whole rows are refused (wrong_dim).  (0.3) */
+    uint32_t shards;
 } dps_collector_status;
 
 /* Ask a collector's status endpoint: DPS_OK, DPS_ETIMEOUT, DPS_EAUTH (our key

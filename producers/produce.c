@@ -68,7 +68,8 @@ static const char s_epilogue[] =
     "collector answered, or while waiting for it (a send blocked because it is\n"
     "gone or stopped, the drain), ends it at once, with the shell's 130/143;\n"
     "2 usage (unknown flag, missing or\n"
-    "bad value, plaintext to a non-local endpoint); 3 unreadable or malformed\n"
+    "bad value, plaintext to a non-local endpoint, --shards that is not the\n"
+    "collector's number of ranks, checked with --status); 3 unreadable or malformed\n"
     "input, a key file that does not load, or rows whose length differs from the\n"
     "collector's d (checked with --status); 5 the collector refused our CURVE key\n"
     "(its .key is not in the collector's --authorized-keys directory); 6 timeout:\n"
@@ -241,6 +242,16 @@ static int s_check_collector(const produce_args *a, const dps_security *sec, siz
                   "input or --dim)",
                   strcmp(a->input, "-") == 0 ? "standard input" : a->input, dim, a->status, st.d);
         return CLI_EXIT_INPUT;
+    }
+    size_t ranks = st.shards > 1 ? st.shards : 1; /* 0: one process (or a collector older than 0.3) */
+    if (ranks != a->shards) {
+        if (ranks > 1)
+            cli_error("the collector at %s is sharded over %zu MPI ranks: give --shards %zu (each row split, slice r "
+                      "to rank r; --connect rank 0's ingest endpoint); nothing was sent", a->status, ranks, ranks);
+        else
+            cli_error("the collector at %s is one process, not sharded: drop --shards %zu; nothing was sent",
+                      a->status, a->shards);
+        return CLI_EXIT_USAGE;
     }
     return 0;
 }

@@ -6,7 +6,7 @@ Where the library comes from, first found wins:
   1. $DPSUBSPACE_LIB, a path to libdpsubspace.so;
   2. the copy the build puts beside this package (_native/libdpsubspace.so,
      shipped by `pip install ./python` after a build);
-  3. the system's loader (libdpsubspace.so.0.2, major.minor of this package, after `cmake --install`).
+  3. the system's loader (libdpsubspace.so.0.3, major.minor of this package, after `cmake --install`).
 The structs below must match include/dpsubspace.h field for field: the
 library's version must equal the one this package was built with (checked at
 load), and tests/python/test_native_layout.py compares every offset with the

@@ -179,6 +179,15 @@ class Producer:
             self._bad_collector = (f"the collector at {self.status_endpoint} expects rows of d = {st['d']} but this "
                                    f"producer was made with dim = {d}; nothing was sent")
             raise ValueError(self._bad_collector)
+        ranks, ours = max(1, st.get("shards", 0)), self._shard[1] if self._shard is not None else 1
+        if ranks != ours:  # whole rows to a sharded collector, or slices for another number of ranks
+            self._bad_collector = (
+                f"the collector at {self.status_endpoint} is sharded over {ranks} MPI ranks: use "
+                f"ShardedProducer(..., shards={ranks}) (or shard=(r, {ranks}, d, stream)); nothing was sent"
+                if ranks > 1 else
+                f"the collector at {self.status_endpoint} is one process, not sharded: use Producer without "
+                f"shards; nothing was sent")
+            raise ValueError(self._bad_collector)
         self._checked = True
 
     def _ask_credit(self, want_end, timeout_ms):

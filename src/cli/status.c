@@ -29,7 +29,8 @@ static const char s_epilogue[] =
     "JSON (--json): endpoint, d, k, epoch, rows_accepted, rows_in_epoch, epoch_rows,\n"
     "buckets_completed, rho_total, delta_total, eps_total (spent by every charged\n"
     "epoch; eps at delta_target), delta_target, budget_unit (rho, eps or none),\n"
-    "budget_left (null: no cap), last_snapshot_seq, uptime_s, refusals {name: count}\n"
+    "budget_left (null: no cap), last_snapshot_seq, uptime_s, shards (0: one\n"
+    "process; R: sharded over R MPI ranks), refusals {name: count}\n"
     "(batches and requests refused), counters {name: count} (everything else\n"
     "counted) and, with --producer, producer {id, batches, rows, seq_gaps}.  The\n"
     "names are the snapshots' (README, \"Names\").\n"
@@ -103,6 +104,9 @@ static void s_epilogue_with_names(char *buf, size_t size)
 static void s_print_text(const char *ep, const dps_collector_status *st, const char *producer)
 {
     printf("collector %s  (d %zu, k %zu, up %" PRIu64 " s)\n", ep, st->d, st->k, st->uptime_s);
+    if (st->shards > 1)
+        printf("  sharded over %" PRIu32 " MPI ranks: producers send each row split in %" PRIu32 " slices "
+               "(dps-produce --shards %" PRIu32 ")\n", st->shards, st->shards, st->shards);
     printf("  epoch               %" PRIu64 " (the open one; numbered from 0)\n", st->epoch);
     printf("  rows accepted       %" PRIu64 " (all epochs)\n", st->rows_accepted);
     printf("  open epoch          %" PRIu64 " of %" PRIu64 " rows (%.1f%%)\n", st->rows_in_epoch, st->epoch_rows,
@@ -163,6 +167,7 @@ static void s_print_json(const char *ep, const dps_collector_status *st, const c
     cli_json_num(&j, "budget_left", st->budget_left);
     cli_json_u64(&j, "last_snapshot_seq", st->last_snapshot_seq);
     cli_json_u64(&j, "uptime_s", st->uptime_s);
+    cli_json_u64(&j, "shards", st->shards);
     cli_json_object_begin(&j, "refusals");
     for (size_t i = 0; i < st->n_refusals; i++)
         cli_json_u64(&j, st->refusals[i].name, st->refusals[i].value);

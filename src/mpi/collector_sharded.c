@@ -638,6 +638,7 @@ static void s_status(sharded *s)
     snprintf(st.budget_unit, sizeof st.budget_unit, "%s", dps_budget_unit(&s->cfg->cap));
     st.last_snapshot_seq = c->last_seq;
     st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    st.shards = (uint32_t)s->size;
     struct { const char *name; uint64_t v; } counts[] = {
         {"batches_dropped_slice_missing", s->dropped}, {"slices_refused", s->refused_slices},
         {"slices_expired", s->expired},

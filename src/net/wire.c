@@ -396,6 +396,7 @@ int wire_status_encode(const dps_collector_status *st, unsigned char **out, size
     m.producer_refused = st->producer_refused;
     m.credit = st->credit != 0;
     m.credit_seq_end = st->credit_seq_end;
+    m.shards = st->shards;
     size_t sz = dps__wire__status_reply__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -435,6 +436,7 @@ int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_statu
     out->producer_refused = m->producer_refused;
     out->credit = m->credit;
     out->credit_seq_end = m->credit_seq_end;
+    out->shards = m->shards;
     out->n_refusals = s_counts_decode(m->refusals, m->n_refusals, out->refusals);
     out->n_counters = s_counts_decode(m->counters, m->n_counters, out->counters);
     dps__wire__status_reply__free_unpacked(m, NULL);

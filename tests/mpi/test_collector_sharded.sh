@@ -166,9 +166,11 @@ PY
 )
 [ "$res" = ok ] && ok || ko "FSDP-style producers, 2 ranks vs whole rows, 1 rank: $res"
 
-# 2. A producer that does not split its rows, to a 2-rank collector: rank 0
-#    refuses its batches (whole rows are not its slice), the producer's drain
-#    hears it (exit 1: refused), nothing is used.  d = 300: both slices 150 wide
+# 2. A producer that does not split its rows, to a 2-rank collector.  With
+#    --status it asks first: the status says "sharded over 2 ranks", so it
+#    sends nothing and says --shards 2 (exit 2).  Without --status it cannot
+#    know: rank 0 refuses its batches (whole rows are not its slice), nothing
+#    is used.  d = 300: both slices 150 wide
 "$gen" --d 300 --k 4 --n 600 --seed 5 --out "$tmp/rows300.npy" >/dev/null || ko "dps-gen d 300"
 port=$((base + 50))
 D=300 collector 2 "$port" "$tmp/s5" --shard-wait 1 >"$tmp/c5.log" 2>&1 &
@@ -177,7 +179,26 @@ wait_up "$tmp/s5" || ko "the 2-rank collector did not come up: $(cat "$tmp/c5.lo
 "$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 512 --connect "tcp://127.0.0.1:$port" \
   --status "ipc://$tmp/s5.status" --drain-timeout 5000 >"$tmp/p5.out" 2>&1
 rc=$?
-[ "$rc" != 0 ] && ok || ko "an unsplit producer to 2 ranks exited 0: $(cat "$tmp/p5.out")"
+[ "$rc" = 2 ] && grep -q "is sharded over 2 MPI ranks: give --shards 2" "$tmp/p5.out" && ok ||
+  ko "an unsplit producer with --status to 2 ranks: exit $rc: $(cat "$tmp/p5.out")"
+"$status" --insecure-plaintext --connect "ipc://$tmp/s5.status" | grep -q "sharded over 2 MPI ranks" && ok ||
+  ko "dps-status does not say the collector is sharded"
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" <<'PY' 2>&1
+import sys
+import numpy as np
+from dpsubspace import Producer
+t, port = sys.argv[1], int(sys.argv[2])
+try:  # the Python producer asks the status first too: whole rows to 2 ranks are refused before sending
+    with Producer(f"tcp://127.0.0.1:{port}", 300, status_endpoint=f"ipc://{t}/s5.status", plaintext=True) as p:
+        p.send(np.zeros((10, 300), np.float32))
+    print("sent")
+except ValueError as e:
+    print("refused" if "sharded over 2 MPI ranks: use ShardedProducer(..., shards=2)" in str(e) else str(e))
+PY
+)
+[ "$res" = refused ] && ok || ko "the Python Producer with whole rows to 2 ranks: $res"
+"$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 512 --connect "tcp://127.0.0.1:$port" \
+  >"$tmp/p5.out" 2>&1 || ko "an unsplit producer without --status: $(cat "$tmp/p5.out")"
 # 2b. split for 2 ranks but its parts sent to the wrong ranks (the same
 #     widths): each rank refuses a slice that is not its own, with a warning
 "$produce" "$tmp/rows300.npy" --insecure-plaintext --rows-to 256 --shards 2 \
