@@ -12,6 +12,7 @@
    to floating-point rounding).  argv[2] "secure" runs with the secure
    generator (no file comparison: only the checks above). */
 #include "check.h"
+#include "planted.h"
 #include "dpsubspace.h"
 #include "power_sharded.h"
 
@@ -41,57 +42,6 @@ static void s_row(const float *basis, size_t i, float *row)
     for (size_t c = 0; c < D; c++)
         row[c] = (float)(row[c] / sqrt(nrm) * (1.0 - 1e-6)); /* norm <= 1 after float rounding */
     dps_rng_destroy(&r);
-}
-
-/* A planted K x D orthonormal basis (Gram-Schmidt of seeded Gaussians). */
-static void s_planted(float *U)
-{
-    dps_rng *r = NULL;
-    dps_rng_new_labelled(&r, 11, "test-basis", 0);
-    double *u = malloc(K * D * sizeof *u);
-    for (size_t i = 0; i < K * D; i++)
-        u[i] = dps_rng_gaussian(r, 1.0);
-    for (int j = 0; j < K; j++) {
-        for (int q = 0; q < j; q++) {
-            double dot = 0;
-            for (size_t c = 0; c < D; c++)
-                dot += u[j * D + c] * u[q * D + c];
-            for (size_t c = 0; c < D; c++)
-                u[j * D + c] -= dot * u[q * D + c];
-        }
-        double n = 0;
-        for (size_t c = 0; c < D; c++)
-            n += u[j * D + c] * u[j * D + c];
-        for (size_t c = 0; c < D; c++) {
-            u[j * D + c] /= sqrt(n);
-            U[j * D + c] = (float)u[j * D + c];
-        }
-    }
-    free(u);
-    dps_rng_destroy(&r);
-}
-
-/* sin of the largest principal angle between span(A) and span(U), both K x D
-   orthonormal rows: sqrt(1 - smallest eigenvalue of (A U^T)(A U^T)^T), here
-   bounded through the Frobenius residual ||A - A U^T U||_F (>= that sine). */
-static double s_residual(const float *A, const float *U)
-{
-    double res = 0;
-    for (int j = 0; j < K; j++) {
-        double c[K];
-        for (int q = 0; q < K; q++) {
-            c[q] = 0;
-            for (size_t i = 0; i < D; i++)
-                c[q] += (double)A[j * D + i] * U[q * D + i];
-        }
-        for (size_t i = 0; i < D; i++) {
-            double v = A[j * D + i];
-            for (int q = 0; q < K; q++)
-                v -= c[q] * U[q * D + i];
-            res += v * v;
-        }
-    }
-    return sqrt(res);
 }
 
 /* ||X||_2^2 of the iterate, gathered to rank 0 (in long double): the largest
@@ -130,7 +80,7 @@ int main(int argc, char **argv)
     int secure = argc > 2 && strcmp(argv[2], "secure") == 0;
 
     float *U = malloc(K * D * sizeof *U), *row = malloc(D * sizeof *row), *basis = malloc(K * D * sizeof *basis);
-    s_planted(U);
+    planted_basis(K, D, U);
     power_sharded p;
     int rc = power_sharded_init(&p, MPI_COMM_WORLD, D, K, B, !secure, 5);
     CHECK(rc == DPS_OK, "init: %s", dps_strerror(rc));
@@ -173,7 +123,7 @@ int main(int argc, char **argv)
             /* Wedin: the residual is at most about sqrt(K) ||noise||_2 / gap,
                2 x 4.8 / 350 = 0.03 (above): below 0.2 with room; a random
                basis gives about sqrt(K) = 2 */
-            double res = s_residual(basis, U);
+            double res = planted_residual(basis, U, K, D);
             NOTE("%d rank(s)%s: residual to the planted subspace %.4f (random: about 2), top singular values %.1f .. %.1f",
                  size, secure ? ", secure noise" : "", res, sv[0], sv[K - 1]);
             CHECK(res < 0.2, "near the planted subspace: residual %.3f", res);
@@ -209,7 +159,8 @@ int main(int argc, char **argv)
             free(tmp);
         }
         if (rank == 0) {
-            double same = s_residual(noise_basis[0], noise_basis[1]), other = s_residual(noise_basis[0], noise_basis[2]);
+            double same = planted_residual(noise_basis[0], noise_basis[1], K, D);
+            double other = planted_residual(noise_basis[0], noise_basis[2], K, D);
             CHECK(secure || same < 1e-5, "seeded: the same epoch draws the same noise (residual %.3g)", same);
             CHECK(other > 0.5, "another epoch draws other noise (residual %.3g)", other);
         }

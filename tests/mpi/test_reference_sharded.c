@@ -14,6 +14,7 @@
    driver compares between runs (1 rank against R ranks: the same release up
    to floating-point rounding).  argv[2] "secure": the secure generator. */
 #include "check.h"
+#include "planted.h"
 #include "dpsubspace.h"
 #include "reference_sharded.h"
 
@@ -39,55 +40,6 @@ static void s_row(const float *U, size_t i, float *row)
         row[c] = (float)v;
     }
     dps_rng_destroy(&r);
-}
-
-static void s_planted(float *U)
-{
-    dps_rng *r = NULL;
-    dps_rng_new_labelled(&r, 11, "test-basis", 0);
-    double *u = malloc(K * D * sizeof *u);
-    for (size_t i = 0; i < K * D; i++)
-        u[i] = dps_rng_gaussian(r, 1.0);
-    for (int j = 0; j < K; j++) {
-        for (int q = 0; q < j; q++) {
-            double dot = 0;
-            for (size_t c = 0; c < D; c++)
-                dot += u[j * D + c] * u[q * D + c];
-            for (size_t c = 0; c < D; c++)
-                u[j * D + c] -= dot * u[q * D + c];
-        }
-        double n = 0;
-        for (size_t c = 0; c < D; c++)
-            n += u[j * D + c] * u[j * D + c];
-        for (size_t c = 0; c < D; c++) {
-            u[j * D + c] /= sqrt(n);
-            U[j * D + c] = (float)u[j * D + c];
-        }
-    }
-    free(u);
-    dps_rng_destroy(&r);
-}
-
-/* ||A - A U^T U||_F for K x D orthonormal rows: >= the sine of the largest
-   principal angle between the spans. */
-static double s_residual(const float *A, const float *U)
-{
-    double res = 0;
-    for (int j = 0; j < K; j++) {
-        double c[K];
-        for (int q = 0; q < K; q++) {
-            c[q] = 0;
-            for (size_t i = 0; i < D; i++)
-                c[q] += (double)A[j * D + i] * U[q * D + i];
-        }
-        for (size_t i = 0; i < D; i++) {
-            double v = A[j * D + i];
-            for (int q = 0; q < K; q++)
-                v -= c[q] * U[q * D + i];
-            res += v * v;
-        }
-    }
-    return sqrt(res);
 }
 
 static double s_off_orthonormal(const float *A)
@@ -122,7 +74,7 @@ int main(int argc, char **argv)
     int secure = argc > 2 && strcmp(argv[2], "secure") == 0;
 
     float *U = malloc(K * D * sizeof *U), *row = malloc(D * sizeof *row), *full = malloc(K * D * sizeof *full);
-    s_planted(U);
+    planted_basis(K, D, U);
     dps_config cfg;
     dps_config_init(&cfg, D, K);
     cfg.t = T, cfg.m = M, cfg.window = W, cfg.q = Q;
@@ -162,7 +114,7 @@ int main(int argc, char **argv)
         for (size_t j = 0; j < T; j++) {
             sharded_gather_rows(MPI_COMM_WORLD, K, D, s.V + j * K * s.w, rank == 0 ? full : NULL, &bytes, &calls);
             if (rank == 0) {
-                worst = fmax(worst, s_residual(full, U));
+                worst = fmax(worst, planted_residual(full, U, K, D));
                 worst_off = fmax(worst_off, s_off_orthonormal(full));
             }
         }
@@ -193,7 +145,7 @@ int main(int argc, char **argv)
                    measured r = 0.06 (a Frobenius residual over k = 4
                    directions up to twice that); bound 0.5.  A random basis
                    gives about 2 */
-                double res = s_residual(full, U), off = s_off_orthonormal(full);
+                double res = planted_residual(full, U, K, D), off = s_off_orthonormal(full);
                 NOTE("%d rank(s)%s: release residual %.4f (random: about 2), radius %.3g, W^ %.1f of %d, noise "
                      "level %.3g", size, secure ? ", secure noise" : "", res, o.radius, o.w_hat, T, o.noise_level);
                 CHECK(res < 0.5 && off < 1e-5, "the release near the planted subspace: %.3f, off %.2g", res, off);
@@ -236,7 +188,7 @@ int main(int argc, char **argv)
               "a partial epoch: %zu buckets released, rc %s", part, dps_strerror(rc));
         if (rc == DPS_OK && !o.failed) {
             sharded_gather_rows(MPI_COMM_WORLD, K, D, slice, rank == 0 ? full : NULL, &bytes, &calls);
-            double res = rank == 0 ? s_residual(full, U) : 0;
+            double res = rank == 0 ? planted_residual(full, U, K, D) : 0;
             if (rank == 0)
                 NOTE("%d rank(s): a partial epoch of %zu buckets: release residual %.4f", size, part, res);
             CHECK(rank != 0 || res < 0.5, "the partial epoch's release near the planted subspace: %.3f", res);
