@@ -130,6 +130,7 @@ typedef struct {
     double sv[64];            /* the last Y's top-k singular values (k <= 64 here) */
     dps_accountant *acc;      /* rank 0 */
     uint64_t rows_accepted, dropped, refused_slices, expired;
+    uint64_t buckets_closed;  /* buckets completed in the epochs closed so far (status: all epochs) */
     uint64_t epoch_bytes, epoch_calls; /* p's counts when the epoch began (the benchmark's line) */
 } sharded;
 
@@ -412,9 +413,11 @@ static int s_decide(sharded *s, dps_snapshot_info *info)
     dps_zcdp cost = s->mech->cost(s->cfg);
     size_t need = s->reference ? s->mech->min_buckets(s->cfg) : 0;
     if (s->reference && s->ref.completed < need) { /* public: the count depends only on how many rows came */
-        static char why[200];
-        snprintf(why, sizeof why, "only %zu buckets completed and the mechanism needs %zu to succeed: it did not "
-                 "run, nothing was spent", s->ref.completed, need);
+        static char why[400];
+        snprintf(why, sizeof why, "only %zu buckets completed of %" PRIu64 " rows (the open buckets' %" PRIu64
+                 " dropped) and the mechanism needs %zu to succeed: it did not run, nothing was spent%s",
+                 s->ref.completed, s->rows, s->rows - (uint64_t)s->ref.completed * s->cfg->m, need,
+                 s->ref.win > 8 && s->rows < s->n ? " (an early close fills few buckets unless --window is small)" : "");
         info->status = DPS_SNAP_FAILED;
         info->reason = why;
         return END_REFUSED;
@@ -546,14 +549,18 @@ static int s_close(sharded *s)
         info.budget_unit = dps_budget_unit(&cfg->cap);
         s_publish(s, &info, info.status == DPS_SNAP_RELEASED ? s->basis : NULL);
         /* tools/bench/run-mpi-collector reads this line */
-        log_info("epoch %" PRIu64 " closed in %.1f ms (charge, %s, basis gathered, stored, published); "
+        const char *what = end != END_RELEASE ? "not run: nothing charged, the outcome stored and published"
+                           : s->reference ? "charge, WFC, the noisy mean's top-k, basis gathered, stored, published"
+                                          : "charge, last step, basis gathered, stored, published";
+        log_info("epoch %" PRIu64 " closed in %.1f ms (%s); "
                  "rank 0 moved %.3f MB in %" PRIu64 " collectives for it, %.3f MB in %" PRIu64 " for the epoch",
-                 s->epoch, 1e3 * (MPI_Wtime() - t0), s->reference ? "WFC, the noisy mean's top-k" : "last step",
-                 (double)(s_bytes(s) - bytes0) / 1e6, s_calls(s) - calls0,
+                 s->epoch, 1e3 * (MPI_Wtime() - t0), what, (double)(s_bytes(s) - bytes0) / 1e6, s_calls(s) - calls0,
                  (double)(s_bytes(s) - s->epoch_bytes) / 1e6, s_calls(s) - s->epoch_calls);
     }
     s->epoch_bytes = s_bytes(s);
     s->epoch_calls = s_calls(s);
+    if (s->reference)
+        s->buckets_closed += s->ref.completed;
     s->epoch++;
     s->rows = 0;
     c->epoch_started_ms = net_now_ms();
@@ -639,6 +646,7 @@ static void s_status(sharded *s)
     st.last_snapshot_seq = c->last_seq;
     st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
     st.shards = (uint32_t)s->size;
+    st.buckets_completed = s->buckets_closed + (s->reference && s->rows ? s->ref.completed : 0);
     struct { const char *name; uint64_t v; } counts[] = {
         {"batches_dropped_slice_missing", s->dropped}, {"slices_refused", s->refused_slices},
         {"slices_expired", s->expired},
@@ -667,14 +675,30 @@ static void s_status_all(sharded *s)
 
 /* ---------------------------------------------------------------- setup */
 
+/* This machine's MemAvailable in MB (/proc/meminfo), or -1. */
+static double s_mem_available_mb(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
+
 /* Sockets, the iteration and the buffers of this rank; 0 or an exit code
    (err says why). */
 static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
 {
     collector *c = s->c;
     const dps_config *cfg = s->cfg;
-    if (cfg->k > sizeof s->sv / sizeof *s->sv || cfg->d < (size_t)s->size) {
-        snprintf(err, errlen, "--sharded needs k <= 64 and d >= the number of ranks (%d)", s->size);
+    int power = cfg->aggregator == DPS_AGG_POWER; /* only its release keeps k singular values here */
+    if ((power && cfg->k > sizeof s->sv / sizeof *s->sv) || cfg->d < (size_t)s->size) {
+        snprintf(err, errlen, "--sharded needs d >= the number of ranks (%d)%s", s->size,
+                 power ? " and, with --aggregator power, k <= 64" : "");
         return 2;
     }
     dps_shard_slice(cfg->d, (size_t)s->size, (size_t)s->rank, &s->c0, &s->c1);
@@ -847,10 +871,17 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         int rc = s.reference ? ref_sharded_init(&s.ref, MPI_COMM_WORLD, cfg, cfg->seeded, cfg->seed)
                              : power_sharded_init(&s.p, MPI_COMM_WORLD, cfg->d, cfg->k, b, cfg->seeded, cfg->seed);
         if (rc) {
+            char why[300] = "";
+            if (rc == DPS_EINVAL && s.reference)
+                snprintf(why, sizeof why, " (it needs k <= m <= d, q < 2^21, (t + 1) k < 2^21, and the close's "
+                         "(t k)(t k + 1)/2 + t k q doubles below 2^31: t k = %zu here)", cfg->t * cfg->k);
+            else if (rc == DPS_ENOMEM && s.reference)
+                snprintf(why, sizeof why, " (each rank needs up to %.0f MB for it: (t k + 2 q) d / R floats of "
+                         "bases, points and mean, --window W times m d / R of open buckets' rows, and the close's "
+                         "(t k)^2 terms; lower --window or t, or add ranks)", (double)ref_sharded_bytes(cfg, s.w) / 1e6);
             if (rank == 0)
                 fprintf(stderr, "dps-collector: the sharded %s cannot start: %s%s\n",
-                        s.reference ? "reference aggregator" : "power iteration", dps_strerror(rc),
-                        rc == DPS_EINVAL && s.reference ? " (it needs k <= m <= d, q < 2^21, (t + 1) k < 2^21)" : "");
+                        s.reference ? "reference aggregator" : "power iteration", dps_strerror(rc), why);
             code = rc == DPS_EINVAL ? 2 : 1;
         }
     }
@@ -859,6 +890,13 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         return code;
     }
     c->started_ms = c->epoch_started_ms = net_now_ms();
+    if (s.reference) { /* allocated, not yet touched: say so now rather than when the kernel kills a rank */
+        double need = (double)ref_sharded_bytes(cfg, s.w) / 1e6, have = s_mem_available_mb() * 1.048576;
+        if (have > 0 && need > have)
+            log_warn("rank %d: the reference aggregator may need up to %.0f MB on this rank, more than this machine "
+                     "has available (%.0f MB, for every rank it runs): lower --window or t, or spread the ranks over "
+                     "more machines", rank, need, have);
+    }
     if (rank == 0) {
         char how[200];
         if (s.reference)

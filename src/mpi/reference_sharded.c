@@ -126,7 +126,8 @@ int ref_sharded_init(ref_sharded *s, MPI_Comm comm, const dps_config *c, int see
        Grams' sizes fit an int */
     if (c->k < 1 || c->m < c->k || c->m > c->d || c->q < 1 || c->q >= ((size_t)1 << 21) || c->t < 1 ||
         (c->t + 1) * c->k >= ((size_t)1 << 21) || c->d < (size_t)s->size || c->d > (size_t)INT32_MAX ||
-        c->t * c->k * c->t * c->k > (size_t)INT32_MAX)
+        (c->t * c->k) * (c->t * c->k + 1) / 2 + c->t * c->k * c->q >= (size_t)INT32_MAX ||
+        c->m * c->m > (size_t)INT32_MAX || c->q * c->q > (size_t)INT32_MAX)
         rc = DPS_EINVAL;
     if (!rc) {
         dps_shard_slice(c->d, (size_t)s->size, (size_t)s->rank, &s->c0, &s->c1);

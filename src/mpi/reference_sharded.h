@@ -118,7 +118,8 @@ size_t ref_sharded_bytes(const dps_config *cfg, size_t w);
    delta_epoch).  seeded: noise from streams named by seed (tests only).
    Needs m <= d (a bucket's Gram is m x m) and d >= the ranks.  DPS_OK on
    every rank or an error on every rank (DPS_EINVAL, DPS_ENOMEM,
-   DPS_ERANDOM). */
+   DPS_ERANDOM).  DPS_EINVAL also when the close's message, (t k)(t k + 1)/2
+   + t k q doubles, would not fit one MPI count (t k above about 46 000). */
 int ref_sharded_init(ref_sharded *s, MPI_Comm comm, const dps_config *cfg, int seeded, uint64_t seed);
 void ref_sharded_free(ref_sharded *s);
 
