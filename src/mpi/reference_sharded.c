@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { REF_TILE = 1024 }; /* columns converted to double at a time */
+enum { REF_TILE = 1024, REF_BATCH = 16 }; /* columns converted to double at a time; buckets whose products wait */
 
 /* The named streams' index: (epoch mod 2^21) << 42 | item << 21 | block
    (power_sharded_named_add fills the low 21 bits); item < 2^21. */
@@ -85,7 +85,8 @@ size_t ref_sharded_bytes(const dps_config *c, size_t w)
        matrices (rank 0 also forms G, H and the distances) and tiles */
     size_t n = c->t * c->k, win = DPS_MIN(c->window ? c->window : c->t, c->t), big = DPS_MAX(c->m, c->q);
     size_t floats = (c->t * c->k + 2 * c->q) * w + win * c->m * w + n * c->q;
-    size_t doubles = n * (n + 1) / 2 + n * c->q + 1 /* acc */ + (n + c->q + c->k) * REF_TILE + (n + c->q) * c->k /* stack, blk */ +
+    size_t doubles = n * (n + 1) / 2 + n * c->q + 1 /* acc */ + (n + c->q + REF_BATCH * c->k) * REF_TILE +
+                     REF_BATCH * c->k * (n + c->q) /* stack, blk */ +
                      2 * n * n + 2 * n * c->q /* rank 0: G, H; B */ + big * REF_TILE + 2 * big * big +
                      c->t * (c->t + 2);
     return floats * sizeof(float) + doubles * sizeof(double);
@@ -107,6 +108,7 @@ void ref_sharded_free(ref_sharded *s)
     free(s->acc);
     free(s->stack);
     free(s->blk);
+    free(s->pending);
     memset(s, 0, sizeof *s);
 }
 
@@ -144,10 +146,11 @@ int ref_sharded_init(ref_sharded *s, MPI_Comm comm, const dps_config *c, int see
         s->block = malloc(1024 * sizeof *s->block);
         size_t n = s->t * s->k;
         s->acc = malloc((n * (n + 1) / 2 + n * s->q + 1) * sizeof *s->acc);
-        s->stack = malloc((n + s->q + s->k) * REF_TILE * sizeof *s->stack); /* + the bucket's own tile */
-        s->blk = malloc(s->k * (n + s->q) * sizeof *s->blk);
+        s->stack = malloc((n + s->q + REF_BATCH * s->k) * REF_TILE * sizeof *s->stack); /* + the pending rows */
+        s->blk = malloc(REF_BATCH * s->k * (n + s->q) * sizeof *s->blk);
+        s->pending = malloc(s->t * sizeof *s->pending);
         if (!s->V || !s->done || !s->rows || !s->open_id || !s->filled || !s->slots || !s->P || !s->Pd || !s->block ||
-            !s->acc || !s->stack || !s->blk)
+            !s->acc || !s->stack || !s->blk || !s->pending)
             rc = DPS_ENOMEM;
         else if (!seeded && dps_rng_new_secure(&s->noise) != DPS_OK)
             rc = DPS_ERANDOM;
@@ -191,6 +194,7 @@ int ref_sharded_begin(ref_sharded *s, uint64_t epoch)
     memset(s->acc, 0, (n * (n + 1) / 2 + n * s->q + 1) * sizeof *s->acc);
     memset(s->done, 0, s->t);
     s->completed = 0;
+    s->npending = 0;
     s->next_bucket = 0;
     s->nfree = 0;
     s->n_open = s->win;
@@ -297,26 +301,34 @@ static int s_topk(ref_sharded *s, const float *X, size_t nr, float *V, size_t it
 /* Where entry (i, j >= i) of an n x n upper triangle lies once packed by rows. */
 static size_t s_packed(size_t n, size_t i, size_t j) { return i * n - (i * (i + 1)) / 2 + j; }
 
-/* Local: bucket id's products with every completed bucket (itself included)
-   and with the points, added to acc: V_id V_l^T into V V^T's packed upper
-   triangle (an entry (r, c) at its (min, max) place), V_id P^T into its rows
-   of V P^T.  Each entry is a sum of the products of this rank's w
-   coordinates (exact in double: products of floats) in some order; the
-   reduce adds the ranks' -- aggregate.c's rounding bound holds for any order
-   of a dot product's additions, and entry (r, c) is formed from buckets r / k
-   and c / k alone, whatever the others hold. */
-static void s_accumulate(ref_sharded *s, size_t id)
+/* Local: the pending buckets' products with every completed bucket (the
+   pending included) and with the points, added to acc: V_j V_l^T into V
+   V^T's packed upper triangle (an entry (r, c) at its (min, max) place; a
+   pair of pending buckets once, from the one of smaller id), V_j P^T into
+   its rows of V P^T.  Buckets wait in groups of REF_BATCH, so that the
+   completed rows are converted to double once per group, not per bucket.
+   Each entry is a sum of the products of this rank's w coordinates (exact
+   in double: products of floats) in some order; the reduce adds the
+   ranks' -- aggregate.c's rounding bound holds for any order of a dot
+   product's additions, and entry (r, c) is formed from buckets r / k and
+   c / k alone, whatever the others hold. */
+static void s_accumulate(ref_sharded *s)
 {
-    size_t k = s->k, q = s->q, w = s->w, nmax = s->t * s->k, tri = nmax * (nmax + 1) / 2;
+    size_t k = s->k, q = s->q, w = s->w, nmax = s->t * s->k, tri = nmax * (nmax + 1) / 2, np = s->npending;
+    if (!np)
+        return;
     size_t ids[s->t], nd = 0;
+    unsigned char pend[s->t];
+    memset(pend, 0, s->t);
+    for (size_t i = 0; i < np; i++)
+        pend[s->pending[i]] = 1;
     for (size_t l = 0; l < s->t; l++)
         if (s->done[l])
             ids[nd++] = l;
     size_t cols = nd * k + q; /* the done buckets' rows, then the points */
-    const float *Vj = s->V + id * k * w;
     for (size_t c0 = 0; c0 < w; c0 += REF_TILE) {
         size_t cw = DPS_MIN((size_t)REF_TILE, w - c0);
-        double *vj = s->stack + cols * cw; /* after the stack's rows */
+        double *vj = s->stack + cols * cw; /* after the stack's rows: the pending buckets' */
         for (size_t li = 0; li < nd; li++)
             for (size_t b = 0; b < k; b++)
                 for (size_t c = 0; c < cw; c++)
@@ -324,24 +336,31 @@ static void s_accumulate(ref_sharded *s, size_t id)
         for (size_t i = 0; i < q; i++)
             for (size_t c = 0; c < cw; c++)
                 s->stack[(nd * k + i) * cw + c] = s->P[i * w + c0 + c];
-        for (size_t a = 0; a < k; a++)
-            for (size_t c = 0; c < cw; c++)
-                vj[a * cw + c] = Vj[a * w + c0 + c];
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)k, (int)cols, (int)cw, 1.0, vj, (int)cw, s->stack,
-                    (int)cw, 0.0, s->blk, (int)cols);
-        for (size_t a = 0; a < k; a++) {
-            const double *row = s->blk + a * cols;
-            for (size_t li = 0; li < nd; li++)
-                for (size_t b = 0; b < k; b++) {
-                    size_t r = id * k + a, c = ids[li] * k + b;
-                    if (ids[li] == id && b < a)
-                        continue; /* the diagonal block: its upper half (b >= a) holds the sums */
-                    s->acc[s_packed(nmax, DPS_MIN(r, c), DPS_MAX(r, c))] += row[li * k + b];
+        for (size_t pi = 0; pi < np; pi++)
+            for (size_t a = 0; a < k; a++)
+                for (size_t c = 0; c < cw; c++)
+                    vj[(pi * k + a) * cw + c] = s->V[(s->pending[pi] * k + a) * w + c0 + c];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(np * k), (int)cols, (int)cw, 1.0, vj, (int)cw,
+                    s->stack, (int)cw, 0.0, s->blk, (int)cols);
+        for (size_t pi = 0; pi < np; pi++) {
+            size_t j = s->pending[pi];
+            for (size_t a = 0; a < k; a++) {
+                const double *row = s->blk + (pi * k + a) * cols;
+                for (size_t li = 0; li < nd; li++) {
+                    size_t l = ids[li];
+                    if (pend[l] && l < j)
+                        continue; /* a pending pair: taken from bucket l's rows */
+                    for (size_t b = l == j ? a : 0; b < k; b++) { /* the diagonal block: its upper half */
+                        size_t r = j * k + a, c = l * k + b;
+                        s->acc[s_packed(nmax, DPS_MIN(r, c), DPS_MAX(r, c))] += row[li * k + b];
+                    }
                 }
-            for (size_t i = 0; i < q; i++)
-                s->acc[tri + (id * k + a) * q + i] += row[nd * k + i];
+                for (size_t i = 0; i < q; i++)
+                    s->acc[tri + (j * k + a) * q + i] += row[nd * k + i];
+            }
         }
     }
+    s->npending = 0;
 }
 
 /* Local, at the close: acc's products of the nb completed buckets only, in
@@ -394,7 +413,9 @@ static int s_bucket(ref_sharded *s, size_t oi)
     if (!rc) {
         s->done[id] = 1;
         s->completed++;
-        s_accumulate(s, id);
+        s->pending[s->npending++] = id;
+        if (s->npending == REF_BATCH)
+            s_accumulate(s);
     }
     return rc;
 }
@@ -506,6 +527,7 @@ int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome 
     int rc = nb >= 2 && Bm && Z ? DPS_OK : nb < 2 ? DPS_EINVAL : DPS_ENOMEM;
     rc = s_agree(s, rc);
     if (!rc) {
+        s_accumulate(s); /* the last group */
         s_reduce(s, s->acc, s_compact(s, nb));
         epoch_pack(s->V, k * w * sizeof(float), s->done, s->t); /* the bases in the same order */
         if (s->rank == 0)

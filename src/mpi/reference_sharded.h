@@ -5,8 +5,8 @@
    V_j, of the reference points P and of the noisy mean Z, so each holds
    (t k + q) (c1 - c0) floats of them and W m (c1 - c0) of open buckets' rows;
    only m x m, n x n (n = t k), n x q and q x q matrices cross the network.
-   The products the close needs (V V^T and V P^T) are summed bucket by
-   bucket as each completes, so the close reduces them and runs WFC and the
+   The products the close needs (V V^T and V P^T) are summed in groups of 16
+   buckets as they complete, so the close reduces them and runs WFC and the
    noisy mean (n q d / R multiply-adds), not (t k)^2 d / R.
 
    THE SAME MECHANISM.  epoch_reference.c's argument uses: (1) a partition of
@@ -90,8 +90,9 @@ typedef struct {
     double *acc;             /* the close's message, summed as buckets complete:
                                 V V^T's upper triangle (t k x t k, packed by
                                 rows, by bucket id), V P^T (t k x q), ||P||_F^2 */
-    double *stack;           /* (t k + q + k) x 1024: tiles of rows in double     */
-    double *blk;             /* k x (t k + q): one bucket's products of a tile    */
+    double *stack;           /* (t k + q + 16 k) x 1024: tiles of rows in double  */
+    double *blk;             /* 16 k x (t k + q): pending buckets' products of a tile */
+    size_t *pending, npending; /* completed buckets whose products wait (a group of 16) */
     double f2;               /* ||this rank's P slice||_F^2                       */
     double *Pd;              /* w: one point's slice as drawn                     */
     double *block;           /* one block of named draws                          */
