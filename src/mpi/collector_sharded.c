@@ -120,7 +120,8 @@ typedef struct {
     ref_sharded_outcome ro;   /* the reference release's outcome */
     const epoch_mechanism *mech; /* the single-process mechanism's public functions: cost, min_buckets */
     held *first;              /* received, not yet announced (workers) */
-    uint64_t held_count;
+    uint64_t held_count, held_bytes; /* and the bytes of their rows */
+    uint64_t held_budget;     /* workers read ahead at most this (--ingest-buffer-mb) */
     uint64_t epoch, rows, n;  /* the open epoch, its rows so far, N = t m */
     uint64_t block, blocks, block_end;
     int err;                  /* the first error of the epoch's steps */
@@ -237,6 +238,7 @@ static void s_expire_held(sharded *s)
                  h->wr.seq, h->wr.producer_id);
         *pp = h->next;
         s->held_count--;
+        s->held_bytes -= (uint64_t)h->wr.n * s->w * sizeof(float);
         s->expired++;
         wire_rows_release(&h->wr);
         free(h);
@@ -244,12 +246,15 @@ static void s_expire_held(sharded *s)
 }
 
 /* Receive what is waiting into the held list (workers), up to
-   SHARD_HELD_MAX slices: the rest waits in libzmq's queue (its producers
-   block), so memory stays bounded whatever is sent to a worker's port. */
-static void s_hold_waiting(sharded *s)
+   SHARD_HELD_MAX slices and, reading ahead of rank 0 (asked 0), the
+   --ingest-buffer-mb budget: the rest waits in libzmq's queue (its producers
+   block), so memory stays bounded whatever is sent to a worker's port.  A
+   worker looking for the slice rank 0 asked for (asked 1) reads past the
+   budget: that slice may be behind the held ones in the queue. */
+static void s_hold_waiting(sharded *s, int asked)
 {
     s_expire_held(s);
-    while (s->held_count < SHARD_HELD_MAX) {
+    while (s->held_count < SHARD_HELD_MAX && (asked || s->held_bytes < s->held_budget)) {
         held *h = malloc(sizeof *h);
         if (!h) /* not taken now: it stays in libzmq's queue, read later */
             return;
@@ -260,6 +265,7 @@ static void s_hold_waiting(sharded *s)
         h->next = s->first;
         s->first = h;
         s->held_count++;
+        s->held_bytes += (uint64_t)h->wr.n * s->w * sizeof(float);
     }
 }
 
@@ -275,6 +281,7 @@ static held *s_take_held(sharded *s, const shard_cmd *cmd)
         if (same && (h->wr.seq == cmd->seq || h->wr.seq < cmd->seq)) {
             *pp = h->next;
             s->held_count--;
+            s->held_bytes -= (uint64_t)h->wr.n * s->w * sizeof(float);
             if (h->wr.seq == cmd->seq && !found) {
                 found = h;
             } else {
@@ -296,7 +303,7 @@ static void s_free_held(sharded *s)
         wire_rows_release(&h->wr);
         free(h);
     }
-    s->held_count = 0;
+    s->held_count = s->held_bytes = 0;
 }
 
 static volatile sig_atomic_t s_stop_signal;
@@ -328,9 +335,13 @@ static void s_command(sharded *s, shard_cmd *cmd)
                      "pid, logged at the start, or to mpirun), so this rank goes on until then", s->rank,
                      (long)getpid());
         }
+        if (s->held_bytes >= s->held_budget) { /* read far enough ahead: wait for rank 0 */
+            usleep(2000);
+            continue;
+        }
         zmq_pollitem_t item = {s->c->pull, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&item, 1, 5) > 0)
-            s_hold_waiting(s);
+            s_hold_waiting(s, 0);
     }
 }
 
@@ -344,7 +355,7 @@ static held *s_find(sharded *s, const shard_cmd *cmd)
             return h;
         zmq_pollitem_t item = {s->c->pull, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&item, 1, 10) > 0)
-            s_hold_waiting(s);
+            s_hold_waiting(s, 1);
     }
 }
 
@@ -704,6 +715,9 @@ static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
     dps_shard_slice(cfg->d, (size_t)s->size, (size_t)s->rank, &s->c0, &s->c1);
     s->w = s->c1 - s->c0;
     s->n = cfg->t * cfg->m;
+    /* this rank's share of the batches in transit that --ingest-buffer-mb
+       budgets for whole rows (its slices are 1/R of them) */
+    s->held_budget = (uint64_t)(c->o.ingest_buffer_mb * 1048576.0 / s->size);
     char ep[512];
     if (dps_shard_endpoint(c->o.ingest, (size_t)s->rank, ep, sizeof ep) != DPS_OK) {
         snprintf(err, errlen, "--ingest %s names no endpoint for rank %d (give tcp://HOST:PORT, ipc://PATH, or a "
