@@ -148,12 +148,7 @@ int collector_sharded_start(int *argc, char ***argv, int *rank, int *size, char 
     return 0;
 }
 
-int collector_sharded_agree(int rc)
-{
-    int all = rc;
-    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return all;
-}
+int collector_sharded_agree(int rc) { return shard_agree(MPI_COMM_WORLD, rc, NULL); }
 
 void collector_sharded_end(void) { MPI_Finalize(); }
 
@@ -384,8 +379,8 @@ static void s_begin(sharded *s)
 }
 
 /* This rank's MPI traffic so far (the mechanism not in use counts 0). */
-static uint64_t s_bytes(const sharded *s) { return s->p.bytes_reduced + s->ref.bytes_reduced; }
-static uint64_t s_calls(const sharded *s) { return s->p.collectives + s->ref.collectives; }
+static uint64_t s_bytes(const sharded *s) { return s->p.traffic.bytes + s->ref.traffic.bytes; }
+static uint64_t s_calls(const sharded *s) { return s->p.traffic.calls + s->ref.traffic.calls; }
 
 static void s_publish(sharded *s, dps_snapshot_info *info, const float *basis)
 {
@@ -485,8 +480,8 @@ static int s_release_reference(sharded *s)
     if (!rc)
         rc = ref_sharded_release(&s->ref, s->slice, &s->ro);
     if (!rc && !s->ro.failed)
-        sharded_gather_rows(MPI_COMM_WORLD, s->cfg->k, s->cfg->d, s->slice, s->rank == 0 ? s->basis : NULL,
-                            &s->ref.bytes_reduced, &s->ref.collectives);
+        shard_gather_rows(MPI_COMM_WORLD, s->cfg->k, s->cfg->d, s->slice, s->rank == 0 ? s->basis : NULL,
+                          &s->ref.traffic);
     return rc;
 }
 

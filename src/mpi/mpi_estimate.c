@@ -159,8 +159,8 @@ static void s_report(const power_sharded *p, const s_rows *rows, int json, int s
                "\"peak_rss_mb_rank0\": %.1f, \"rows_zero\": %" PRIu64 ", \"rho_epoch\": %.17g, \"rho_per_row\": %.17g, "
                "\"eps_per_row\": %.6g, \"rho_total\": %.17g, \"eps_total\": %.6g, \"delta_target\": 1e-05, "
                "\"seeded\": %s, \"sv\": [",
-               p->size, n, p->d, p->k, p->b, epochs, t, rows->seconds / (double)epochs, p->collectives,
-               p->bytes_reduced, max_rss, all_rss[0], zero, rho, rho, eps_row, seq.rho, eps_seq,
+               p->size, n, p->d, p->k, p->b, epochs, t, rows->seconds / (double)epochs, p->traffic.calls,
+               p->traffic.bytes, max_rss, all_rss[0], zero, rho, rho, eps_row, seq.rho, eps_seq,
                seeded ? "true" : "false");
         for (size_t j = 0; sv && j < p->k; j++)
             printf("%s%.6g", j ? ", " : "", sv[j]);
@@ -172,8 +172,8 @@ static void s_report(const power_sharded *p, const s_rows *rows, int json, int s
            seeded ? "  SEEDED: the noise is not secret, NO privacy" : "");
     printf("  time per epoch      %.3f s in the mechanism, %.3f s %s the rows (rank 0, mean of %" PRIu64 ")\n", t,
            rows->seconds / (double)epochs, synthetic ? "making" : "reading", epochs);
-    printf("  moved through MPI   %.3f MB per rank in %" PRIu64 " collective calls\n", (double)p->bytes_reduced / 1e6,
-           p->collectives);
+    printf("  moved through MPI   %.3f MB per rank in %" PRIu64 " collective calls\n", (double)p->traffic.bytes / 1e6,
+           p->traffic.calls);
     printf("  peak memory (RSS)   %.1f MB the largest rank, %.1f MB rank 0\n", max_rss, all_rss[0]);
     printf("  rows as zero        %" PRIu64 " (NaN, Inf or zero norm; a count of the data, not private)\n", zero);
     printf("  privacy             rho %g per epoch; each row is in one epoch: rho %g in every row, eps %.4g at delta "

@@ -44,30 +44,12 @@ void power_sharded_free(power_sharded *p)
     memset(p, 0, sizeof *p);
 }
 
-int power_sharded_agree(power_sharded *p, int rc)
-{
-    int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, p->comm);
-    p->collectives++;
-    p->bytes_reduced += sizeof(int);
-    return worst;
-}
+int power_sharded_agree(power_sharded *p, int rc) { return shard_agree(p->comm, rc, &p->traffic); }
 
 /* The collective operations on doubles, counting the bytes each moves (the
    benchmark's "bytes moved": what one rank contributes or receives). */
-static void s_sum(power_sharded *p, double *buf, size_t n)
-{
-    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, p->comm);
-    p->bytes_reduced += n * sizeof(double);
-    p->collectives++;
-}
-
-static void s_from_rank0(power_sharded *p, double *buf, size_t n)
-{
-    MPI_Bcast(buf, (int)n, MPI_DOUBLE, 0, p->comm);
-    p->bytes_reduced += n * sizeof(double);
-    p->collectives++;
-}
+static void s_sum(power_sharded *p, double *buf, size_t n) { shard_sum(p->comm, buf, n, &p->traffic); }
+static void s_from_rank0(power_sharded *p, double *buf, size_t n) { shard_from_rank0(p->comm, buf, n, &p->traffic); }
 
 int power_sharded_init(power_sharded *p, MPI_Comm comm, size_t d, size_t k, size_t b, int seeded, uint64_t seed)
 {
@@ -178,7 +160,7 @@ static int s_orthonormalise(power_sharded *p)
         }
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, p->comm);
-    p->collectives++;
+    p->traffic.calls++;
     if (rc)
         return rc;
     s_from_rank0(p, msg, b * b);
@@ -329,25 +311,11 @@ int power_sharded_gather(power_sharded *p, float *basis)
         return DPS_EINVAL;
     size_t k = p->k;
     float *mine = malloc(DPS_MAX((size_t)1, k * p->w) * sizeof *mine);
-    int *counts = malloc((size_t)p->size * sizeof *counts), *displs = malloc((size_t)p->size * sizeof *displs);
-    int rc = mine && counts && displs ? DPS_OK : DPS_ENOMEM;
-    rc = power_sharded_agree(p, rc);
+    int rc = power_sharded_agree(p, mine ? DPS_OK : DPS_ENOMEM);
     if (!rc) {
         power_sharded_basis(p, mine, NULL);
-        for (int r = 0; r < p->size; r++) {
-            size_t c0, c1;
-            dps_shard_slice(p->d, (size_t)p->size, (size_t)r, &c0, &c1);
-            counts[r] = (int)(c1 - c0);
-            displs[r] = (int)c0;
-        }
-        for (size_t j = 0; j < k; j++)
-            MPI_Gatherv(mine + j * p->w, (int)p->w, MPI_FLOAT, p->rank == 0 ? basis + j * p->d : NULL, counts, displs,
-                        MPI_FLOAT, 0, p->comm);
-        p->collectives += k;
-        p->bytes_reduced += k * p->w * sizeof(float);
+        shard_gather_rows(p->comm, k, p->d, mine, basis, &p->traffic);
     }
     free(mine);
-    free(counts);
-    free(displs);
     return rc;
 }

@@ -56,6 +56,7 @@
 #define DPS_POWER_SHARDED_H
 
 #include "dpsubspace.h"
+#include "shard_comm.h"
 
 #include <mpi.h>
 #include <stddef.h>
@@ -73,8 +74,7 @@ typedef struct {
     uint64_t steps;      /* power_sharded_step calls since the start          */
     uint64_t epoch;      /* the start's epoch: names the seeded draws          */
     uint64_t rows_nan, rows_inf, rows_zero; /* rows added as the zero vector    */
-    uint64_t bytes_reduced; /* bytes this rank sent into allreduces and bcasts */
-    uint64_t collectives;   /* ... in how many calls (each costs a latency)    */
+    shard_traffic traffic; /* this rank's MPI bytes and calls (shard_comm.h)   */
     int seeded;          /* noise from named streams of seed (NOT secure)     */
     uint64_t seed;
     dps_rng *noise;      /* secure mode: this rank's own generator            */

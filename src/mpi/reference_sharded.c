@@ -24,58 +24,11 @@ static uint64_t s_index(uint64_t epoch, uint64_t item)
     return ((epoch & ((1u << 21) - 1)) << 42) | (item << 21);
 }
 
-static void s_reduce(ref_sharded *s, double *buf, size_t n)
-{
-    MPI_Reduce(s->rank == 0 ? MPI_IN_PLACE : buf, buf, (int)n, MPI_DOUBLE, MPI_SUM, 0, s->comm);
-    s->bytes_reduced += n * sizeof(double);
-    s->collectives++;
-}
-
-static void s_allsum(ref_sharded *s, double *buf, size_t n)
-{
-    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, s->comm);
-    s->bytes_reduced += n * sizeof(double);
-    s->collectives++;
-}
-
-static void s_from_rank0(ref_sharded *s, double *buf, size_t n)
-{
-    MPI_Bcast(buf, (int)n, MPI_DOUBLE, 0, s->comm);
-    s->bytes_reduced += n * sizeof(double);
-    s->collectives++;
-}
-
-/* Collective: rc of every rank -> the largest (DPS_OK is 0). */
-static int s_agree(ref_sharded *s, int rc)
-{
-    int all = rc;
-    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, s->comm);
-    return all;
-}
-
-void sharded_gather_rows(MPI_Comm comm, size_t k, size_t d, const float *slice, float *out, uint64_t *bytes,
-                         uint64_t *calls)
-{
-    int rank, size;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    int counts[size], displs[size];
-    size_t c0 = 0, c1 = 0, w = 0;
-    for (int r = 0; r < size; r++) {
-        size_t a, b;
-        dps_shard_slice(d, (size_t)size, (size_t)r, &a, &b);
-        counts[r] = (int)(b - a);
-        displs[r] = (int)a;
-        if (r == rank)
-            c0 = a, c1 = b;
-    }
-    w = c1 - c0;
-    for (size_t j = 0; j < k; j++)
-        MPI_Gatherv(slice + j * w, (int)w, MPI_FLOAT, rank == 0 ? out + j * d : NULL, counts, displs, MPI_FLOAT, 0,
-                    comm);
-    *bytes += k * w * sizeof(float);
-    *calls += k;
-}
+/* The collective steps (shard_comm.h), counted in this rank's traffic. */
+static void s_reduce(ref_sharded *s, double *buf, size_t n) { shard_sum_to_rank0(s->comm, buf, n, &s->traffic); }
+static void s_allsum(ref_sharded *s, double *buf, size_t n) { shard_sum(s->comm, buf, n, &s->traffic); }
+static void s_from_rank0(ref_sharded *s, double *buf, size_t n) { shard_from_rank0(s->comm, buf, n, &s->traffic); }
+static int s_agree(ref_sharded *s, int rc) { return shard_agree(s->comm, rc, &s->traffic); }
 
 /* ------------------------------------------------------------- set-up */
 size_t ref_sharded_bytes(const dps_config *c, size_t w)
@@ -109,6 +62,9 @@ void ref_sharded_free(ref_sharded *s)
     free(s->stack);
     free(s->blk);
     free(s->pending);
+    free(s->ids);
+    free(s->flags);
+    free(s->ss);
     memset(s, 0, sizeof *s);
 }
 
@@ -149,8 +105,11 @@ int ref_sharded_init(ref_sharded *s, MPI_Comm comm, const dps_config *c, int see
         s->stack = malloc((n + s->q + REF_BATCH * s->k) * REF_TILE * sizeof *s->stack); /* + the pending rows */
         s->blk = malloc(REF_BATCH * s->k * (n + s->q) * sizeof *s->blk);
         s->pending = malloc(s->t * sizeof *s->pending);
+        s->ids = malloc(s->t * sizeof *s->ids);
+        s->flags = malloc(s->t);
+        s->ss = malloc(s->m * sizeof *s->ss);
         if (!s->V || !s->done || !s->rows || !s->open_id || !s->filled || !s->slots || !s->P || !s->Pd || !s->block ||
-            !s->acc || !s->stack || !s->blk || !s->pending)
+            !s->acc || !s->stack || !s->blk || !s->pending || !s->ids || !s->flags || !s->ss)
             rc = DPS_ENOMEM;
         else if (!seeded && dps_rng_new_secure(&s->noise) != DPS_OK)
             rc = DPS_ERANDOM;
@@ -317,8 +276,8 @@ static void s_accumulate(ref_sharded *s)
     size_t k = s->k, q = s->q, w = s->w, nmax = s->t * s->k, tri = nmax * (nmax + 1) / 2, np = s->npending;
     if (!np)
         return;
-    size_t ids[s->t], nd = 0;
-    unsigned char pend[s->t];
+    size_t *ids = s->ids, nd = 0;
+    unsigned char *pend = s->flags;
     memset(pend, 0, s->t);
     for (size_t i = 0; i < np; i++)
         pend[s->pending[i]] = 1;
@@ -370,7 +329,7 @@ static void s_accumulate(ref_sharded *s)
 static size_t s_compact(ref_sharded *s, size_t nb)
 {
     size_t k = s->k, q = s->q, nmax = s->t * k, n = nb * k, trimax = nmax * (nmax + 1) / 2, tri = n * (n + 1) / 2;
-    size_t map[s->t], j = 0; /* bucket id -> its place among the completed */
+    size_t *map = s->ids, j = 0; /* bucket id -> its place among the completed */
     for (size_t l = 0; l < s->t; l++)
         map[l] = s->done[l] ? j++ : (size_t)-1;
     if (nb < s->t) {
@@ -395,7 +354,7 @@ static int s_bucket(ref_sharded *s, size_t oi)
 {
     size_t m = s->m, w = s->w, id = s->open_id[oi];
     float *X = s->rows + oi * m * w;
-    double ss[m];
+    double *ss = s->ss;
     for (size_t i = 0; i < m; i++)
         ss[i] = row_sum_squares(X + i * w, w);
     s_allsum(s, ss, m);

@@ -64,6 +64,7 @@
 #define DPS_REFERENCE_SHARDED_H
 
 #include "dpsubspace.h"
+#include "shard_comm.h"
 
 #include <mpi.h>
 #include <stddef.h>
@@ -93,11 +94,14 @@ typedef struct {
     double *stack;           /* (t k + q + 16 k) x 1024: tiles of rows in double  */
     double *blk;             /* 16 k x (t k + q): pending buckets' products of a tile */
     size_t *pending, npending; /* completed buckets whose products wait (a group of 16) */
+    size_t *ids;             /* t: the completed buckets' ids, or each bucket's place among them */
+    unsigned char *flags;    /* t: which buckets are pending                     */
+    double *ss;              /* m: a full bucket's rows' sums of squares          */
     double f2;               /* ||this rank's P slice||_F^2                       */
     double *Pd;              /* w: one point's slice as drawn                     */
     double *block;           /* one block of named draws                          */
     uint64_t rows_nan, rows_inf, rows_zero, rows_discarded;
-    uint64_t bytes_reduced, collectives; /* this rank's MPI traffic (benchmark)  */
+    shard_traffic traffic;   /* this rank's MPI bytes and calls (shard_comm.h)   */
 } ref_sharded;
 
 /* What a release did (on every rank). */
@@ -139,11 +143,5 @@ size_t ref_sharded_seal(ref_sharded *s);
    k x d basis (k x w floats) unless out->failed.  DPS_OK or the same error
    on every rank. */
 int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome *out);
-
-/* Collective helpers shared with the power mechanism's collector. */
-/* The whole k x d matrix on rank 0 (out there; NULL elsewhere) from every
-   rank's k x w slice; counts the bytes into *bytes, the calls into *calls. */
-void sharded_gather_rows(MPI_Comm comm, size_t k, size_t d, const float *slice, float *out, uint64_t *bytes,
-                         uint64_t *calls);
 
 #endif

@@ -1,12 +1,15 @@
 /* planted.h - what the MPI tests of the sharded mechanisms share: a planted
-   k x d orthonormal basis every rank makes alike, and how far another basis
-   is from it.  Static: each test program includes it once. */
+   k x d orthonormal basis every rank makes alike, how far another basis is
+   from it, and the end of a test program run on every rank.  Static: each
+   test program includes it once (after check.h). */
 #ifndef DPS_TEST_PLANTED_H
 #define DPS_TEST_PLANTED_H
 
+#include "check.h"
 #include "dpsubspace.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <stdlib.h>
 
 /* U (k x d): Gram-Schmidt of Gaussians from stream (seed 11, "test-basis"). */
@@ -57,6 +60,18 @@ static double planted_residual(const float *A, const float *U, size_t k, size_t 
     }
     free(c);
     return sqrt(res);
+}
+
+/* The end of main on every rank: rank 0 prints the summary line; every rank
+   returns 1 if any rank failed a check (then mpirun exits non-zero). */
+static int planted_finish(int rank)
+{
+    int failed = g_fail;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+        check_summary();
+    MPI_Finalize();
+    return failed ? 1 : 0;
 }
 
 #endif

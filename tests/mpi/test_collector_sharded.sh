@@ -34,6 +34,43 @@ wait_up() {
   return 1
 }
 
+# The seeded 1-rank and 3-rank runs' snapshots of epochs 0 and 1, in state
+# directories $tmp/${1}1 and $tmp/${1}3: "ok", or what differs.  Each is
+# released, seeded, charged rho $2 per epoch (and the fields of the JSON $3,
+# e.g. delta_epoch); the two runs' spans within a sine of 1e-5 of each other
+# (with "same_entries": their entries within 1e-5), their noise levels and
+# radii equal, and within 0.3 of dps-gen's truth.  The reasons for the bounds
+# are at each call.
+same_snapshots() {
+  PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$1" "$2" "$3" <<'PY'
+import json, sys
+import numpy as np
+from dpsubspace.subscriber import Snapshot
+t, prefix, rho, want = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+entries = want.pop("same_entries", False)
+truth = np.linalg.qr(np.load(f"{t}/truth.npy").astype(np.float64).T)[0]
+def sine(qa, qb):
+    return np.linalg.norm(qb - qa @ (qa.T @ qb), 2)
+bad = []
+for e in (0, 1):
+    a, b = (Snapshot.from_bytes(open(f"{t}/{prefix}{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 3))
+    expect = {"status": "released", "seeded": True, "rho_epoch": rho, "rho_total": rho * (e + 1), **want}
+    for s in (a, b):
+        got = {name: getattr(s, name) for name in expect}
+        if got != expect:
+            bad.append(f"epoch {e}: {got}")
+    qa, qb = (np.linalg.qr(s.basis.astype(np.float64).T)[0] for s in (a, b))
+    diff, s13, st = np.abs(a.basis - b.basis).max(), sine(qa, qb), sine(truth, qa)
+    print(f"  {a.aggregator}, epoch {e}: 1 vs 3 ranks: largest entry difference {diff:.3g}, sine {s13:.3g}; sine to "
+          f"the truth {st:.3g}; radius {a.radius:.3g} (unrelated {a.radius_unrelated:.3g}); noise level "
+          f"{a.noise_level:.3g} / {b.noise_level:.3g}", file=sys.stderr)
+    if not (s13 < 1e-5 and st < 0.3 and abs(a.noise_level - b.noise_level) < 1e-6 and abs(a.radius - b.radius) < 1e-9
+            and (diff < 1e-5 or not entries)):
+        bad.append(f"epoch {e}: diff {diff} sine {s13} to truth {st} radius {a.radius} {b.radius}")
+print("; ".join(bad) if bad else "ok")
+PY
+}
+
 # dps-gen's generator at d = 301, k = 4: 4000 rows, two epochs of 2000
 "$gen" --d 301 --k 4 --n 4000 --seed 4 --out "$tmp/rows.npy" --basis "$tmp/truth.npy" >/dev/null || ko "dps-gen"
 
@@ -59,29 +96,7 @@ done
 # rho 1; a cold epoch of 3 blocks sees a third of the rows per step, so the
 # sine is about 21 / 167 = 0.13 cold and 21 / 500 = 0.04 warm: bound 0.3.
 # The ledger's and the snapshots' accounting: rho 1 and 2.
-res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY'
-import sys
-import numpy as np
-from dpsubspace.subscriber import Snapshot
-t = sys.argv[1]
-truth = np.linalg.qr(np.load(f"{t}/truth.npy").astype(np.float64).T)[0]
-def sine(qa, qb):
-    return np.linalg.norm(qb - qa @ (qa.T @ qb), 2)
-bad = []
-for e in (0, 1):
-    a, b = (Snapshot.from_bytes(open(f"{t}/s{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 3))
-    for s in (a, b):
-        if s.status != "released" or not s.seeded or s.rho_total != e + 1 or s.rho_epoch != 1:
-            bad.append(f"epoch {e}: {s.status} seeded {s.seeded} rho {s.rho_epoch} total {s.rho_total}")
-    qa, qb = (np.linalg.qr(s.basis.astype(np.float64).T)[0] for s in (a, b))
-    diff, s13, st = np.abs(a.basis - b.basis).max(), sine(qa, qb), sine(truth, qa)
-    print(f"  epoch {e}: 1 vs 3 ranks: largest entry difference {diff:.3g}, sine {s13:.3g}; sine to the truth {st:.3g}; "
-          f"noise level {a.noise_level:.3g} / {b.noise_level:.3g}", file=sys.stderr)
-    if not (diff < 1e-5 and s13 < 1e-5 and st < 0.3 and abs(a.noise_level - b.noise_level) < 1e-6):
-        bad.append(f"epoch {e}: diff {diff} sine {s13} to truth {st}")
-print("; ".join(bad) if bad else "ok")
-PY
-)
+res=$(same_snapshots s 1 '{"same_entries": true}')
 [ "$res" = ok ] && ok || ko "1 vs 3 ranks: $res"
 
 # 1b. The Python ShardedProducer, 2 ranks: the same rows, the same seed, so
@@ -333,31 +348,7 @@ done
 # items agree, so WFC's radius is small and the mean's noise (at rho 4,
 # W^ near 80) is small against the mean's singular values (about sqrt(q) = 6
 # and more): bound 0.3, a random basis gives about 1.
-res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" <<'PY'
-import sys
-import numpy as np
-from dpsubspace.subscriber import Snapshot
-t = sys.argv[1]
-truth = np.linalg.qr(np.load(f"{t}/truth.npy").astype(np.float64).T)[0]
-def sine(qa, qb):
-    return np.linalg.norm(qb - qa @ (qa.T @ qb), 2)
-bad = []
-for e in (0, 1):
-    a, b = (Snapshot.from_bytes(open(f"{t}/r{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 3))
-    for s in (a, b):
-        if (s.status != "released" or s.rho_epoch != 4 or s.rho_total != 4 * (e + 1) or s.delta_epoch != 1e-8
-                or s.buckets_used != 80 or s.aggregator != "reference"):
-            bad.append(f"epoch {e}: {s.status} rho {s.rho_epoch} total {s.rho_total} delta {s.delta_epoch} "
-                       f"buckets {s.buckets_used} {s.aggregator}")
-    qa, qb = (np.linalg.qr(s.basis.astype(np.float64).T)[0] for s in (a, b))
-    s13, st = sine(qa, qb), sine(truth, qa)
-    print(f"  reference, epoch {e}: 1 vs 3 ranks: sine {s13:.3g}; sine to the truth {st:.3g}; radius {a.radius:.3g} "
-          f"(unrelated {a.radius_unrelated:.3g}), noise level {a.noise_level:.3g}", file=sys.stderr)
-    if not (s13 < 1e-5 and st < 0.3 and abs(a.radius - b.radius) < 1e-9):
-        bad.append(f"epoch {e}: sine {s13} to truth {st} radius {a.radius} {b.radius}")
-print("; ".join(bad) if bad else "ok")
-PY
-)
+res=$(same_snapshots r 4 '{"delta_epoch": 1e-8, "buckets_used": 80, "aggregator": "reference"}')
 [ "$res" = ok ] && ok || ko "reference, 1 vs 3 ranks: $res"
 n=$(grep -c "kind=commit" "$tmp/r3/ledger"); [ "$n" = 2 ] && ok || ko "reference, 3 ranks: $n commit lines, not 2"
 # 8b. An epoch closed by --epoch-seconds before WFC has buckets enough: 500

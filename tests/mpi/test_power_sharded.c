@@ -189,10 +189,5 @@ int main(int argc, char **argv)
     free(U);
     free(row);
     free(basis);
-    int failed = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0)
-        check_summary();
-    MPI_Finalize();
-    return failed ? 1 : 0;
+    return planted_finish(rank);
 }

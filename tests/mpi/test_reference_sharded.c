@@ -93,7 +93,7 @@ int main(int argc, char **argv)
     int rc = ref_sharded_init(&s, MPI_COMM_WORLD, &cfg, !secure, 5);
     CHECK(rc == DPS_OK, "init: %s", dps_strerror(rc));
     if (rc == DPS_OK) {
-        uint64_t bytes = 0, calls = 0;
+        shard_traffic moved = {0, 0};
         CHECK(ref_sharded_begin(&s, 3) == DPS_OK, "begin");
         int add_ok = 1;
         for (size_t i = 0; i < T * M; i++) {
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
            about 2 */
         double worst = 0, worst_off = 0;
         for (size_t j = 0; j < T; j++) {
-            sharded_gather_rows(MPI_COMM_WORLD, K, D, s.V + j * K * s.w, rank == 0 ? full : NULL, &bytes, &calls);
+            shard_gather_rows(MPI_COMM_WORLD, K, D, s.V + j * K * s.w, rank == 0 ? full : NULL, &moved);
             if (rank == 0) {
                 worst = fmax(worst, planted_residual(full, U, K, D));
                 worst_off = fmax(worst_off, s_off_orthonormal(full));
@@ -129,7 +129,7 @@ int main(int argc, char **argv)
         CHECK(rc == DPS_OK && !o.failed && o.buckets == T, "release: rc %s, failed %d, buckets %zu", dps_strerror(rc),
               o.failed, o.buckets);
         if (rc == DPS_OK && !o.failed) {
-            sharded_gather_rows(MPI_COMM_WORLD, K, D, slice, rank == 0 ? full : NULL, &bytes, &calls);
+            shard_gather_rows(MPI_COMM_WORLD, K, D, slice, rank == 0 ? full : NULL, &moved);
             if (rank == 0) {
                 /* the items y^j = P Pi_j (q x d) differ by about the buckets'
                    sines times ||P||_2 (about sqrt(D) + sqrt(q) = 49): 0.016 x 49
@@ -187,7 +187,7 @@ int main(int argc, char **argv)
         CHECK(rc == DPS_OK && !o.failed && o.buckets == part && part >= 56 && part < T,
               "a partial epoch: %zu buckets released, rc %s", part, dps_strerror(rc));
         if (rc == DPS_OK && !o.failed) {
-            sharded_gather_rows(MPI_COMM_WORLD, K, D, slice, rank == 0 ? full : NULL, &bytes, &calls);
+            shard_gather_rows(MPI_COMM_WORLD, K, D, slice, rank == 0 ? full : NULL, &moved);
             double res = rank == 0 ? planted_residual(full, U, K, D) : 0;
             if (rank == 0)
                 NOTE("%d rank(s): a partial epoch of %zu buckets: release residual %.4f", size, part, res);
@@ -216,8 +216,8 @@ int main(int argc, char **argv)
         }
         long long nans = (long long)(s.rows_nan - nan_before);
         CHECK(nans == 1 && s_same(nans), "the NaN row counted once on every rank (%lld)", nans);
-        NOTE("%d rank(s): rank %d moved %.3f MB in %llu collective calls", size, rank, (double)s.bytes_reduced / 1e6,
-             (unsigned long long)s.collectives);
+        NOTE("%d rank(s): rank %d moved %.3f MB in %llu collective calls", size, rank, (double)s.traffic.bytes / 1e6,
+             (unsigned long long)s.traffic.calls);
         ref_sharded_free(&s);
         /* bad sizes: every rank refuses, together */
         dps_config bad = cfg;
@@ -230,10 +230,5 @@ int main(int argc, char **argv)
     free(U);
     free(row);
     free(full);
-    int failed = g_fail;
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0)
-        check_summary();
-    MPI_Finalize();
-    return failed ? 1 : 0;
+    return planted_finish(rank);
 }
