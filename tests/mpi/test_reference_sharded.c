@@ -175,7 +175,11 @@ int main(int argc, char **argv)
            completed ones only (packed out of the accumulated products) are
            released, near the planted subspace (the bound above: W^ is now
            about 60, not 100, so the noise about 5/3 of the measured; still
-           below the bound) */
+           below the bound).  Seeded, the outcome is fixed and must be a
+           release; with the secure generator WFC may FAIL at 59 buckets (the
+           radius search stops near tau t = 30 friends, where the weights are
+           small: a FAIL in about 1 of 15 runs here, a private outcome, not
+           a bug), so that run checks a release only if there is one */
         CHECK(ref_sharded_begin(&s, 7) == DPS_OK, "begin, epoch 7");
         for (size_t i = 0; i < 770; i++) {
             s_row(U, i, row);
@@ -184,7 +188,7 @@ int main(int argc, char **argv)
         size_t part = ref_sharded_seal(&s);
         slice = malloc(K * s.w * sizeof *slice);
         rc = ref_sharded_release(&s, slice, &o);
-        CHECK(rc == DPS_OK && !o.failed && o.buckets == part && part >= 56 && part < T,
+        CHECK(rc == DPS_OK && (!o.failed || secure) && o.buckets == part && part >= 56 && part < T,
               "a partial epoch: %zu buckets released, rc %s", part, dps_strerror(rc));
         if (rc == DPS_OK && !o.failed) {
             shard_gather_rows(MPI_COMM_WORLD, K, D, slice, rank == 0 ? full : NULL, &moved);
