@@ -65,6 +65,8 @@ void ref_sharded_free(ref_sharded *s)
     free(s->ids);
     free(s->flags);
     free(s->ss);
+    free(s->B);
+    free(s->Z);
     memset(s, 0, sizeof *s);
 }
 
@@ -108,8 +110,11 @@ int ref_sharded_init(ref_sharded *s, MPI_Comm comm, const dps_config *c, int see
         s->ids = malloc(s->t * sizeof *s->ids);
         s->flags = malloc(s->t);
         s->ss = malloc(s->m * sizeof *s->ss);
+        s->B = malloc((4 + n * s->q) * sizeof *s->B);
+        s->Z = malloc(s->q * w * sizeof *s->Z);
         if (!s->V || !s->done || !s->rows || !s->open_id || !s->filled || !s->slots || !s->P || !s->Pd || !s->block ||
-            !s->acc || !s->stack || !s->blk || !s->pending || !s->ids || !s->flags || !s->ss)
+            !s->acc || !s->stack || !s->blk || !s->pending || !s->ids || !s->flags || !s->ss || !s->B ||
+            !s->Z)
             rc = DPS_ENOMEM;
         else if (!seeded && dps_rng_new_secure(&s->noise) != DPS_OK)
             rc = DPS_ERANDOM;
@@ -481,9 +486,9 @@ int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome 
     size_t k = s->k, q = s->q, w = s->w;
     size_t nb = s->completed, n = nb * k;
     out->buckets = nb;
-    double *Bm = malloc((4 + n * q) * sizeof *Bm), *buf = s->stack; /* (t k + q) x REF_TILE */
-    float *Z = malloc(q * w * sizeof *Z);
-    int rc = nb >= 2 && Bm && Z ? DPS_OK : nb < 2 ? DPS_EINVAL : DPS_ENOMEM;
+    double *Bm = s->B, *buf = s->stack; /* 4 + n x q; (t k + q) x REF_TILE */
+    float *Z = s->Z;
+    int rc = nb >= 2 ? DPS_OK : DPS_EINVAL;
     rc = s_agree(s, rc);
     if (!rc) {
         s_accumulate(s); /* the last group */
@@ -498,6 +503,7 @@ int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome 
         out->failed = Bm[0] != 0;
         out->radius = Bm[2];
         out->w_hat = Bm[3];
+        out->s_mu = Bm[1];
         if (!out->failed) {
             out->noise_level = noise_level_rect(Bm[1], q, s->d);
             rc = s_agree(s, s_mean(s, nb, Bm + 4, Bm[1], Z, buf));
@@ -505,7 +511,5 @@ int ref_sharded_release(ref_sharded *s, float *basis_slice, ref_sharded_outcome 
                 rc = s_topk(s, Z, q, basis_slice, s->t); /* item t: the release's completions */
         }
     }
-    free(Bm);
-    free(Z);
     return rc;
 }

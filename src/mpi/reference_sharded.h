@@ -97,6 +97,9 @@ typedef struct {
     size_t *ids;             /* t: the completed buckets' ids, or each bucket's place among them */
     unsigned char *flags;    /* t: which buckets are pending                     */
     double *ss;              /* m: a full bucket's rows' sums of squares          */
+    double *B;               /* 4 + t k x q: WFC's outcome and the stacked (w_j/W) A_j
+                                of the last release (rank 0's, on every rank)    */
+    float *Z;                /* q x w: this rank's slice of the last noisy mean   */
     double f2;               /* ||this rank's P slice||_F^2                       */
     double *Pd;              /* w: one point's slice as drawn                     */
     double *block;           /* one block of named draws                          */
@@ -108,6 +111,7 @@ typedef struct {
 typedef struct {
     int failed;          /* WFC said FAIL: no basis (the budget is spent)        */
     double radius, w_hat;/* WFC's released radius and noisy weight               */
+    double s_mu;         /* the sd of the noise on each entry of the mean (WFC's) */
     double noise_level;  /* epoch_reference.c's (noise_level_rect of s_mu)       */
     size_t buckets;      /* items aggregated                                     */
 } ref_sharded_outcome;

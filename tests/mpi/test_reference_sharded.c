@@ -129,6 +129,29 @@ int main(int argc, char **argv)
         CHECK(rc == DPS_OK && !o.failed && o.buckets == T, "release: rc %s, failed %d, buckets %zu", dps_strerror(rc),
               o.failed, o.buckets);
         if (rc == DPS_OK && !o.failed) {
+            /* THE NOISE SCALE.  The noisy mean is Z = B^T V + noise, B the
+               weighted projections WFC sent every rank: Z minus B^T V (each
+               rank its slice) is the noise, which must be iid N(0, s_mu^2) on
+               all q d entries, s_mu WFC's.  Its sum of squares over s_mu^2 is
+               chi-square with q d = 32 016 degrees of freedom: mean q d,
+               relative sd sqrt(2 / (q d)) = 0.008, so [0.95, 1.05] is six sd
+               either way; a noise of sd s_mu sqrt(2) or / sqrt(2), or one
+               rank drawing none, lands outside (ratios 2, 0.5, 1 - 1/R) */
+            double r2 = 0;
+            for (size_t i = 0; i < Q; i++)
+                for (size_t c = 0; c < s.w; c++) {
+                    double mean = 0;
+                    for (size_t a = 0; a < T * K; a++)
+                        mean += s.B[4 + a * Q + i] * s.V[a * s.w + c];
+                    double e = (double)s.Z[i * s.w + c] - mean;
+                    r2 += e * e;
+                }
+            MPI_Allreduce(MPI_IN_PLACE, &r2, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            double ratio = r2 / (o.s_mu * o.s_mu * Q * D);
+            if (rank == 0)
+                NOTE("%d rank(s): the mean's noise: sum of squares / (s_mu^2 q d) = %.4f (s_mu %.3g)", size, ratio,
+                     o.s_mu);
+            CHECK(ratio > 0.95 && ratio < 1.05, "the mean's noise has sd s_mu on every entry: ratio %.4f", ratio);
             shard_gather_rows(MPI_COMM_WORLD, K, D, slice, rank == 0 ? full : NULL, &moved);
             if (rank == 0) {
                 /* the items y^j = P Pi_j (q x d) differ by about the buckets'
