@@ -113,13 +113,20 @@ class Accountant:
         return dict(self._rdp)
 
     def get_privacy_spent(self, delta: float) -> Tuple[float, int]:
-        """(eps, the order attaining it) for the given delta in (0, 1)."""
+        """(eps, the order attaining it) for the given delta in (0, 1), under
+        ADDING OR REMOVING one example (the adjacency of everything summed
+        here).  Nothing charged (RDP 0 at every order: the outputs' law does
+        not depend on the data) is (0, 0)-DP: (0.0, first order), not the
+        conversion's log(1/delta)/(a - 1), which is only an upper bound."""
         if not (0 < delta < 1):
             raise ValueError(f"delta must be in (0, 1), got {delta}")
+        if all(v == 0 for v in self._rdp.values()):
+            return 0.0, self.orders[0]
         return min((self._rdp[a] + math.log(1 / delta) / (a - 1), a) for a in self.orders)
 
     def get_epsilon(self, delta: float) -> float:
-        """eps of the run so far at delta (Opacus' name)."""
+        """eps of the run so far at delta (Opacus' name), under adding or
+        removing one example."""
         return self.get_privacy_spent(delta)[0]
 
 

@@ -43,7 +43,8 @@ class Release:
     epoch: int
     status: str                 # "released", "failed" or "refused"
     reason: str
-    rows_used: int              # rows the release read
+    rows_used: Optional[int]    # rows the release read; None where that count is private (the releases
+                                # dpsubspace.torch.PrivateBasis publishes: its sample's size is not charged)
     rho_epoch: float            # its cost, zCDP rho under replacing one row (a snapshot's names)
     delta_epoch: float
     noise_level: float          # about the sine to the noise-free basis (NaN: not computed)
@@ -414,12 +415,24 @@ class SubspaceEstimator:
         """(rho, delta) spent by every release so far, under replacing one row."""
         return (self._spent.rho, self._spent.delta)
 
-    def eps_at(self, delta: float) -> float:
-        """The releases so far as (eps, delta)-DP at total delta (replace-one;
-        inf when their own delta already reaches it)."""
+    def eps_at(self, delta: float, adjacency: str = "replace-one") -> float:
+        """The releases so far as (eps, delta)-DP at total delta (inf when
+        their own delta already reaches it), by the library's conversion of
+        zCDP (dps_zcdp_eps_total, Canonne-Kamath-Steinke 2020), under
+        `adjacency`: "replace-one" (default: the library's statement, rows of
+        a public count, from spent_) or "add-remove" (adding or removing one
+        row, from rho_add_remove(): the adjacency of dpsubspace.Accountant,
+        whose eps for the same charges can differ by its own conversion,
+        Renyi DP at integer orders)."""
         if not 0 < delta < 1:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
-        return native.lib().dps_zcdp_eps_total(self._spent, delta)
+        if adjacency == "replace-one":
+            spent = self._spent
+        elif adjacency == "add-remove":
+            spent = native.Zcdp(self.rho_add_remove(), self._spent.delta)
+        else:
+            raise ValueError(f"adjacency must be 'replace-one' or 'add-remove', got {adjacency!r}")
+        return native.lib().dps_zcdp_eps_total(spent, delta)
 
     def rho_add_remove(self) -> float:
         """zCDP rho of everything released so far under ADDING OR REMOVING one

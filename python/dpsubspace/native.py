@@ -111,6 +111,7 @@ _SIGNATURES = {
     "dps_rng_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
     "dps_rng_is_seeded": (c_int, [ctypes.c_void_p]),
     "dps_rng_uniform": (c_dbl, [ctypes.c_void_p]),
+    "dps_rng_below": (c_u64, [ctypes.c_void_p, c_u64]),
     "dps_rng_gaussian_fill_f": (None, [ctypes.c_void_p, c_dbl, c_float_p, c_size]),
     "dps_topk_basis": (c_int, [c_float_p, c_size, c_size, c_size, c_float_p, c_dbl_p]),
     "dps_analyze_gauss": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, ctypes.c_void_p, c_float_p,

@@ -47,6 +47,23 @@ class NoiseSource:
                 return np.array(out, dtype=np.int64)
             out.append(i)
 
+    def slots(self, n: int, k: int) -> np.ndarray:
+        """k distinct indices of 0..n-1, every k-subset and order equally
+        likely (the first k steps of a Fisher-Yates shuffle, dps_rng_below's
+        unbiased draws): where k items go among n slots."""
+        if not 0 <= k <= n:
+            raise ValueError(f"k must be in [0, n], got k {k}, n {n}")
+        L, perm, moved = native.lib(), np.empty(k, dtype=np.int64), {}
+        for i in range(k):
+            j = i + int(L.dps_rng_below(self._rng, n - i))
+            perm[i], moved[j] = moved.get(j, j), moved.get(i, i)
+        return perm
+
+    def below(self, n: int, count: int) -> np.ndarray:
+        """count iid uniform integers of 0..n-1 (unbiased)."""
+        L = native.lib()
+        return np.array([L.dps_rng_below(self._rng, n) for _ in range(count)], dtype=np.int64)
+
     def close(self) -> None:
         if self._rng:
             native.lib().dps_rng_destroy(ctypes.byref(self._rng))

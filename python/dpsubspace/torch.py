@@ -13,7 +13,10 @@ per-example gradients are functorch's vmap(grad)).
     PrivateBasis        -- a basis from the library's estimator on a fresh
                            Poisson sample's clipped gradients (costs rho)
     CollectorBasis      -- a basis from a dps-collector this run feeds
-                           (its own samples, one epoch each; costs rho_epoch)
+                           (its own samples in random slots of one epoch
+                           each; costs rho_epoch)
+    WeakBasisWarning, FixedBatchWarning -- a basis release near the random
+                           level; batches that are not Poisson samples
     NoisyGradientBasis  -- a basis from the already released noisy gradients
                            (post-processing: free)
     FixedBasis          -- a given basis (random: a lower bound; a non-private
@@ -43,8 +46,10 @@ is under it, and dpsubspace.Accountant sums them at each Renyi order):
     model's initial weights and all hyper-parameters are public (chosen
     without looking at these examples), and nothing else reads them.
 """
+import dataclasses
 import math
 import time
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -57,7 +62,7 @@ except ImportError:  # torch 1.13 (Debian bookworm): functorch
     from torch.nn.utils.stateless import functional_call
 
 from .accountant import Accountant
-from .estimator import SubspaceEstimator
+from .estimator import Release, SubspaceEstimator
 from .noise import NoiseSource
 
 MODES = ("dpsgd", "gep", "projection")
@@ -161,15 +166,64 @@ class FixedBasis:
         return self.V
 
 
-class PrivateBasis:
+class WeakBasisWarning(UserWarning):
+    """A basis release at or near the random level (the library's WEAK
+    flag: noise_level >= NOISE_LEVEL_WEAK): projecting on it keeps little
+    of the gradient."""
+
+
+ON_WEAK = ("warn", "skip")
+
+
+class _ReleasedBasis:
+    """What PrivateBasis and CollectorBasis share: the basis in use, and
+    what a WEAK release does -- on_weak "warn" uses it and warns
+    (WeakBasisWarning, with its noise level), "skip" keeps the previous
+    basis (plain DP-SGD steps while there is none) and warns.  Either way
+    the release was charged: it was made."""
+
+    def __init__(self, on_weak: str) -> None:
+        if on_weak not in ON_WEAK:
+            raise ValueError(f"on_weak must be one of {', '.join(ON_WEAK)}, got {on_weak!r}")
+        self.on_weak = on_weak
+        self.V: Optional[torch.Tensor] = None
+        self.releases = 0
+        self.weak_releases = 0
+
+    def _take(self, basis: Optional[np.ndarray], weak: bool, noise_level: float, step: int) -> None:
+        self.releases += 1
+        if basis is None:
+            return
+        if weak:
+            self.weak_releases += 1
+            keep = self.on_weak == "skip"
+            warnings.warn(f"the basis released at step {step} is WEAK (noise level {noise_level:.2f}: near the "
+                          f"random level, it holds little of the gradient); "
+                          + ("kept the previous basis (on_weak='skip')" if keep else
+                             "using it (on_weak='skip' keeps the previous one)"), WeakBasisWarning, stacklevel=4)
+            if keep:
+                return
+        self.V = torch.from_numpy(np.ascontiguousarray(basis, dtype=np.float32))
+
+
+# Keywords of SubspaceEstimator that make it release inside partial_fit
+# (every epoch of t*m rows that fills): releases that PrivateBasis, which
+# charges one release per update, would not see.
+_UNACCOUNTED_KEYWORDS = ("t", "m")
+
+
+class PrivateBasis(_ReleasedBasis):
     """A basis released by SubspaceEstimator from the clipped per-example
     gradients of its own Poisson sample of the training examples (rate
-    basis_rate), at step 0 and then every `every` steps.  A failed or
-    refused release keeps the previous basis.  The sample's gradients are
-    streamed to the estimator `chunk` examples at a time (memory: chunk x d,
-    not the sample's rows x d).  mechanism, rho, groups and
-    the other keywords go to SubspaceEstimator (one estimator for the run:
-    a power iteration warm-starts from the last released basis, public).
+    basis_rate), at step 0 and then every `every` steps: ONE release per
+    update (t and m, which would release every epoch that fills, are
+    refused).  A failed or refused release keeps the previous basis; a WEAK
+    one is used or skipped as on_weak says (_ReleasedBasis).  The sample's
+    gradients are streamed to the estimator `chunk` examples at a time
+    (memory: chunk x d, not the sample's rows x d).  mechanism, rho, groups
+    and the other keywords go to SubspaceEstimator (one estimator for the
+    run: a power iteration warm-starts from the last released basis,
+    public).
 
     What a release is charged: a one-step gaussian or power release (every
     fit of the default mode; Release.power_blocks_run <= 1) is a sum over the
@@ -179,83 +233,121 @@ class PrivateBasis:
     mechanism with sigma = 1/sqrt(rho), charged as such
     (Accountant.add_sampled_release: amplification by sampling applies, as
     to a DP-SGD step).  amplify=False, or a release of several power blocks,
-    charges Release.rho_add_remove as zCDP instead (no amplification)."""
+    charges Release.rho_add_remove as zCDP instead (no amplification).
+    Every release the estimator made during an update is charged, not only
+    the last.
+
+    releases_ lists the releases as published: rows_used is None there,
+    since the sample's size is not covered by the charge (it is private;
+    the estimator's own records, which hold it, are not exposed)."""
 
     def __init__(self, data_x: torch.Tensor, data_y: torch.Tensor, n_components: int, rho: float,
                  basis_rate: float, every: int, mechanism: str = "gaussian", seed: Optional[int] = None,
-                 amplify: bool = True, chunk: int = 4096, **estimator_kwargs: Any) -> None:
+                 amplify: bool = True, chunk: int = 4096, on_weak: str = "warn", **estimator_kwargs: Any) -> None:
+        super().__init__(on_weak)
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         if mechanism not in ("gaussian", "power"):  # the streaming mechanisms with an add/remove statement
             raise ValueError(f"mechanism must be gaussian or power, got {mechanism!r}")
+        bad = [k for k in _UNACCOUNTED_KEYWORDS if k in estimator_kwargs]
+        if bad:
+            raise ValueError(f"{' and '.join(bad)} would make the estimator release every epoch of t*m rows that "
+                             "fills during an update, and PrivateBasis charges one release per update: leave "
+                             "them out (each update is one release of its own sample)")
+        if not 0 < basis_rate <= 1:
+            raise ValueError(f"basis_rate must be in (0, 1], got {basis_rate}")
         self.data_x, self.data_y, self.rate, self.every, self.amplify = data_x, data_y, basis_rate, every, amplify
         self.chunk = chunk
-        self.estimator = SubspaceEstimator(n_components, rho=rho, mechanism=mechanism, seed=seed,
-                                           **estimator_kwargs)
-        self.V: Optional[torch.Tensor] = None
-        self.releases = 0
+        self._estimator = SubspaceEstimator(n_components, rho=rho, mechanism=mechanism, seed=seed,
+                                            **estimator_kwargs)
+        self.releases_: List[Release] = []
         self.amplified = 0
 
-    def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
-        if step % self.every:
-            return self.V
-        idx = opt.noise.poisson_sample(len(self.data_x), self.rate)
-        if not len(idx):  # the mechanism on an empty sample: a zero row adds nothing to the sum, the noise is drawn
-            self.estimator.partial_fit(torch.zeros((1, opt.grads.d)))
-        for s in range(0, len(idx), self.chunk):  # streamed: chunk x d gradients in memory, not the sample's
-            ix = torch.as_tensor(idx[s:s + self.chunk])
-            self.estimator.partial_fit(clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm))
-        rel = self.estimator.release()
+    def _charge(self, opt: "DPOptimizer", rel: Release) -> None:
         if rel.rho_add_remove is None:
-            raise ValueError(f"{self.estimator.mechanism} has no add/remove statement: use gaussian or power")
+            raise ValueError(f"{self._estimator.mechanism} has no add/remove statement: use gaussian or power")
         if rel.rho_epoch > 0 and self.amplify and rel.power_blocks_run <= 1:
             opt.accountant.add_sampled_release(self.rate, 1.0 / math.sqrt(rel.rho_epoch))
             self.amplified += 1
         else:
             opt.accountant.add_zcdp(rel.rho_add_remove)
-        self.releases += 1
-        if rel.basis is not None:
-            self.V = torch.from_numpy(rel.basis.copy())
+
+    def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
+        if step % self.every:
+            return self.V
+        est, before = self._estimator, len(self._estimator.releases_)
+        idx = opt.noise.poisson_sample(len(self.data_x), self.rate)
+        if not len(idx):  # the mechanism on an empty sample: a zero row adds nothing to the sum, the noise is drawn
+            est.partial_fit(torch.zeros((1, opt.grads.d)))
+        for s in range(0, len(idx), self.chunk):  # streamed: chunk x d gradients in memory, not the sample's
+            ix = torch.as_tensor(idx[s:s + self.chunk])
+            est.partial_fit(clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm))
+        est.release()
+        for rel in est.releases_[before:]:  # every release made, charged before the basis is used
+            self._charge(opt, rel)
+            self.releases_.append(dataclasses.replace(rel, rows_used=None))
+            self._take(rel.basis, rel.weak, rel.noise_level, step)
         return self.V
 
 
-class CollectorBasis:
-    """A basis from a dps-collector (--aggregator gaussian) that this run
-    alone feeds: at step 0 and every `every` steps, the clipped gradients of
-    the run's own Poisson sample (rate 0.9 epoch_rows / n) go to it through
-    `producer`, padded with zero rows to exactly one epoch (epoch_rows = t m;
-    a larger sample is cut), and the basis is that epoch's snapshot, taken
-    from `subscriber`.  Each release is charged rho_epoch, the collector's
-    own replace-one statement: adding an example puts one more row in a
-    sample, which displaces a zero row (or, if the sample was cut, a row), so
-    the epoch changes by one replaced row (rho_epoch / 2 if no sample is
-    cut; the bound charged covers both).  Checked on every snapshot: it is
-    the epoch of our sample, with our row count, from the gaussian
-    aggregator at rho_epoch = basis_rho; RuntimeError otherwise (another
-    producer is feeding the collector, or it runs another mechanism: the
-    guarantee would not hold).  TimeoutError if no snapshot comes in
-    `timeout` seconds."""
+class CollectorBasis(_ReleasedBasis):
+    """A basis from a dps-collector (--aggregator gaussian or power) that
+    this run alone feeds: at step 0 and every `every` steps, the clipped
+    gradients of the run's own Poisson sample (rate 0.9 epoch_rows / n) go
+    to it through `producer` as exactly one epoch of epoch_rows = t m rows:
+    the sample's rows in slots drawn uniformly at random (fresh secure
+    randomness, NoiseSource.slots), zero rows in the others (a larger
+    sample is cut to a uniformly random epoch_rows of its rows).  The basis
+    is that epoch's snapshot, taken from `subscriber`.
+
+    What each release is charged: rho_epoch under add/remove, as zCDP.  The
+    collector's own statement is rho_epoch-zCDP per epoch under replacing
+    the row in ONE slot of an epoch of public length, for both mechanisms
+    and every block of a power epoch (each slot is in one block).  Couple
+    the run on D and on D + x: the same sample of D's examples in the same
+    slots, and x, when sampled, in a uniformly random free slot -- which
+    is the law of the slots on D + x (every injection of the sample into
+    the epoch equally likely).  So the epochs differ in at most one slot
+    (a zero row replaced by x; when the sample was cut, a row replaced by
+    x), the release moves by at most a replacement's rho_epoch whatever the
+    slot, and the mixture over slots costs no more (Renyi divergence is
+    jointly quasi-convex, van Erven-Harremoes 2014, Thm 13).  (Slots taken
+    in index order, as the first version did, make an added example shift
+    every later row: each later power block then sees a replaced row.)
+    Checked on every snapshot: it is the epoch of our sample, with our row
+    count, from the gaussian or power aggregator at rho_epoch = basis_rho;
+    RuntimeError otherwise (another producer is feeding the collector, or
+    another mechanism runs: the guarantee would not hold).  TimeoutError if
+    no snapshot comes in `timeout` seconds.  Assumed: the transport keeps
+    the rows' order whatever their values (one producer, one connection).
+    NOT covered: the collector's own counters and log (rows_zero in its
+    status counts the zero rows, i.e. reveals the sample's size): keep its
+    status endpoint and log to the run's owner."""
+
+    MECHANISMS = ("gaussian", "power")
 
     def __init__(self, producer: Any, subscriber: Any, data_x: torch.Tensor, data_y: torch.Tensor,
-                 epoch_rows: int, every: int, basis_rho: float, first_epoch: int = 0, timeout: float = 120.0) -> None:
+                 epoch_rows: int, every: int, basis_rho: float, first_epoch: int = 0, timeout: float = 120.0,
+                 on_weak: str = "warn") -> None:
+        super().__init__(on_weak)
         if every < 1 or epoch_rows < 1 or not basis_rho > 0:
             raise ValueError("every and epoch_rows must be >= 1, basis_rho > 0")
         self.producer, self.sub, self.X, self.Y = producer, subscriber, data_x, data_y
         self.rows, self.every, self.rho, self.timeout = epoch_rows, every, basis_rho, timeout
         self.rate = min(1.0, 0.9 * epoch_rows / len(data_x))
-        self.V: Optional[torch.Tensor] = None
-        self.releases, self.cut, self.next_epoch = 0, 0, first_epoch
+        self.cut, self.next_epoch = 0, first_epoch
 
     def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
         if step % self.every:
             return self.V
         idx = opt.noise.poisson_sample(len(self.X), self.rate)
-        if len(idx) > self.rows:
-            idx, self.cut = idx[:self.rows], self.cut + 1
+        if len(idx) > self.rows:  # a uniformly random epoch_rows of the sample
+            idx, self.cut = idx[opt.noise.slots(len(idx), self.rows)], self.cut + 1
         rows = torch.zeros(self.rows, opt.grads.d)
         if len(idx):
             ix = torch.as_tensor(idx)
-            rows[:len(idx)] = clip_rows(opt.grads(self.X[ix], self.Y[ix]), opt.max_grad_norm)
+            slots = torch.as_tensor(opt.noise.slots(self.rows, len(idx)))
+            rows[slots] = clip_rows(opt.grads(self.X[ix], self.Y[ix]), opt.max_grad_norm)
         self.producer.send(rows.numpy())
         self.producer.flush()  # the whole epoch now
         want, end = self.next_epoch, time.monotonic() + self.timeout
@@ -271,14 +363,12 @@ class CollectorBasis:
         if s.epoch != want or s.rows_used != self.rows:
             raise RuntimeError(f"the snapshot of epoch {s.epoch} ({s.rows_used} rows) is not the epoch of our "
                                f"sample (epoch {want}, {self.rows} rows): another producer is feeding the collector")
-        if s.aggregator != "gaussian" or abs(s.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
+        if s.aggregator not in self.MECHANISMS or abs(s.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
             raise RuntimeError(f"the collector runs {s.aggregator} at rho_epoch {s.rho_epoch:g}; the guarantee "
-                               f"is stated for --aggregator gaussian at rho_epoch {self.rho:g}")
+                               f"is stated for --aggregator gaussian or power at rho_epoch {self.rho:g}")
         opt.accountant.add_zcdp(s.rho_epoch)  # charged whatever the outcome: the epoch was released
-        self.releases += 1
         self.next_epoch = s.epoch + 1
-        if s.status == "released" and s.basis is not None:
-            self.V = torch.from_numpy(np.ascontiguousarray(s.basis, dtype=np.float32))
+        self._take(s.basis if s.status == "released" else None, s.weak, s.noise_level, step)
         return self.V
 
 
@@ -322,6 +412,25 @@ class NoisyGradientBasis:
 
 
 # ----------------------------------------------------------------- optimizer
+SAMPLING_CHECK_STEPS = 10
+
+
+class FixedBatchWarning(UserWarning):
+    """Batches whose sizes do not vary as Poisson sampling's do."""
+
+
+def refuse_batch_statistics(model: torch.nn.Module) -> None:
+    """ValueError for a model with batch normalisation: its output for one
+    example depends on the others in the batch, so there is no per-example
+    gradient to clip and one example moves every other's contribution (as
+    Opacus refuses it).  GroupNorm and LayerNorm are per-example."""
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm):
+            raise ValueError(f"module {name or type(mod).__name__} ({type(mod).__name__}) normalises with "
+                             "statistics of the whole batch: per-example gradients are not defined and one "
+                             "example changes the others' -- replace it with GroupNorm or LayerNorm "
+                             "(e.g. torch.nn.GroupNorm(min(32, C), C)) for DP-SGD")
+
 class DPOptimizer:
     """DP-SGD around a torch optimizer.  Each training step:
         loss = opt.backward(x[idx], y[idx])   # idx from poisson_batches
@@ -384,8 +493,11 @@ class DPOptimizer:
         self.C_e = embedding_clip or max_grad_norm
         self.C_r = residual_clip or max_grad_norm / 2
         self.share = embedding_share
+        refuse_batch_statistics(model)
         self.accountant = accountant if accountant is not None else Accountant()
         self.noise = NoiseSource(seed, "dpsubspace.torch")
+        self.batch_sizes: List[int] = []
+        self.fixed_batch_warned = False
         self.grads = PerExampleGradients(model, loss_fn, chunk)
         self.loss_fn = loss_fn
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -399,6 +511,7 @@ class DPOptimizer:
         """The private gradient of the sampled batch (x, y) into .grad; returns
         the batch's mean loss (NaN for an empty batch; not private: for
         progress lines only)."""
+        self._check_sampling(len(x))
         V = self.basis.update(self, self.steps) if self.basis is not None else None
         d = self.grads.d
         G = self.grads(x, y) if len(x) else torch.zeros((0, d))
@@ -448,6 +561,27 @@ class DPOptimizer:
             p.grad = part.to(p.dtype).clone()
         self.steps += 1
         return loss
+
+    def _check_sampling(self, size: int) -> None:
+        """Warn (once) when the batch sizes look fixed: the accounting is for
+        Poisson sampling, whose sizes are Binomial(n, q), variance
+        v = n q (1 - q).  After SAMPLING_CHECK_STEPS = 10 batches, sizes whose
+        sample variance is below v / 10 where v >= 4 would come from Poisson
+        sampling with probability P(chi2_9 < 0.9) < 1e-3 (the normal
+        approximation to the binomial, good at v >= 4), so the warning
+        almost never fires on Poisson batches and fires on every fixed-size
+        loader (variance 0)."""
+        self.batch_sizes.append(size)
+        v = self.n * self.q * (1 - self.q)
+        if self.fixed_batch_warned or len(self.batch_sizes) < SAMPLING_CHECK_STEPS or v < 4:
+            return
+        recent = np.asarray(self.batch_sizes[-SAMPLING_CHECK_STEPS:], dtype=float)
+        if recent.var(ddof=1) < v / 10:
+            self.fixed_batch_warned = True
+            warnings.warn(f"the last {SAMPLING_CHECK_STEPS} batches had sizes of variance {recent.var(ddof=1):.3g}; "
+                          f"Poisson sampling at rate {self.q:g} of {self.n} gives sizes of variance {v:.3g}: the "
+                          "accounting (a Poisson-subsampled Gaussian per step) does not hold for fixed-size "
+                          "batches -- draw them with poisson_batches()", FixedBatchWarning, stacklevel=3)
 
     def step(self) -> None:
         """Apply the private gradient (the wrapped optimizer's step)."""

@@ -206,3 +206,127 @@ def test_bad_settings_are_refused():
         _opt("gep")
     with pytest.raises(ValueError, match="embedding_share"):
         _opt("gep", dpt.FixedBasis(torch.eye(53)[:2]), embedding_share=1.5)
+
+
+def test_private_basis_refuses_epochs_it_would_not_charge_and_hides_the_sample_size():
+    # t and m make the estimator release every epoch of t*m rows that fills inside an update; PrivateBasis
+    # charges one release per update: refused (the first version released 6 times and charged 2)
+    x, y = _data(40)
+    with pytest.raises(ValueError, match="t and m"):
+        dpt.PrivateBasis(x, y, 2, rho=0.4, basis_rate=1.0, every=3, mechanism="power", t=2, m=5)
+    basis = dpt.PrivateBasis(x, y, 2, rho=0.4, basis_rate=0.5, every=1, mechanism="gaussian", seed=1)
+    _, opt, acct = _opt("gep", basis, sigma=1.5, C=1.0)
+    for _ in range(3):
+        opt.backward(x[:20], y[:20])
+    # every release charged (3 sampled releases) and published without the Poisson sample's size
+    assert basis.releases == 3 == acct.sampled_releases == len(basis.releases_)
+    assert all(r.rows_used is None for r in basis.releases_)
+    assert not hasattr(basis, "estimator")
+
+
+class _FakeProducer:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, rows):
+        self.sent.append(np.array(rows))
+
+    def flush(self):
+        pass
+
+
+class _FakeSnapshot:
+    def __init__(self, epoch, rows, aggregator, rho, d):
+        self.epoch, self.rows_used, self.aggregator, self.rho_epoch = epoch, rows, aggregator, rho
+        self.status, self.weak, self.noise_level = "released", False, 0.1
+        self.basis = np.eye(d, dtype=np.float32)[:2]
+
+
+class _FakeSubscriber:
+    """Answers each epoch the producer sent with a snapshot of `aggregator`."""
+
+    def __init__(self, producer, rows, aggregator, rho, d):
+        self.p, self.rows, self.agg, self.rho, self.d, self.latest = producer, rows, aggregator, rho, d, None
+
+    def update(self):
+        if self.p.sent:
+            self.latest = _FakeSnapshot(len(self.p.sent) - 1, self.rows, self.agg, self.rho, self.d)
+
+
+def test_collector_basis_puts_its_sample_in_uniformly_random_slots():
+    # The add/remove charge of rho_epoch holds because an added example takes ONE uniformly random free slot
+    # of the epoch (the others keep theirs): in index order it would shift every later row, and every later
+    # power block would see a replaced row.  40 examples (rate min(1, 0.9 * 100 / 40) = 1: all sampled) in
+    # 100 slots, 50 epochs: each slot is used Binomial(50, 0.4) times (mean 20, sd 3.46); in index order
+    # slots 40-99 would be used 0 times.  Bounds: the first 40 slots hold 40 % of the 2000 uses in
+    # expectation, sd 0.49 %: within 3 points; and the last 60 slots are all used.
+    x, y = _data(40)
+    prod = _FakeProducer()
+    model, opt, acct = _opt("dpsgd", None, sigma=1.5, C=1.0)
+    d = opt.grads.d
+    sub = _FakeSubscriber(prod, 100, "power", 0.5, d)
+    basis = dpt.CollectorBasis(prod, sub, x, y, epoch_rows=100, every=1, basis_rho=0.5, timeout=5)
+    opt.basis, opt.mode = basis, "gep"
+    for _ in range(50):
+        opt.backward(x[:20], y[:20])
+    used = np.stack([np.abs(r).sum(1) > 0 for r in prod.sent])
+    assert used.shape == (50, 100) and (used.sum(1) == 40).all()
+    share_first = used[:, :40].sum() / used.sum()
+    assert abs(share_first - 0.4) < 0.03 and used[:, 40:].any(axis=0).all()
+    # the power aggregator is accepted, each epoch charged rho_epoch as zCDP
+    ref = dp.Accountant()
+    ref.add_steps(0.5, 1.5, 50)
+    ref.add_zcdp(25.0)
+    assert acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
+    bad = _FakeSubscriber(prod, 100, "reference", 0.5, d)
+    with pytest.raises(RuntimeError, match="gaussian or power"):
+        dpt.CollectorBasis(prod, bad, x, y, epoch_rows=100, every=1, basis_rho=0.5, first_epoch=50).update(opt, 0)
+
+
+def test_eps_at_says_which_adjacency():
+    X = np.random.default_rng(0).standard_normal((200, 30)).astype(np.float32)
+    est = dp.SubspaceEstimator(2, rho=0.5, mechanism="gaussian", seed=1).fit(X)
+    rep, ar = est.eps_at(1e-5), est.eps_at(1e-5, adjacency="add-remove")
+    # one one-step release: rho 0.5 replacing a row, 0.25 adding or removing one (rho_add_remove)
+    one = dp.SubspaceEstimator(2, rho=0.25, mechanism="gaussian", seed=1).fit(X)
+    assert ar == pytest.approx(one.eps_at(1e-5)) and ar < rep
+    with pytest.raises(ValueError, match="adjacency"):
+        est.eps_at(1e-5, adjacency="replace")
+
+
+def test_batch_norm_is_refused_with_the_reason():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 3))
+    with pytest.raises(ValueError, match="GroupNorm"):
+        dpt.DPOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), LOSS, noise_multiplier=1.0,
+                        max_grad_norm=1.0, sample_rate=0.5, dataset_size=40)
+
+
+def test_fixed_size_batches_warn_and_poisson_batches_do_not():
+    # n 40, q 0.5: Poisson sizes have variance 10; fixed sizes 0 < 10 / 10.  Poisson batches warn with
+    # probability P(chi2_9 < 0.9) = 3.6e-4 (seeded here: fixed outcome)
+    x, y = _data(40)
+    _, opt, _ = _opt("dpsgd", sigma=1.0, C=1.0)
+    with pytest.warns(dpt.FixedBatchWarning):
+        for _ in range(dpt.SAMPLING_CHECK_STEPS):
+            opt.backward(x[:20], y[:20])
+    _, opt, _ = _opt("dpsgd", sigma=1.0, C=1.0)
+    import warnings as w
+    with w.catch_warnings():
+        w.simplefilter("error", dpt.FixedBatchWarning)
+        for idx in dpt.poisson_batches(40, 0.5, 2 * dpt.SAMPLING_CHECK_STEPS, opt.noise):
+            opt.backward(x[idx], y[idx])
+
+
+def test_a_weak_basis_is_announced_and_can_be_skipped():
+    # rho 1e-4 on 40 rows of d 53: the noise's edge 2 sqrt(53 / 1e-4) = 1456 is far above the 40 rows'
+    # energy, so the release is WEAK (noise level >= the library's threshold)
+    x, y = _data(40)
+    for on_weak, kept in (("warn", True), ("skip", False)):
+        basis = dpt.PrivateBasis(x, y, 2, rho=1e-4, basis_rate=1.0, every=1, mechanism="gaussian", seed=1,
+                                 on_weak=on_weak)
+        _, opt, _ = _opt("gep", basis, sigma=1.5, C=1.0)
+        with pytest.warns(dpt.WeakBasisWarning, match="WEAK"):
+            opt.backward(x[:20], y[:20])
+        assert basis.weak_releases == 1 and (basis.V is not None) == kept
+    with pytest.raises(ValueError, match="on_weak"):
+        dpt.PrivateBasis(x, y, 2, rho=1.0, basis_rate=1.0, every=1, on_weak="ignore")

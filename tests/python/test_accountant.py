@@ -89,4 +89,16 @@ for call, what in ((lambda: rdp_subsampled_gaussian(1.5, 1.0, 2), "q > 1"),
     except ValueError:
         check(True, "")
 
+# An empty ledger is (0, 0)-DP: nothing released depends on the data.  The
+# conversion rdp + log(1/delta)/(a - 1) alone would state 11.51/255 = 0.045
+# at delta 1e-5 (the largest order, 256); q = 0 steps cost nothing either.
+for acc, what in ((Accountant(), "empty"), (Accountant(), "q = 0 steps")):
+    if what != "empty":
+        acc.add_steps(0.0, 1.0, 10)
+    eps = acc.get_epsilon(1e-5)
+    check(eps == 0.0, f"{what} ledger: eps {eps}, not 0")
+acc = Accountant()
+acc.add_zcdp(1e-12)
+check(0 < acc.get_epsilon(1e-5) < 0.05, "a charge of rho 1e-12 states a positive eps (the conversion's)")
+
 sys.exit(summary())
