@@ -296,7 +296,8 @@ typedef struct {
     size_t k;            /* subspace dimension, 1 <= k < d                  */
     size_t t;            /* buckets per epoch (default 125)                 */
     size_t m;            /* rows per bucket (default 2k), m >= k            */
-    size_t window;       /* W: open buckets at once (default t)             */
+    size_t window;       /* W: open buckets at once, W <= t; 0 (default): t,
+                            whatever t is set to after dps_config_init     */
     size_t q;            /* reference points (default 10k)                  */
     dps_aggregator aggregator;
     double rho_epoch;    /* per-epoch zCDP rho (default 1)                  */
@@ -391,7 +392,8 @@ typedef struct {
    (with nothing filled) otherwise. */
 DPS_EXPORT int dps_config_plan(const dps_config *cfg, dps_plan *out);
 
-/* Fill cfg with the defaults above for dimension d and rank k. */
+/* Fill cfg with the defaults above for dimension d and rank k; change any
+   field after (window 0 follows t). */
 DPS_EXPORT void dps_config_init(dps_config *cfg, size_t d, size_t k);
 /* DPS_OK or DPS_EINVAL / DPS_ELIMIT with a sentence in why (may be NULL). */
 DPS_EXPORT int  dps_config_check(const dps_config *cfg, const char **why);
@@ -417,7 +419,9 @@ typedef dps_estimator_stats dps_stats __attribute__((deprecated("dps_stats is no
 
 typedef struct dps_estimator dps_estimator;
 
-/* The caller owns *out.  Copies cfg. */
+/* The caller owns *out.  Copies cfg.  A configuration that dps_config_check
+   refuses gets its code (DPS_EINVAL or DPS_ELIMIT), and nothing is made:
+   dps_config_check(cfg, &why) names the rule. */
 DPS_EXPORT int  dps_estimator_new(dps_estimator **out, const dps_config *cfg);
 /* Waits for the workers and frees everything; pending rows are discarded. */
 DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);

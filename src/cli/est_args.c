@@ -206,10 +206,8 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
     }
     dps_config *c = &s->cfg;
     dps_config_init(c, d, a->k);
-    if (cli_opt_given(opts, n_opts, "--t")) {
+    if (cli_opt_given(opts, n_opts, "--t"))
         c->t = a->t;
-        c->window = a->t; /* the window follows t unless given */
-    }
     if (cli_opt_given(opts, n_opts, "--m"))
         c->m = a->m;
     if (cli_opt_given(opts, n_opts, "--window"))
@@ -238,9 +236,11 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
     if (s->one_epoch) { /* every row in one epoch: t * m above any input, the last (partial) epoch closed */
         c->m = c->k;
         size_t t = ((size_t)1 << 38) / c->m, t_max = SIZE_MAX / sizeof(float) / c->d / c->k;
-        c->t = c->window = t < t_max ? t : t_max;
+        c->t = t < t_max ? t : t_max;
         s->close_partial = 1;
     }
+    if (!c->window)
+        c->window = c->t; /* the library's default, W = t, stated as a number in the JSON */
     c->hist_width = a->hist_width;
     if (cli_opt_given(opts, n_opts, "--power-blocks"))
         c->power_blocks = a->power_blocks;

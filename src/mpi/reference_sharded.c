@@ -3,6 +3,7 @@
    mechanism). */
 #include "reference_sharded.h"
 #include "aggregate.h"
+#include "buckets.h"
 #include "epoch_aggregate.h"
 #include "internal.h"
 #include "linalg.h"
@@ -36,7 +37,7 @@ size_t ref_sharded_bytes(const dps_config *c, size_t w)
     /* what grows with w: the bases V, the points P, the mean Z, the open
        buckets' rows; the rest is the close's n x n and n x q (n = t k)
        matrices (rank 0 also forms G, H and the distances) and tiles */
-    size_t n = c->t * c->k, win = DPS_MIN(c->window ? c->window : c->t, c->t), big = DPS_MAX(c->m, c->q);
+    size_t n = c->t * c->k, win = buckets_window(c), big = DPS_MAX(c->m, c->q);
     size_t floats = (c->t * c->k + 2 * c->q) * w + win * c->m * w + n * c->q;
     size_t doubles = n * (n + 1) / 2 + n * c->q + 1 /* acc */ + (n + c->q + REF_BATCH * c->k) * REF_TILE +
                      REF_BATCH * c->k * (n + c->q) /* stack, blk */ +
@@ -78,7 +79,7 @@ int ref_sharded_init(ref_sharded *s, MPI_Comm comm, const dps_config *c, int see
     MPI_Comm_size(comm, &s->size);
     s->cfg = c;
     s->d = c->d, s->k = c->k, s->t = c->t, s->m = c->m, s->q = c->q;
-    s->win = DPS_MIN(c->window ? c->window : c->t, c->t);
+    s->win = buckets_window(c);
     s->seeded = seeded;
     s->seed = seed;
     int rc = DPS_OK;

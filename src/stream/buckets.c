@@ -89,7 +89,7 @@ struct bucket_pipe {
 static int s_force_separate; /* tests only (estimator_internal.h) */
 void dps_buckets_force_separate_bases(int on) { s_force_separate = on; }
 
-static int s_in_place(const dps_config *c) { return c->window >= c->t && !s_force_separate; }
+static int s_in_place(const dps_config *c) { return buckets_window(c) == c->t && !s_force_separate; }
 
 size_t buckets_memory(const dps_config *c, epoch_intake intake)
 {
@@ -99,7 +99,7 @@ size_t buckets_memory(const dps_config *c, epoch_intake intake)
     size_t block = c->m * c->d * sizeof(float), basis = c->k * c->d * sizeof(float);
     if (s_in_place(c))
         return c->t * block + workers * basis;
-    return (c->window + workers + 1) * block + c->t * basis;
+    return (buckets_window(c) + workers + 1) * block + c->t * basis;
 }
 
 /* One of the pipe's jobs ended (mutex held). */
@@ -158,7 +158,7 @@ int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool 
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->buf_back, NULL);
     pthread_cond_init(&p->idle, NULL);
-    size_t w = DPS_MIN(c->window, c->t);
+    size_t w = buckets_window(c);
     p->in_place = s_in_place(c);
     p->max_bufs = p->in_place ? 0 : w + (size_t)c->workers + 1;
     /* a bucket's rows are written before read */
@@ -317,7 +317,7 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch)
     p->next_bucket = 0;
     p->nfree = 0;
     p->n_open = 0;
-    size_t w = DPS_MIN(c->window, c->t);
+    size_t w = buckets_window(c);
     for (size_t i = 0; i < w; i++) {
         int rc = s_open_bucket(p, i);
         if (rc)

@@ -20,6 +20,13 @@
 
 typedef struct bucket_pipe bucket_pipe;
 
+/* W, the buckets open at once: cfg->window, or t when it is 0 (the default,
+   so that W follows a t set after dps_config_init); never above t. */
+static inline size_t buckets_window(const dps_config *c)
+{
+    return c->window && c->window < c->t ? c->window : c->t;
+}
+
 /* For a checked configuration; DPS_ENOMEM. */
 int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool *pool, const epoch_mechanism *mech,
                 epoch_state *mech_state);

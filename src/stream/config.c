@@ -23,7 +23,7 @@ void dps_config_init(dps_config *c, size_t d, size_t k)
     c->k = k;
     c->t = 125;
     c->m = 2 * k;
-    c->window = c->t;
+    c->window = 0; /* W = t whatever t is set to later (buckets_window) */
     c->q = 10 * k;
     c->aggregator = DPS_AGG_REFERENCE;
     c->rho_epoch = 1.0;
@@ -98,8 +98,8 @@ int dps_config_check(const dps_config *c, const char **why)
         WHY("k must satisfy 1 <= k < d");
     if (c->t < 2)
         WHY("t (buckets per epoch) must be at least 2");
-    if (c->window < 1 || c->window > c->t)
-        WHY("window must satisfy 1 <= W <= t");
+    if (c->window > c->t)
+        WHY("window must satisfy W <= t (or be 0, the default: W = t)");
     const epoch_mechanism *mech = epoch_mechanism_for(c->aggregator);
     if (!mech)
         WHY("unknown aggregator");

@@ -6,7 +6,8 @@
    with the bases kept apart (dps_buckets_force_separate_bases): a full epoch,
    then an epoch closed at 95% of its rows, whose completed buckets are
    scattered among unfinished ones, so that the pack moves bases past gaps;
-   then a few rows of a third epoch, left open when the estimator is freed. */
+   then a few rows of a third epoch, left open when the estimator is freed.
+   And the window's default: W = t for a t set after dps_config_init. */
 #include "check.h"
 #include "dpsubspace.h"
 #include "near_rows.h"
@@ -25,8 +26,7 @@ static dps_config s_config(dps_aggregator a)
     c.aggregator = a;
     c.workers = 2;
     c.rho_epoch = 4.0;
-    c.t = 2 * dps_config_min_buckets(&c) + 8; /* at 95% of the rows ~0.95^m of buckets fill */
-    c.window = c.t;
+    c.t = 2 * dps_config_min_buckets(&c) + 8; /* at 95% of the rows ~0.95^m of buckets fill; W = t */
     c.seeded = 1;
     c.seed = 91;
     return c;
@@ -54,8 +54,52 @@ static void s_run(const dps_config *c, const float *x, int separate, dps_snapsho
     dps_estimator_destroy(&e);
 }
 
+/* The window dps_config_init leaves is W = t for the t set after it (s_config):
+   the configuration passes, its memory bound is W = t's, and a seeded stream
+   releases what window = t set by hand releases, bit for bit.  A window
+   below t keeps its own layout. */
+static void s_test_window_default(void)
+{
+    dps_config by_default = s_config(DPS_AGG_REFERENCE), by_hand = by_default;
+    by_hand.window = by_hand.t;
+    const char *why = NULL;
+    CHECK(by_default.t < 125, "t (%zu) is set below dps_config_init's 125", by_default.t);
+    CHECK(dps_config_check(&by_default, &why) == DPS_OK, "t set after init, window left: %s", why);
+    CHECK(dps_estimator_memory_bound(&by_default) == dps_estimator_memory_bound(&by_hand),
+          "the default window holds what W = t holds: %zu / %zu bytes", dps_estimator_memory_bound(&by_default),
+          dps_estimator_memory_bound(&by_hand));
+    float *x = s_rows(2 * by_hand.t * by_hand.m);
+    dps_snapshot *a[2] = {0}, *b[2] = {0};
+    s_run(&by_default, x, 0, a);
+    s_run(&by_hand, x, 0, b);
+    for (int ep = 0; ep < 2; ep++) {
+        const float *va = a[ep] ? dps_snapshot_basis(a[ep]) : NULL, *vb = b[ep] ? dps_snapshot_basis(b[ep]) : NULL;
+        CHECK(va && vb && memcmp(va, vb, by_hand.k * by_hand.d * sizeof *va) == 0,
+              "the default window and window = t, epoch %d: the same basis, bit for bit", ep);
+        dps_snapshot_destroy(&a[ep]);
+        dps_snapshot_destroy(&b[ep]);
+    }
+
+    dps_config narrow = by_hand;
+    narrow.window = 4;
+    CHECK(dps_config_check(&narrow, &why) == DPS_OK, "an explicit window below t: %s", why);
+    CHECK(dps_estimator_memory_bound(&narrow) != dps_estimator_memory_bound(&by_hand),
+          "an explicit window below t has its own layout");
+    s_run(&narrow, x, 0, a);
+    for (int ep = 0; ep < 2; ep++) {
+        dps_snapshot_info in = {0};
+        if (a[ep])
+            dps_snapshot_get_info(a[ep], &in);
+        CHECK(a[ep] && in.status == DPS_SNAP_RELEASED, "window 4, epoch %d: released (%s)", ep,
+              a[ep] ? in.reason : "no snapshot");
+        dps_snapshot_destroy(&a[ep]);
+    }
+    free(x);
+}
+
 int main(void)
 {
+    s_test_window_default();
     const dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_PROJECTION, DPS_AGG_HISTOGRAM};
     for (size_t a = 0; a < sizeof aggs / sizeof *aggs; a++) {
         dps_config c = s_config(aggs[a]);

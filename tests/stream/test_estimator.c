@@ -520,10 +520,16 @@ int main(void)
         c.aggregator = DPS_AGG_POWER;
         CHECK(dps_config_check(&c, &why) == DPS_OK, "m < k accepted for the row-intake power epoch: %s", why);
         dps_config_init(&c, 10, 2);
-        c.window = 0;
-        CHECK(dps_config_check(&c, &why) == DPS_EINVAL, "window 0");
+        c.window = c.t + 1;
+        CHECK(dps_config_check(&c, &why) == DPS_EINVAL && strstr(why, "window"), "window above t: %s", why);
         dps_estimator *e = NULL;
         CHECK(dps_estimator_new(&e, &c) == DPS_EINVAL && e == NULL, "new refuses");
+        /* dps_estimator_new returns the check's code, DPS_ELIMIT too, whose sentence is the check's */
+        dps_config_init(&c, 10, 2);
+        c.aggregator = DPS_AGG_GAUSSIAN;
+        c.dense_max_d = 20000;
+        CHECK(dps_config_check(&c, &why) == DPS_ELIMIT && strstr(why, "dense_max_d"), "dense_max_d: %s", why);
+        CHECK(dps_estimator_new(&e, &c) == DPS_ELIMIT && e == NULL, "new: DPS_ELIMIT, as the check");
     }
     dps_rng_destroy(&rng);
     s_test_covariance();
