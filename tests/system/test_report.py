@@ -3,8 +3,10 @@
 hand-written dps-watch --json stream of 4 snapshots (one refused, one weak, angles to the truth) drawn
 offline and live -- the PNG's size, the series embedded in its "dpsubspace-data" text chunk, a picture
 that is not blank --; the bad inputs (no snapshot: exit 3, a garbage line: a warning and the rest drawn,
---out in a missing directory: exit 2); and end to end, a real collector's snapshots through
-dps-watch --json --truth into dps-report.
+--out in a missing directory: exit 2); a run dps-watch joined late (the epochs not seen embedded, shaded
+on an axis from epoch 0, named in the footer); the texts inside the PNG and clear of the panels at the
+default size and small ones (the figure's boxes measured); no noise level for a refused or failed epoch;
+and end to end, a real collector's snapshots through dps-watch --json --truth into dps-report.
 
 usage: test_report.py BUILD_DIR [TEST_NAME...]   (prints "N passed, N failed" last)
 """
@@ -45,10 +47,51 @@ SNAPSHOTS = [
 ]
 
 
+# As dps-watch --json writes the lines of epochs that released nothing: noise_level 0 ("not computed"),
+# the collector's reasons.
+REFUSED_REASON = "releasing this epoch would pass the privacy budget cap: nothing was spent"
+FAILED_REASON = "the noisy count of friends was too low (WFC said FAIL): the buckets disagree; budget spent"
+
+
+def as_watched(first_epoch, extra_failed_at=None):
+    """SNAPSHOTS as dps-watch prints a run it joined at first_epoch (epochs and seqs shifted, the refused
+    line's noise_level 0 and its reason the collector's), then a failed epoch at extra_failed_at."""
+    snaps = []
+    for s in SNAPSHOTS:
+        s = dict(s, epoch=s["epoch"] + first_epoch, seq=s["seq"] + first_epoch)
+        if s["status"] == "refused":
+            s.update(noise_level=0.0, reason=REFUSED_REASON)
+        snaps.append(s)
+    if extra_failed_at is not None:
+        last = snaps[-1]
+        snaps.append(dict(last, seq=last["seq"] + extra_failed_at - last["epoch"], epoch=extra_failed_at,
+                          status="failed", reason=FAILED_REASON, time_unix_ms=last["time_unix_ms"] + 60000,
+                          rows_used=123456789, noise_level=0.0, weak=False, eps_total=last["eps_total"] + 2.27,
+                          budget_left=last["budget_left"] - 2.27, prev_epoch=None, angles_to_prev_deg=None,
+                          sin_to_prev=None, angles_to_truth_deg=None, sin_to_truth=None))
+    return snaps
+
+
+def expected_not_seen(epochs):
+    """The epochs from 0 to the largest of `epochs` that are not among them, as [first, last] ranges."""
+    seen, ranges = set(epochs), []
+    for e in range(0, max(seen) + 1):
+        if e in seen:
+            continue
+        if ranges and ranges[-1][1] == e - 1:
+            ranges[-1][1] = e
+        else:
+            ranges.append([e, e])
+    return ranges
+
+
 def expected_series(snaps):
-    """What dps-report must embed: the series of the snapshots given, None where absent."""
-    return {key: [s.get(key) for s in snaps] for key in ("epoch", "eps_total", "rho_total", "sin_to_prev",
+    """What dps-report must embed: the series of the snapshots given, None where absent, and the epochs
+    not seen."""
+    want = {key: [s.get(key) for s in snaps] for key in ("epoch", "eps_total", "rho_total", "sin_to_prev",
                                                          "sin_to_truth", "status")}
+    want["not_seen"] = expected_not_seen(want["epoch"])
+    return want
 
 
 def jsonl(snaps):
@@ -218,6 +261,177 @@ def test_live():
     check(os.listdir(d) == ["live.png"], f"no temporary file left: {os.listdir(d)}")
 
 
+# ------------------------------------------------------- the figure, measured
+def figure_of(snaps, size):
+    """The figure dps-report draws of these lines at --size `size`, drawn once (so that every text and
+    legend is placed): the module the launcher runs (BUILD/python), the lines parsed as it parses them."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from dpsubspace import report as rep
+    fig = rep.render([rep.parse_snapshot(json.dumps(s)) for s in snaps], size)
+    if not isinstance(fig.canvas, FigureCanvasAgg):  # as savefig draws it
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig
+
+
+def find_text(fig, prefix):
+    """The figure's text artist that begins with prefix (None if none)."""
+    from matplotlib.text import Text
+    return next((t for t in fig.findobj(Text) if t.get_visible() and t.get_text().startswith(prefix)), None)
+
+
+def footer_of(fig):
+    """The footer ("latest: ..."), its line breaks (wrapped at spaces) made spaces again; "" if none."""
+    t = find_text(fig, "latest:")
+    return t.get_text().replace("\n", " ") if t is not None else ""
+
+
+def panels(fig):
+    """The two panels, top first: lists of the axes at each panel's place (a right axis shares the first's)."""
+    places = {}
+    for a in fig.axes:
+        places.setdefault(tuple(a.get_position().bounds), []).append(a)
+    return sorted(places.values(), key=lambda axes: -axes[0].get_position().y0)
+
+
+def full_height_spans(ax):
+    """The patches of a panel that cover its whole height, as (x0, x1) in epochs."""
+    fig_renderer = ax.figure.canvas.get_renderer()
+    box, inv, spans = ax.bbox, ax.transData.inverted(), []
+    for p in ax.patches:
+        b = p.get_window_extent(fig_renderer)
+        if b.y0 <= box.y0 + 0.5 and b.y1 >= box.y1 - 0.5:
+            spans.append((inv.transform((b.x0, 0))[0], inv.transform((b.x1, 0))[0]))
+    return spans
+
+
+def epochs_named(ranges):
+    """The ranges as the footer must name each: "0–4", "9"."""
+    return [f"{a}" if a == b else f"{a}–{b}" for a, b in ranges]
+
+
+def named_not_seen(footer):
+    """The ranges the footer says dps-watch did not see ("epochs 0–4 and 9 not seen by dps-watch" ->
+    ["0–4", "9"]), or None."""
+    m = re.search(r"epochs? ([0-9–]+(?:(?:, | and )[0-9–]+)*) not seen by dps-watch", footer)
+    return re.split(r", | and ", m.group(1)) if m else None
+
+
+def test_joined_late():
+    """dps-watch joined the run at epoch 5 (and missed epoch 9): the embedded "not_seen" is epochs 0-4 and
+    9; the epoch axis of both panels starts at 0, each unseen range shaded over the panel's height and no
+    seen epoch shaded; the privacy panel's legend names the shading (the eps totals after it include
+    it); the footer names the ranges.  A long run joined at epoch 5000: the seen epochs keep half the
+    axis, the band of 0-4999 at its left edge, the footer naming 0-4999."""
+    d = scratch("late")
+    out = os.path.join(d, "late.png")
+    snaps = as_watched(5, extra_failed_at=10)  # epochs 5-8 and 10
+    p = report(["--out", out], jsonl(snaps))
+    check(p.returncode == 0, f"joined late: exit 0 ({p.returncode}: {p.stderr.strip()[-300:]})")
+    want = expected_not_seen([s["epoch"] for s in snaps])
+    got = embedded(out) or {}
+    check(got == expected_series(snaps), f"joined late: the embedded series, not_seen {want}: {got}")
+    fig = figure_of(snaps, (1200, 800))
+    seen = sorted({s["epoch"] for s in snaps})
+    for (ax, *_), name in zip(panels(fig), ("privacy", "angles")):
+        lo, hi = ax.get_xlim()
+        check(lo <= -0.5 + 1e-9 and hi >= seen[-1], f"{name} panel: the epoch axis from 0 to {seen[-1]} ({lo}, {hi})")
+        spans = full_height_spans(ax)
+        for a, b in want:
+            check(any(abs(x0 - (a - 0.5)) < 1e-6 and abs(x1 - (b + 0.5)) < 1e-6 for x0, x1 in spans),
+                  f"{name} panel: epochs {a}-{b} shaded ({spans})")
+        check(not any(x0 < e < x1 for x0, x1 in spans for e in seen), f"{name} panel: no seen epoch shaded ({spans})")
+    legend = panels(fig)[0][0].get_legend()
+    labels = [t.get_text() for t in legend.get_texts()] if legend else []
+    check(any("not seen" in lab and "ε" in lab for lab in labels),
+          f"the privacy panel's legend names the epochs not seen and their ε ({labels})")
+    check(named_not_seen(footer_of(fig)) == epochs_named(want),
+          f"the footer names epochs {epochs_named(want)} not seen: {footer_of(fig)!r}")
+
+    long_run = as_watched(5000)
+    want = expected_not_seen([s["epoch"] for s in long_run])
+    p = report(["--out", out], jsonl(long_run))
+    got = embedded(out) or {}
+    check(p.returncode == 0 and got.get("not_seen") == want, f"joined at 5000: not_seen {want} ({got.get('not_seen')})")
+    fig = figure_of(long_run, (1200, 800))
+    first, last = long_run[0]["epoch"], long_run[-1]["epoch"]
+    for (ax, *_), name in zip(panels(fig), ("privacy", "angles")):
+        lo, hi = ax.get_xlim()
+        check((last - first + 1) / (hi - lo) >= 0.5, f"{name} panel, joined at 5000: the seen epochs keep half "
+              f"the axis ({lo}, {hi})")
+        spans = full_height_spans(ax)
+        check(any(x0 <= lo < x1 and abs(x1 - (first - 0.5)) < 1e-6 for x0, x1 in spans),
+              f"{name} panel, joined at 5000: the unseen epochs shaded from the axis' left edge ({lo}: {spans})")
+    check(named_not_seen(footer_of(fig)) == epochs_named(want),
+          f"joined at 5000: the footer names {epochs_named(want)} not seen: {footer_of(fig)!r}")
+
+
+def test_texts_fit():
+    """The longest footer dps-watch's lines make (a failed epoch's reason, epochs not seen), at the default
+    size and small ones, with an eps cap and (at some sizes) a rho cap (a right axis): the program draws a
+    PNG of that size; in the figure the footer, the title and the SEEDED badge lie inside it, and none of
+    them overlaps a panel (its title, tick labels, axis labels and legend), each other, or the other
+    panel; each panel lies inside the figure too."""
+    from matplotlib.transforms import Bbox
+    d = scratch("fit")
+    out = os.path.join(d, "fit.png")
+    eps_cap = as_watched(5, extra_failed_at=10)
+    rho_cap = [dict(s, budget_unit="rho", budget_left=3.0 - s["rho_total"]) for s in eps_cap]
+    cases = [(eps_cap, "eps", size) for size in ((1200, 800), (1000, 650), (800, 600), (640, 480), (400, 300),
+                                                 (300, 200), (200, 200), (1200, 300), (300, 900))]
+    cases += [(rho_cap, "rho", size) for size in ((1200, 800), (640, 480), (300, 200))]
+    for snaps, cap, size in cases:
+        tag = "%dx%d, %s cap" % (size + (cap,))
+        p = report(["--out", out, "--size", "%dx%d" % size], jsonl(snaps))
+        check(p.returncode == 0 and png_info(out)[:2] == size,
+              f"{tag}: exit 0, the PNG's size ({p.returncode}: {p.stderr.strip()[-200:]})")
+        try:
+            fig = figure_of(snaps, size)
+        except Exception as e:  # a layout that cannot be made at this size
+            check(False, f"{tag}: the figure is drawn ({type(e).__name__}: {e})")
+            continue
+        renderer = fig.canvas.get_renderer()
+        whole = Bbox([[-0.5, -0.5], [size[0] + 0.5, size[1] + 0.5]])
+        boxes = {}
+        for name, prefix in (("footer", "latest:"), ("title", "dps-collector snapshots"), ("badge", "SEEDED")):
+            t = find_text(fig, prefix)
+            check(t is not None, f"{tag}: the {name} is drawn")
+            if t is not None:
+                patch = t.get_bbox_patch()
+                boxes[name] = patch.get_window_extent(renderer) if patch is not None else t.get_window_extent(renderer)
+        for i, axes in enumerate(panels(fig)):
+            boxes[f"panel {i + 1}"] = Bbox.union([a.get_tightbbox(renderer) for a in axes])
+        for name, b in boxes.items():
+            check(whole.x0 <= b.x0 and b.x1 <= whole.x1 and whole.y0 <= b.y0 and b.y1 <= whole.y1,
+                  f"{tag}: the {name} inside the figure ({b.bounds})")
+        names = sorted(boxes)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                cut = Bbox.intersection(boxes[a], boxes[b])
+                check(cut is None or cut.width < 0.5 or cut.height < 0.5,
+                      f"{tag}: the {a} and the {b} do not overlap ({boxes[a].bounds}, {boxes[b].bounds})")
+        if size == (1200, 800):
+            footer = footer_of(fig)
+            check(FAILED_REASON in footer, f"{tag}: the footer whole, the reason in it ({footer!r})")
+
+
+def test_no_noise_level_without_release():
+    """A refused or a failed epoch released no basis, and dps-watch writes its noise_level 0 ("not
+    computed"): the footer of such a latest line names its status and no noise level; a release's noise
+    level is there (two decimals)."""
+    snaps = as_watched(0, extra_failed_at=4)  # 0 and 1 released, 2 refused, 3 a weak release, 4 failed
+    for upto in range(len(snaps)):
+        last = snaps[upto]
+        footer = footer_of(figure_of(snaps[:upto + 1], (1200, 800)))
+        check(f"epoch {last['epoch']} (seq {last['seq']}) {last['status']}" in footer,
+              f"latest {last['status']}: the footer names it ({footer!r})")
+        if last["status"] == "released":
+            want = f"noise level {last['noise_level']:.2f}"
+            check(want in footer, f"latest released: {want!r} in the footer ({footer!r})")
+        else:
+            check("noise level" not in footer, f"latest {last['status']}: no noise level in the footer ({footer!r})")
+
+
 def test_end_to_end():
     """A real collector (d = 40, k = 2, 3 epochs), dps-watch --json --truth piped into dps-report: 3
     released snapshots drawn, the angle to the truth small, to the previous one from the second on."""
@@ -274,5 +488,8 @@ if __name__ == "__main__":
         test_size_and_stdin,
         test_bad_inputs,
         test_live,
+        test_joined_late,
+        test_texts_fit,
+        test_no_noise_level_without_release,
         test_end_to_end,
     ]))
