@@ -279,6 +279,13 @@ DPS_EXPORT int dps_snapshot_group(const dps_snapshot_info *info, size_t g, size_
 /* k x d orthonormal rows; NULL unless status == DPS_SNAP_RELEASED.
    Owned by the snapshot. */
 DPS_EXPORT const float *dps_snapshot_basis(const dps_snapshot *s);
+/* The noisy power steps the release took (the power aggregator, and the
+   gaussian aggregator's groups wider than dense_max_d): one per block of the
+   epoch's rows that held a row, plus the caller's cuts
+   (dps_estimator_end_block); 0 for the other mechanisms, for a snapshot
+   that was not made by this process's estimator (read from disk or the
+   wire), and for one not released. */
+DPS_EXPORT uint64_t dps_snapshot_power_steps(const dps_snapshot *s);
 /* A snapshot from its parts (e.g. one read from disk or the wire); basis is
    copied and may be NULL for failed/refused.  info->reason is copied. */
 DPS_EXPORT int  dps_snapshot_new(dps_snapshot **out, const dps_snapshot_info *info, const float *basis);
@@ -441,6 +448,28 @@ DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t
                                    size_t dim, size_t *n_taken);
 /* 1 when the open epoch has t*m rows. */
 DPS_EXPORT int  dps_estimator_epoch_full(const dps_estimator *est);
+/* Blocks cut by the caller (the power aggregator, and the gaussian
+   aggregator with a group wider than dense_max_d): end the open epoch's
+   block of rows now -- every power group takes its noisy step on the rows
+   pushed since its last step (none: a step on the noise alone) -- starting
+   the epoch if no row came yet.  The release then steps once more only if
+   rows came after the last cut.  The guarantee is the epoch's (rho_epoch
+   under replacing one row) for any cuts that do not depend on the rows'
+   values: each row is still in one block.  A caller that cuts its own
+   blocks sets power_blocks = 1 and t m above its input, so that no index
+   cut falls, and ends its last block too, so that the number of steps does
+   not depend on how many rows its blocks held.  DPS_EINVAL when no group
+   is a power iteration; DPS_ESTATE while a sealed epoch of a warm
+   mechanism is not released. */
+DPS_EXPORT int  dps_estimator_end_block(dps_estimator *est);
+/* T: the blocks by index of the open epoch, or of the next one if none is
+   open (power_blocks, or 3 before any release and 1 after when 0; at most
+   t m); 0 when no group is a power iteration. */
+DPS_EXPORT uint64_t dps_estimator_power_blocks(const dps_estimator *est);
+/* floor(i n / T): the first row of block i of n rows cut into T blocks by
+   index (block i is [start(i), start(i + 1))), as the power aggregator cuts
+   an epoch of n = t m rows.  T >= 1. */
+DPS_EXPORT uint64_t dps_power_block_start(uint64_t n, uint64_t T, uint64_t i);
 /* Close the open epoch: wait for its buckets, aggregate the completed ones
    privately, charge the accountant, and return the snapshot (the caller owns
    it).  A refusal or a FAIL is a snapshot too (see dps_snapshot_status).  Rows of

@@ -159,7 +159,7 @@ class SubspaceEstimator:
         self._spent = native.Zcdp(0.0, 0.0)
         self._torch_out = False
         self._central_draws = 0
-        self._released_before = False  # an earlier release: the power aggregator starts warm
+        self._cuts = 0  # end_block calls in the open epoch
 
     # ------------------------------------------------------------ settings
     def _config(self, d: int) -> native.Config:
@@ -262,9 +262,53 @@ class SubspaceEstimator:
             self._start(A.shape[1])
             self.releases_.append(self._central(A))
             return self
+        if self.t is None and self.mechanism in ("gaussian", "power"):
+            return self._fit_power_blocks(X)
         self.partial_fit(X)
         if self.rows_in_epoch() > 0:
             self._close()
+        return self
+
+    def _fit_power_blocks(self, X: Any) -> "SubspaceEstimator":
+        """One release of exactly the rows X: a power iteration's T blocks
+        (power_blocks(): 3 cold, 1 warm by default) cut by index at the rows
+        where the library cuts an epoch of exactly len(X) rows
+        (dps_power_block_start), as dps-estimate --method power cuts a file."""
+        A, is_torch = _as_rows(X, self.d_)
+        self._start(A.shape[1])
+        n, T = A.shape[0], min(self.power_blocks_next(), A.shape[0])
+        L = native.lib()
+        for i in range(max(T, 1)):
+            lo, hi = (L.dps_power_block_start(n, T, i), L.dps_power_block_start(n, T, i + 1)) if T else (0, n)
+            if hi > lo:
+                self.partial_fit(A[lo:hi])
+            if i + 1 < T:
+                self.end_block()
+        self._torch_out = is_torch
+        self._close()
+        return self
+
+    def power_blocks_next(self) -> int:
+        """T: the blocks by index of the open epoch (or the next one):
+        power_blocks, or 3 until a release and 1 after; 0 when no group is a
+        power iteration (the gaussian mechanism's groups up to dense_max_d
+        are dense).  Known once the estimator has seen its first rows (d)."""
+        return int(native.lib().dps_estimator_power_blocks(self._est)) if self._est else 0
+
+    def end_block(self) -> "SubspaceEstimator":
+        """End the open epoch's power block now: every power group takes its
+        noisy step on the rows given since its last (none: a step on the
+        noise alone).  For callers that cut blocks themselves (a uniformly
+        random assignment of rows to blocks: dpsubspace.torch.PrivateBasis);
+        the guarantee is the epoch's for any cuts that do not depend on the
+        rows' values.  ValueError without a power group."""
+        if not self._est:
+            raise ValueError("no rows yet: the estimator has not started")
+        rc = native.lib().dps_estimator_end_block(self._est)
+        if rc == native.DPS_EINVAL:
+            raise ValueError(f"{self.mechanism} here has no power group: nothing to cut into blocks")
+        native.check(rc, "ending the block")
+        self._cuts += 1
         return self
 
     def rows_in_epoch(self) -> int:
@@ -276,20 +320,10 @@ class SubspaceEstimator:
         return int(st.rows_in_epoch)
 
     # ------------------------------------------------------------ releases
-    def _power_blocks_run(self, rows: int) -> int:
-        """The noisy steps a power release over `rows` rows took: blocks of the
-        epoch's t*m rows by index (epoch_power.c, power_block_start) that hold
-        a row; T = power_blocks, or 3 cold / 1 warm."""
-        c = self._cfg
-        n = c.t * c.m
-        T = c.power_blocks or (1 if self._released_before else 3)
-        T = min(T, n)
-        return sum(1 for i in range(T) if i * (n // T) + i * (n % T) // T < rows)
-
     def _close(self) -> Release:
         L = native.lib()
-        rows = self.rows_in_epoch()
-        blocks = self._power_blocks_run(rows) if self._uses_power() else 0
+        most_steps = self.power_blocks_next() + self._cuts  # the index blocks and the caller's cuts: at most
+        self._cuts = 0
         snap = ctypes.c_void_p()
         native.check(L.dps_estimator_close_epoch(self._est, ctypes.byref(snap)), "closing the epoch")
         try:
@@ -304,24 +338,16 @@ class SubspaceEstimator:
                           rho_epoch=info.epoch_cost.rho, delta_epoch=info.epoch_cost.delta,
                           noise_level=info.noise_level if info.noise_level > 0 else math.nan,
                           weak=bool(L.dps_snapshot_weak(ctypes.byref(info))), basis=basis,
-                          power_blocks_run=blocks if info.epoch_cost.rho > 0 else 0)
+                          power_blocks_run=int(L.dps_snapshot_power_steps(snap)))
             if self.mechanism in ("gaussian", "power"):
-                steps = max(1, rel.power_blocks_run)
+                # the library reports the steps of a release; one not made public is bounded by most_steps
+                steps = max(1, rel.power_blocks_run if basis is not None else most_steps)
                 rel.rho_add_remove = rel.rho_epoch / 2 + (steps - 1) * rel.rho_epoch
         finally:
             L.dps_snapshot_destroy(ctypes.byref(snap))
         self._spent = L.dps_estimator_spent(self._est)
-        self._released_before |= rel.basis is not None
         self.releases_.append(rel)
         return rel
-
-    def _uses_power(self) -> bool:
-        if self.mechanism == "power":
-            return True
-        if self.mechanism != "gaussian":
-            return False
-        widest = max(self.groups) if self.groups else self.d_
-        return widest > (self.dense_max_d or 8192)
 
     def _central(self, A: np.ndarray) -> Release:
         L, (n, d), k = native.lib(), A.shape, self.n_components

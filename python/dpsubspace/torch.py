@@ -225,21 +225,39 @@ class PrivateBasis(_ReleasedBasis):
     run: a power iteration warm-starts from the last released basis,
     public).
 
-    What a release is charged: a one-step gaussian or power release (every
-    fit of the default mode; Release.power_blocks_run <= 1) is a sum over the
-    Poisson sample of per-example terms of norm <= 1 under add/remove (the
-    upper triangle of x x^T, or x x^T X with ||X||_2 <= 1) plus Gaussian noise
-    of sd 1/sqrt(rho) on every coordinate: a Poisson-subsampled Gaussian
-    mechanism with sigma = 1/sqrt(rho), charged as such
-    (Accountant.add_sampled_release: amplification by sampling applies, as
-    to a DP-SGD step).  amplify=False, or a release of several power blocks,
-    charges Release.rho_add_remove as zCDP instead (no amplification).
+    What a release is charged (add/remove adjacency; Release.rho_add_remove
+    of the published releases says it):
+    - one noisy step (the gaussian mechanism's dense groups; a warm power
+      iteration, T = 1): a sum over the Poisson sample of per-example terms
+      of norm <= 1 under adding or removing an example (the upper triangle
+      of x x^T, or x x^T X with ||X||_2 <= 1) plus Gaussian noise of sd
+      1/sqrt(rho) on every coordinate: a Poisson-subsampled Gaussian
+      mechanism with sigma = 1/sqrt(rho), charged as such
+      (Accountant.add_sampled_release: amplification by sampling applies, as
+      to a DP-SGD step); amplify=False charges its rho/2 as zCDP.
+    - T > 1 power steps (a cold start: T = 3 by default, or power_blocks):
+      each sampled example goes to one of the T blocks drawn uniformly and
+      independently (fresh secure randomness, NoiseSource.below), the
+      blocks are fed in turn and each ends with its noisy step
+      (SubspaceEstimator.end_block; all T, whatever they hold, so the number
+      of steps is public).  Charged rho/2 as zCDP (not amplified): couple
+      the runs on D and D + x with the same assignment of D's examples; x,
+      when sampled, lands in block J.  Given J = j the steps before j read
+      the same rows, step j is a Gaussian mechanism whose input moves by
+      ||x x^T X|| <= 1 (rho/2 by the chain rule), and the steps after j
+      read the same rows again (their starts are earlier outputs); so every
+      conditional law is within rho/2, and the mixture over J is too (Renyi
+      divergence is jointly quasi-convex, van Erven-Harremoes 2014, Thm 13).
+      Blocks cut by position would shift every later row when x is added:
+      (T - 1) rho + rho/2.
     Every release the estimator made during an update is charged, not only
     the last.
 
     releases_ lists the releases as published: rows_used is None there,
     since the sample's size is not covered by the charge (it is private;
-    the estimator's own records, which hold it, are not exposed)."""
+    the estimator's own records, which hold it, are not exposed).
+    noise_level of a T-step release is computed from public quantities (the
+    step count, not the blocks' sizes)."""
 
     def __init__(self, data_x: torch.Tensor, data_y: torch.Tensor, n_components: int, rho: float,
                  basis_rate: float, every: int, mechanism: str = "gaussian", seed: Optional[int] = None,
@@ -263,29 +281,41 @@ class PrivateBasis(_ReleasedBasis):
         self.releases_: List[Release] = []
         self.amplified = 0
 
-    def _charge(self, opt: "DPOptimizer", rel: Release) -> None:
+    def _charge(self, opt: "DPOptimizer", rel: Release) -> Release:
+        """Charge one release; return it as published (see the class's text)."""
         if rel.rho_add_remove is None:
             raise ValueError(f"{self._estimator.mechanism} has no add/remove statement: use gaussian or power")
-        if rel.rho_epoch > 0 and self.amplify and rel.power_blocks_run <= 1:
+        if rel.power_blocks_run > 1:  # random blocks: rho/2 whatever T (the class's text)
+            rho = rel.rho_epoch / 2
+            opt.accountant.add_zcdp(rho)
+            return dataclasses.replace(rel, rows_used=None, rho_add_remove=rho)
+        if rel.rho_epoch > 0 and self.amplify:
             opt.accountant.add_sampled_release(self.rate, 1.0 / math.sqrt(rel.rho_epoch))
             self.amplified += 1
         else:
             opt.accountant.add_zcdp(rel.rho_add_remove)
+        return dataclasses.replace(rel, rows_used=None)
 
     def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
         if step % self.every:
             return self.V
-        est, before = self._estimator, len(self._estimator.releases_)
+        est, before, d = self._estimator, len(self._estimator.releases_), opt.grads.d
+        est._start(d)  # to know T before the first rows
         idx = opt.noise.poisson_sample(len(self.data_x), self.rate)
+        T = est.power_blocks_next()
+        block = opt.noise.below(T, len(idx)) if T > 1 else np.zeros(len(idx), dtype=np.int64)
         if not len(idx):  # the mechanism on an empty sample: a zero row adds nothing to the sum, the noise is drawn
-            est.partial_fit(torch.zeros((1, opt.grads.d)))
-        for s in range(0, len(idx), self.chunk):  # streamed: chunk x d gradients in memory, not the sample's
-            ix = torch.as_tensor(idx[s:s + self.chunk])
-            est.partial_fit(clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm))
+            est.partial_fit(torch.zeros((1, d)))
+        for b in range(max(T, 1)):
+            part = idx[block == b]
+            for s in range(0, len(part), self.chunk):  # streamed: chunk x d gradients in memory, not the sample's
+                ix = torch.as_tensor(part[s:s + self.chunk])
+                est.partial_fit(clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm))
+            if T > 1:
+                est.end_block()  # every block, even an empty one: T steps whatever the blocks hold
         est.release()
         for rel in est.releases_[before:]:  # every release made, charged before the basis is used
-            self._charge(opt, rel)
-            self.releases_.append(dataclasses.replace(rel, rows_used=None))
+            self.releases_.append(self._charge(opt, rel))
             self._take(rel.basis, rel.weak, rel.noise_level, step)
         return self.V
 

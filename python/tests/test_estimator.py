@@ -192,3 +192,20 @@ def test_bad_input_is_refused_clearly(planted):
         dp.SubspaceEstimator(K).components_
     with pytest.raises(ValueError, match="delta must be in"):
         est.eps_at(0)
+
+
+def test_fit_runs_the_power_blocks_it_reports():
+    # one release of exactly the rows: cold, T = 3 blocks cut by index (as dps-estimate --method power cuts a
+    # file), then warm, one; power_blocks gives T.  Each step's count comes from the library's snapshot.
+    X = np.random.default_rng(3).standard_normal((600, 40)).astype(np.float32)
+    est = dp.SubspaceEstimator(2, rho=0.5, mechanism="power", seed=1)
+    est.fit(X)
+    est.fit(X)
+    assert [r.power_blocks_run for r in est.releases_] == [3, 1]
+    assert est.releases_[0].rho_add_remove == pytest.approx(2 * 0.5 + 0.25)
+    four = dp.SubspaceEstimator(2, rho=0.5, mechanism="power", power_blocks=4, seed=1).fit(X)
+    assert four.releases_[0].power_blocks_run == 4
+    dense = dp.SubspaceEstimator(2, rho=0.5, mechanism="gaussian", seed=1).fit(X)
+    assert dense.releases_[0].power_blocks_run == 0 and dense.power_blocks_next() == 0
+    with pytest.raises(ValueError, match="no power group"):
+        dense.end_block()

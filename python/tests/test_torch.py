@@ -330,3 +330,44 @@ def test_a_weak_basis_is_announced_and_can_be_skipped():
         assert basis.weak_releases == 1 and (basis.V is not None) == kept
     with pytest.raises(ValueError, match="on_weak"):
         dpt.PrivateBasis(x, y, 2, rho=1.0, basis_rate=1.0, every=1, on_weak="ignore")
+
+
+def test_private_basis_cold_power_steps_on_random_blocks_for_rho_over_2():
+    # Cold, the power iteration takes T = 3 steps; PrivateBasis assigns each sampled example to a block at
+    # random (an added example then changes one block) and charges rho/2 as zCDP; warm, one step, charged
+    # as a subsampled Gaussian (amplified)
+    x, y = _data(40)
+    basis = dpt.PrivateBasis(x, y, 2, rho=0.4, basis_rate=0.5, every=1, mechanism="power", seed=1,
+                             power_oversample=2)
+    cuts = []
+    real_end = basis._estimator.end_block
+    basis._estimator.end_block = lambda: (cuts.append(basis._estimator.rows_in_epoch()), real_end())[1]
+    _, opt, acct = _opt("gep", basis, sigma=1.5, C=1.0)
+    opt.backward(x[:20], y[:20])
+    assert [r.power_blocks_run for r in basis.releases_] == [3] and len(cuts) == 3
+    assert basis.releases_[0].rho_add_remove == pytest.approx(0.2)
+    ref = dp.Accountant()
+    ref.add_steps(0.5, 1.5, 1)
+    ref.add_zcdp(0.2)
+    assert acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
+    opt.backward(x[:20], y[:20])
+    assert [r.power_blocks_run for r in basis.releases_] == [3, 1] and basis.amplified == 1 and len(cuts) == 3
+    ref.add_steps(0.5, 1.5, 1)
+    ref.add_sampled_release(0.5, 1 / math.sqrt(0.4))
+    assert acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
+
+
+def test_noise_source_blocks_and_slots_are_uniform():
+    # below(3, n): 30 000 draws, each value 10 000 +- 81.6 (sd): within 5 sd.  slots(10, 3): each of the 10
+    # slots is among the 3 with probability 0.3: 20 000 draws, 6 000 +- 64.8 each: within 5 sd; no repeats.
+    s = NoiseSource(seed=5)
+    counts = np.bincount(s.below(3, 30000), minlength=3)
+    assert counts.shape == (3,) and np.all(np.abs(counts - 10000) < 5 * 81.6)
+    hits = np.zeros(10)
+    for _ in range(20000):
+        pick = s.slots(10, 3)
+        assert len(set(pick.tolist())) == 3 and pick.min() >= 0 and pick.max() < 10
+        hits[pick] += 1
+    assert np.all(np.abs(hits - 6000) < 5 * 64.8)
+    with pytest.raises(ValueError):
+        s.slots(3, 4)

@@ -82,6 +82,8 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
             fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
         if (rel->status == DPS_SNAP_RELEASED && rel->noise_level > 0)
             fprintf(f, "  noise level %.3g%s", rel->noise_level, rel->weak ? " WEAK" : "");
+        if (rel->power_steps > 0)
+            fprintf(f, "  power steps %llu", (unsigned long long)rel->power_steps);
         s_truth_part(f, rel);
         fprintf(f, "  rho this epoch %.3f", rel->rho_epoch);
         est_report_budget(f, rel->rho_total, rel->delta_total, rel->eps_total, rel->delta_target);
@@ -184,6 +186,7 @@ static void s_json_release(cli_json *j, const est_release *e)
     cli_json_num(j, "w_hat", e->w_hat);
     cli_json_num(j, "noise_level", e->noise_level);
     cli_json_bool(j, "weak", e->weak);
+    cli_json_u64(j, "power_steps", e->power_steps);
     cli_json_num(j, "rho_epoch", e->rho_epoch);
     cli_json_num(j, "delta_epoch", e->delta_epoch);
     cli_json_num(j, "rho_total", e->rho_total);

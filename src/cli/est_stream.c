@@ -68,6 +68,7 @@ static int s_close_epoch(const est_settings *s, est_result *r, dps_estimator *e)
     rel->w_hat = in.w_hat;
     rel->noise_level = in.noise_level;
     rel->weak = dps_snapshot_weak(&in);
+    rel->power_steps = dps_snapshot_power_steps(snap);
     rel->rho_epoch = in.epoch_cost.rho;
     rel->delta_epoch = in.epoch_cost.delta;
     rel->rho_total = in.total.rho;
@@ -98,6 +99,56 @@ static int s_close_epoch(const est_settings *s, est_result *r, dps_estimator *e)
     return code;
 }
 
+/* Where the power iteration's blocks end when every row is one epoch
+   (--method power or gaussian): the epoch's t m is above any input, so the
+   library's index cuts would never fall and one step would read every row;
+   with the row count known in advance (a file), the T blocks are cut here at
+   the rows the library would cut an epoch of exactly those rows at
+   (dps_power_block_start), one step each.  Not known (standard input):
+   one step, said on stderr and in the output's power_steps. */
+typedef struct {
+    uint64_t n, T, next; /* T = 0: no cuts; next: the next block to end at  */
+    uint64_t pushed;
+} s_cuts;
+
+static s_cuts s_cuts_plan(const est_settings *s, const s_source *src, const dps_estimator *e)
+{
+    s_cuts cut = {0, 0, 1, 0};
+    uint64_t T = dps_estimator_power_blocks(e), n = 0;
+    if (!s->one_epoch || T <= 1)
+        return cut;
+    if (src->reader ? !cli_reader_rows(src->reader, &n) : (n = src->n, 0)) {
+        fprintf(stderr, "%s: warning: the input's row count is not known in advance (a pipe): the power iteration "
+                "takes one noisy step on every row instead of %llu blocks (give a file to run them)\n", cli_program(),
+                (unsigned long long)T);
+        return cut;
+    }
+    cut.n = n;
+    cut.T = T < n ? T : n;
+    return cut;
+}
+
+/* How many of `want` rows to push before the next cut. */
+static size_t s_cuts_room(const s_cuts *cut, size_t want)
+{
+    if (cut->next >= cut->T)
+        return want;
+    uint64_t left = dps_power_block_start(cut->n, cut->T, cut->next) - cut->pushed;
+    return left < want ? (size_t)left : want;
+}
+
+/* After `taken` rows: end every block whose last row was pushed. */
+static int s_cuts_after(s_cuts *cut, dps_estimator *e, size_t taken)
+{
+    cut->pushed += taken;
+    int rc = DPS_OK;
+    while (!rc && cut->next < cut->T && cut->pushed == dps_power_block_start(cut->n, cut->T, cut->next)) {
+        rc = dps_estimator_end_block(e);
+        cut->next++;
+    }
+    return rc;
+}
+
 /* Run the streaming estimator over src, pushing batch rows at a time.  With
    the mean task only the first epoch is used (its rho is half the total;
    DESIGN 3.8). */
@@ -116,6 +167,7 @@ static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, 
     }
     size_t d = r->d;
     int code = 0, stop = 0;
+    s_cuts cut = s_cuts_plan(s, src, e);
     while (!code && !stop) {
         const float *rows = NULL;
         size_t got = 0;
@@ -131,9 +183,11 @@ static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, 
             r->n_rows += got;
         for (size_t off = 0; off < got && !code && !stop;) {
             size_t taken = 0;
-            rc = dps_estimator_push(e, rows + off * d, got - off, d, &taken);
+            rc = dps_estimator_push(e, rows + off * d, s_cuts_room(&cut, got - off), d, &taken);
             off += taken;
             r->rows_subspace += taken;
+            if (rc == DPS_OK)
+                rc = s_cuts_after(&cut, e, taken);
             if (rc != DPS_OK && rc != DPS_EFULL) {
                 cli_error("pushing rows into the estimator failed: %s", dps_strerror(rc));
                 code = CLI_EXIT_RUNTIME;

@@ -60,6 +60,7 @@ typedef struct {
     double noise_level;      /* the snapshot's (dps_snapshot_info); NaN when it
                                 does not apply, 0 when not computed           */
     int weak;                /* dps_snapshot_weak of the snapshot               */
+    uint64_t power_steps;    /* dps_snapshot_power_steps: the noisy power steps */
     double rho_epoch, delta_epoch;
     double rho_total, delta_total, eps_total, delta_target; /* NaN: not private */
     double sin_to_truth, fro_to_truth; /* NaN without --truth or a basis        */

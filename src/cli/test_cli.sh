@@ -453,5 +453,35 @@ check "--method gaussian with --param-groups: released, k = 2 + 1 = 3 rows" [ "$
 run "$EST" --method gaussian --k 2 --t 5 gm.npy
 check "--method gaussian with --t: a usage error" [ "$rc" -eq 2 ]
 
+# ------------------------------------------------------------------ --method power: its blocks
+# Every row is one epoch; --power-blocks T cuts the rows of a file into T blocks by index, one noisy step
+# each (the library cuts an epoch of exactly those rows there), and the output says how many steps ran.
+# 3 000 rows near a 2-dim span of R^1000 (lambda_2 about 500 per block of 1 000), rho 0.5: a step's noise
+# ||G|| <= s (sqrt d + sqrt b + 5) = 56.7; cold, the first step sees the signal through sigma_min(U'X_0)
+# ~ sqrt(b/d) = 0.11 (no bound); once a step has left sin <= 0.5, Wedin gives the next
+# sin <= 56.7 / (500 x 0.87 - 56.7) = 0.15.  One step on all rows: lambda_2 1500 x 0.11 = 165 against the
+# same noise: no guarantee, and a worse basis.
+run "$GEN" --d 1000 --k 2 --n 3000 --tau 100000 --seed 3 --out pw.npy --basis pwb.npy
+run "$EST" --method power --k 2 --rho 0.5 --power-blocks 3 --seed 1 --truth pwb.npy --json pw3.json --out pw3.npy pw.npy
+pw_ok=no
+[ "$rc" -eq 0 ] && [ "$(jall pw3.json power_steps)" = 3 ] && grep -q "power steps 3" out.txt && pw_ok=yes
+check "--method power --power-blocks 3: released, 3 noisy steps reported" [ "$pw_ok" = yes ]
+check "--method power --power-blocks 3: sin to the truth below 0.2 (Wedin: 0.15)" \
+    awk -v s="$(jget pw3.json sin_to_truth)" 'BEGIN { exit !(s < 0.2) }'
+run "$EST" --method power --k 2 --rho 0.5 --power-blocks 1 --seed 1 --truth pwb.npy --json pw1.json --out pw1.npy pw.npy
+pw_ok=no
+[ "$(jall pw1.json power_steps)" = 1 ] && ! cmp -s pw1.npy pw3.npy && pw_ok=yes
+check "--method power --power-blocks 1: one step reported, and another basis than 3 blocks" [ "$pw_ok" = yes ]
+check "--method power: 3 blocks nearer the truth than one step" \
+    awk -v a="$(jget pw3.json sin_to_truth)" -v b="$(jget pw1.json sin_to_truth)" 'BEGIN { exit !(a < b) }'
+run "$EST" --method power --k 2 --rho 0.5 --seed 1 --json pw0.json pw.npy
+check "--method power by default (cold): 3 steps" [ "$(jall pw0.json power_steps)" = 3 ]
+# raw float32 from a pipe (the .npy's 128-byte header cut off): no row count in advance
+tail -c +129 pw.npy | "$EST" --method power --k 2 --rho 0.5 --power-blocks 3 --seed 1 --format raw --dim 1000 \
+    --json pwp.json - > out.txt 2> err.txt
+pw_ok=no
+[ "$(jall pwp.json power_steps)" = 1 ] && grep -q "one noisy step" err.txt && pw_ok=yes
+check "--method power from a pipe (row count unknown): one step, said on stderr and in power_steps" [ "$pw_ok" = yes ]
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -138,3 +138,8 @@ const float *dps_snapshot_basis(const dps_snapshot *s)
 {
     return s->info.status == DPS_SNAP_RELEASED ? s->basis : NULL;
 }
+
+uint64_t dps_snapshot_power_steps(const dps_snapshot *s)
+{
+    return s->info.status == DPS_SNAP_RELEASED ? s->power_steps : 0;
+}

@@ -10,6 +10,7 @@ struct dps_snapshot {
     char reason[160];
     float *basis; /* k x d when released, else NULL */
     size_t group_d[DPS_MAX_GROUPS], group_k[DPS_MAX_GROUPS]; /* info's groups */
+    uint64_t power_steps; /* the release's noisy power steps (the estimator's) */
 };
 
 /* The estimator's way to publish without allocating after a charge: it

@@ -116,6 +116,8 @@ typedef struct {
     double noise_level; /* how far the basis is from noise, a function of the
                            released output and the public configuration only
                            (post-processing: noise_level.h); 0: not computed */
+    uint64_t steps;     /* the noisy power steps the release took (0: none);
+                           public: a function of the blocks' public cuts */
 } epoch_outcome;
 
 typedef struct {
@@ -150,6 +152,14 @@ typedef struct {
        seal / release_sealed) waits there; the others get a state per epoch
        in flight and never wait. */
     int (*warm)(const dps_config *c);
+    /* Optional (NULL: the mechanism has no blocks), for callers that cut an
+       epoch's rows into blocks themselves (dps_estimator_end_block): end the
+       open epoch's block now, on the pushing thread between take_row calls
+       (the power iteration's noisy step on the rows taken since its last
+       one); blocks: the T blocks an epoch begun now would cut by index
+       (0: no power group). */
+    int (*end_block)(epoch_state *st);
+    uint64_t (*blocks)(const epoch_state *st);
 
     /* State: DPS_ENOMEM from create leaves *out NULL. */
     int (*create)(epoch_state **out, const dps_config *c, dps_pool *pool);

@@ -90,6 +90,8 @@
 
 double power_noise_sd(double rho) { return 1.0 / sqrt(rho); }
 
+uint64_t dps_power_block_start(uint64_t n, uint64_t T, uint64_t i) { return power_block_start(n, T, i); }
+
 uint64_t power_block_start(uint64_t n, uint64_t blocks, uint64_t i)
 {
     /* floor(i n / T) without overflow: i (n mod T) < T^2 */

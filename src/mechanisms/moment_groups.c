@@ -74,6 +74,11 @@ struct epoch_state {
     uint64_t n, blocks; /* N = t m and T = min(power_blocks, N) (public)      */
     uint64_t rows, block, block_end; /* the open epoch's rows, its block, that
                                         block's first row index past it       */
+    uint64_t block_first; /* the row count at the last step (the open block's
+                             first row)                                       */
+    int caller_cut;     /* a block of this epoch was ended by the caller
+                           (moment_end_block): its row counts are the
+                           caller's, not public, and are not used          */
     int err;            /* a LAPACK error of a step, returned by the release  */
 };
 
@@ -264,8 +269,10 @@ int moment_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
     st->noise = noise;
     st->rows = 0;
     st->block = 0;
-    st->blocks = DPS_MIN((uint64_t)s_blocks(c, st->has_prev), st->n);
-    st->block_end = power_block_start(st->n, st->blocks, 1);
+    st->block_first = 0;
+    st->caller_cut = 0;
+    st->blocks = moment_blocks(st); /* 0 without a power group: no step is counted */
+    st->block_end = st->blocks ? power_block_start(st->n, st->blocks, 1) : UINT64_MAX;
     st->err = DPS_OK;
     dps_rng *pub = NULL;
     int rc = s_any_power(c) ? dps_rng_new_labelled(&pub, c->public_seed, "power", epoch) : DPS_OK;
@@ -294,7 +301,28 @@ static void s_end_block(epoch_state *st)
             st->err = rc;
     }
     st->block++;
-    st->block_end = power_block_start(st->n, st->blocks, st->block + 1);
+    st->block_first = st->rows;
+    st->block_end = st->blocks ? power_block_start(st->n, st->blocks, st->block + 1) : UINT64_MAX;
+}
+
+/* A block cut by the caller (dps_estimator_end_block): every power group's
+   step on the rows since the last, however many (none: a step on the noise
+   alone), so that the number of steps is the caller's number of cuts and
+   does not depend on how many rows each block held.  The index cuts go on
+   counting rows (a caller that cuts its own blocks runs with T = 1 over an
+   epoch longer than its input, so that none falls). */
+int moment_end_block(epoch_state *st)
+{
+    if (!s_any_power(st->cfg))
+        return DPS_EINVAL;
+    st->caller_cut = 1;
+    s_end_block(st);
+    return DPS_OK;
+}
+
+uint64_t moment_blocks(const epoch_state *st)
+{
+    return s_any_power(st->cfg) ? DPS_MIN((uint64_t)s_blocks(st->cfg, st->has_prev), st->n) : 0;
 }
 
 /* Each group's slice of the row into its own sum or iteration. */
@@ -336,11 +364,15 @@ const power_iteration *moment_group_power(const epoch_state *st, size_t g)
 /* The epoch's rows over the last power block's: a power group's noisy
    singular values measure one block's C_i X, this factor puts them in the
    epoch's units, those of a dense group's eigenvalues (public: the blocks
-   are fixed by index and the row count is). */
+   are fixed by index and the row count is).  Blocks cut by the caller: the
+   number of steps, which is public where their row counts need not be (a
+   random assignment's blocks hold about 1/T of the rows each). */
 static double s_epoch_over_last_block(const epoch_state *st)
 {
     if (st->block == 0)
         return 1;
+    if (st->caller_cut)
+        return (double)st->block;
     uint64_t first = power_block_start(st->n, st->blocks, st->block - 1);
     uint64_t end = DPS_MIN(st->rows, power_block_start(st->n, st->blocks, st->block));
     return end > first ? (double)st->rows / (double)(end - first) : 1;
@@ -352,8 +384,9 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
 {
     (void)in;  /* the noise is the stream's generator given to begin */
     const dps_config *c = st->cfg; /* no FAIL of its own, no radius */
-    if (s_any_power(c) && st->block < st->blocks && st->rows > power_block_start(st->n, st->blocks, st->block))
-        s_end_block(st); /* the last, partial block */
+    if (s_any_power(c) && st->rows > st->block_first)
+        s_end_block(st); /* the last block (partial, or the rows after the caller's last cut) */
+    out->steps = st->block;
     if (st->err)
         return st->err;
     double s = moment_noise_sd(c), lost = 0, total = 0, edge_over_w = 1;

@@ -39,6 +39,8 @@ const char *moment_group_method(const dps_config *c, size_t g);
 double moment_noise_floor(const dps_config *c, size_t g);
 /* 1 when a group is a power iteration (its warm start carries over epochs). */
 int moment_warm(const dps_config *c);
+int moment_end_block(epoch_state *st);
+uint64_t moment_blocks(const epoch_state *st);
 
 /* Every hook of a table entry built on this module (all but id and name;
    epoch_rows_* are second_moment.h's). */
@@ -47,6 +49,7 @@ int moment_warm(const dps_config *c);
     .min_buckets = epoch_rows_min_buckets, .memory = moment_memory, .cost = epoch_rows_cost,                  \
     .radius_unrelated = epoch_rows_radius_unrelated, .group_method = moment_group_method,                     \
     .noise_floor = moment_noise_floor, .warm = moment_warm, .create = moment_create, .destroy = moment_destroy,                    \
-    .begin = moment_begin, .take_row = moment_take_row, .release = moment_release
+    .begin = moment_begin, .take_row = moment_take_row, .release = moment_release,                           \
+    .end_block = moment_end_block, .blocks = moment_blocks
 
 #endif

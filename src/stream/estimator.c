@@ -282,6 +282,23 @@ int dps_estimator_epoch_full(const dps_estimator *e)
     return e->stats.rows_in_epoch >= e->cfg.t * e->cfg.m;
 }
 
+int dps_estimator_end_block(dps_estimator *e)
+{
+    if (!e || !e->mech->end_block || !e->mech->blocks(e->slot[e->open].mech_state))
+        return DPS_EINVAL;
+    int rc = e->open_started ? DPS_OK : s_epoch_begin(e);
+    return rc ? rc : e->mech->end_block(e->slot[e->open].mech_state);
+}
+
+uint64_t dps_estimator_power_blocks(const dps_estimator *e)
+{
+    if (!e || !e->mech->blocks)
+        return 0;
+    /* the open epoch's state, or the one the next epoch begins on (a warm
+       mechanism keeps one state; the others' states differ only in epochs) */
+    return e->mech->blocks(e->slot[e->open].mech_state);
+}
+
 /* ------------------------------------------------------------------- seal */
 int dps_estimator_seal(dps_estimator *e)
 {
@@ -498,6 +515,7 @@ int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
         info.status = DPS_SNAP_RELEASED;
     }
     snapshot_fill(snap, &info, basis); /* takes basis */
+    snap->power_steps = rc ? 0 : res.steps;
     s_slot_end(e, sl, rc != 0);
     *out = snap;
     return DPS_OK;

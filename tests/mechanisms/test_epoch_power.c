@@ -466,6 +466,72 @@ static void s_test_blocks(void)
     dps_rng_destroy(&gen);
 }
 
+/* 5. Blocks cut by the caller (dps_estimator_end_block): cuts at the index
+   blocks' own rows (dps_power_block_start) on an epoch too long for any
+   index cut give the same release as the index blocks, bit for bit (the
+   same steps on the same rows with the same seeded noise), and both report
+   their steps (dps_snapshot_power_steps); steps follow the cuts, not the
+   rows (an empty block still steps); a mechanism without power groups
+   refuses a cut. */
+static void s_test_caller_blocks(void)
+{
+    size_t d = 300, k = 2, n = 600, T = 3;
+    dps_rng *gen = NULL;
+    dps_rng_new_seeded(&gen, 8);
+    float *X = malloc(n * d * sizeof *X), *U = malloc(k * d * sizeof *U);
+    dps_synth_paper(gen, n, d, k, 1e4 * d, X, U);
+    dps_config by_index = s_cfg(d, k, 6, 100, T, 4), by_caller = s_cfg(d, k, 1000, 100, 1, 4);
+    dps_estimator *a = NULL, *b = NULL;
+    CHECK(dps_estimator_new(&a, &by_index) == DPS_OK && dps_estimator_new(&b, &by_caller) == DPS_OK, "estimators");
+    CHECK(dps_estimator_power_blocks(a) == T && dps_estimator_power_blocks(b) == 1, "T of each: %llu, %llu",
+          (unsigned long long)dps_estimator_power_blocks(a), (unsigned long long)dps_estimator_power_blocks(b));
+    dps_estimator_push(a, X, n, d, NULL);
+    for (uint64_t i = 0; i < T; i++) {
+        uint64_t r0 = dps_power_block_start(n, T, i), r1 = dps_power_block_start(n, T, i + 1);
+        dps_estimator_push(b, X + r0 * d, r1 - r0, d, NULL);
+        if (i + 1 < T)
+            CHECK(dps_estimator_end_block(b) == DPS_OK, "cut %llu", (unsigned long long)i);
+    }
+    dps_snapshot *sa = NULL, *sb = NULL;
+    CHECK(dps_estimator_close_epoch(a, &sa) == DPS_OK && dps_estimator_close_epoch(b, &sb) == DPS_OK, "closed");
+    const float *Va = sa ? dps_snapshot_basis(sa) : NULL, *Vb = sb ? dps_snapshot_basis(sb) : NULL;
+    CHECK(Va && Vb && memcmp(Va, Vb, k * d * sizeof *Va) == 0, "caller cuts at the index cuts: the same basis");
+    CHECK(dps_snapshot_power_steps(sa) == T && dps_snapshot_power_steps(sb) == T, "%zu steps each: %llu, %llu", T,
+          (unsigned long long)dps_snapshot_power_steps(sa), (unsigned long long)dps_snapshot_power_steps(sb));
+    dps_snapshot_destroy(&sa);
+    dps_snapshot_destroy(&sb);
+    /* four cuts, the first before any row and two in a row: 5 steps whatever the blocks held */
+    CHECK(dps_estimator_end_block(b) == DPS_OK, "a cut before any row starts the epoch");
+    dps_estimator_push(b, X, 10, d, NULL);
+    CHECK(dps_estimator_end_block(b) == DPS_OK && dps_estimator_end_block(b) == DPS_OK, "two cuts in a row");
+    dps_estimator_push(b, X + 10 * d, 10, d, NULL);
+    CHECK(dps_estimator_end_block(b) == DPS_OK, "a fourth cut");
+    dps_estimator_push(b, X + 20 * d, 10, d, NULL);
+    CHECK(dps_estimator_close_epoch(b, &sb) == DPS_OK && sb, "closed");
+    CHECK(dps_snapshot_power_steps(sb) == 5, "4 cuts and the rows after the last: 5 steps, got %llu",
+          (unsigned long long)dps_snapshot_power_steps(sb));
+    dps_snapshot_destroy(&sb);
+    dps_estimator_destroy(&a);
+    dps_estimator_destroy(&b);
+    dps_config dense = s_cfg(d, k, 6, 100, 1, 4);
+    dense.aggregator = DPS_AGG_GAUSSIAN;
+    CHECK(dps_estimator_new(&a, &dense) == DPS_OK, "gaussian estimator");
+    CHECK(dps_estimator_end_block(a) == DPS_EINVAL && dps_estimator_power_blocks(a) == 0,
+          "no power group: no cut, no blocks");
+    dps_estimator_push(a, X, n, d, NULL);
+    int rc = dps_estimator_close_epoch(a, &sa);
+    dps_snapshot_info in = {0};
+    if (sa)
+        dps_snapshot_get_info(sa, &in);
+    CHECK(rc == DPS_OK && in.status == DPS_SNAP_RELEASED && dps_snapshot_power_steps(sa) == 0,
+          "a dense release took no power step: rc %d, status %d", rc, (int)in.status);
+    dps_snapshot_destroy(&sa);
+    dps_estimator_destroy(&a);
+    free(X);
+    free(U);
+    dps_rng_destroy(&gen);
+}
+
 int main(void)
 {
     s_test_sensitivity();
@@ -474,5 +540,6 @@ int main(void)
     s_test_one_step();
     s_test_warm_start();
     s_test_blocks();
+    s_test_caller_blocks();
     return check_summary();
 }

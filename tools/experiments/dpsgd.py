@@ -99,20 +99,29 @@ class OracleBasis:
         return self.V
 
 
-def basis_rho(dp, eps, releases, rate):
+def basis_charges(dp, acc, rho, releases, rate, first_steps):
+    """Charge `acc` what PrivateBasis will: a release of several noisy steps
+    (the first, cold, of a power iteration: first_steps) rho/2 as zCDP, a
+    one-step release a Poisson-subsampled Gaussian at `rate` with sigma =
+    1/sqrt(rho)."""
+    for i in range(releases):
+        if i == 0 and first_steps > 1:
+            acc.add_zcdp(rho / 2)
+        else:
+            acc.add_sampled_release(rate, 1 / math.sqrt(rho))
+    return acc
+
+
+def basis_rho(dp, eps, releases, rate, first_steps):
     """The rho of each basis release (the estimator's, replace-one) such that
-    `releases` of them, each a Poisson-subsampled Gaussian at `rate` with
-    sigma = 1/sqrt(rho) (how PrivateBasis charges a one-step release), spend
-    alone the eps that BASIS_SHARE of the budget in rho units would."""
+    `releases` of them, charged as PrivateBasis charges them (basis_charges),
+    spend alone the eps that BASIS_SHARE of the budget in rho units would."""
     share = dp.Accountant()
     share.add_zcdp(BASIS_SHARE * dp.rho_for_eps(eps, DELTA))
     target = share.get_epsilon(DELTA)
 
     def spent(rho):
-        acc = dp.Accountant()
-        for _ in range(releases):
-            acc.add_sampled_release(rate, 1 / math.sqrt(rho))
-        return acc.get_epsilon(DELTA)
+        return basis_charges(dp, dp.Accountant(), rho, releases, rate, first_steps).get_epsilon(DELTA)
 
     from dpsubspace.accountant import boundary
     return boundary(lambda rho: spent(rho) >= target, 1e-8, 1.0, 1e-4)[0]
@@ -137,28 +146,29 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
         max(1, math.ceil(steps / cfg["basis_releases"]))
     releases = math.ceil(steps / every)
     private_basis = row in ("gep-power", "gep-groups", "proj-power")
+    d = sum(p.numel() for p in model.parameters())
+    if row == "gep-groups":
+        groups = dpt.parameter_groups(model, "layer")
+        estimator_kw = dict(mechanism="gaussian", groups=groups, group_components=[min(K, w) for w in groups],
+                            dense_max_d=4096)
+    else:
+        estimator_kw = dict(mechanism="power")
     base = dp.Accountant()
     rho_est = 0.0
-    if private_basis:  # the releases (amplified by their Poisson sample) spend 10% of the budget in rho units
-        rho_est = basis_rho(dp, eps, releases, cfg["basis_rate"])
-        for _ in range(releases):
-            base.add_sampled_release(cfg["basis_rate"], 1 / math.sqrt(rho_est))
+    if private_basis:  # the releases (charged as PrivateBasis charges them) spend 10% of the budget in rho units
+        probe = dp.SubspaceEstimator(K, **estimator_kw)
+        probe._start(d)
+        first_steps = probe.power_blocks_next()  # a cold start's T
+        rho_est = basis_rho(dp, eps, releases, cfg["basis_rate"], first_steps)
+        basis_charges(dp, base, rho_est, releases, cfg["basis_rate"], first_steps)
     sigma = dp.noise_multiplier(eps, DELTA, q, steps, base=base)
     acct = dp.Accountant()
     loss_fn = torch.nn.functional.cross_entropy
     basis, mode = None, "dpsgd"
     if row != "dpsgd":
         mode = "projection" if row.startswith("proj") else "gep"
-    d = sum(p.numel() for p in model.parameters())
     if private_basis:
-        if row == "gep-groups":
-            groups = dpt.parameter_groups(model, "layer")
-            basis = dpt.PrivateBasis(xtr, ytr, K, rho_est, cfg["basis_rate"], every, mechanism="gaussian",
-                                     groups=groups, group_components=[min(K, w) for w in groups],
-                                     dense_max_d=4096, seed=seed + 1000)
-        else:
-            basis = dpt.PrivateBasis(xtr, ytr, K, rho_est, cfg["basis_rate"], every, mechanism="power",
-                                     seed=seed + 1000)
+        basis = dpt.PrivateBasis(xtr, ytr, K, rho_est, cfg["basis_rate"], every, seed=seed + 1000, **estimator_kw)
     elif row == "gep-oracle":
         basis = OracleBasis(xtr, ytr, cfg["oracle_rate"], every, torch)
     elif row == "gep-noisy":
