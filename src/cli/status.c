@@ -18,7 +18,7 @@
 #include <time.h>
 
 static const char s_synopsis[] =
-    "Usage: dps-status [--connect EP] [security] [--producer ID] [--json] [--timeout MS]\n"
+    "Usage: dps-status [--status EP] [security] [--producer ID] [--json] [--timeout MS]\n"
     "\n"
     "Asks a dps-collector's status endpoint (its --status) for its counters: the\n"
     "epoch, the rows it took, the privacy budget spent and left, and why it\n"
@@ -36,8 +36,8 @@ static const char s_epilogue[] =
     "names are the snapshots' (README, \"Names\").\n"
     "\n"
     "Example:\n"
-    "  dps-status --insecure-plaintext --connect ipc:///tmp/c.st\n"
-    "  dps-status --server-key keys/collector.key --key keys/ops.key_secret --connect tcp://collector.example:7782\n"
+    "  dps-status --insecure-plaintext --status ipc:///tmp/c.st\n"
+    "  dps-status --server-key keys/collector.key --key keys/ops.key_secret --status tcp://collector.example:7782\n"
     "\n"
     "Exit codes: 0 answered; 1 runtime failure (network); 2 usage (unknown flag,\n"
     "missing or bad value, plaintext to a non-local endpoint); 3 a key file that\n"
@@ -276,8 +276,9 @@ int main(int argc, char **argv)
     cli_net_flags net = {0};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Options:", 0},
-        {"--connect", CLI_OPT_STRING, &ep, "EP", "tcp://127.0.0.1:7782",
-         "the collector's status endpoint (its --status)", 0},
+        {"--status", CLI_OPT_STRING, &ep, "EP", "tcp://127.0.0.1:7782",
+         "the collector's status endpoint, the --status of dps-collector and dps-produce (--connect is the same "
+         "option)", 0},
         {"--producer", CLI_OPT_STRING, &producer, "ID", "none",
          "also show what the collector took from this producer id (dps-produce --id)", 0},
         {"--timeout", CLI_OPT_U64, &timeout_ms, "MS", "5000", "give up (exit 6) after MS milliseconds", 0},
@@ -292,6 +293,9 @@ int main(int argc, char **argv)
         {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},
     };
     size_t n_opts = sizeof opts / sizeof opts[0];
+    /* --connect, the endpoint flag of dps-watch (and of scripts that call dps-status so), is read as --status */
+    static const cli_alias aliases[] = {{"--status", "--connect", 1}};
+    cli_set_aliases(aliases, sizeof aliases / sizeof *aliases);
     char epilogue[8192];
     s_epilogue_with_names(epilogue, sizeof epilogue);
     int rc = cli_parse_or_help(argc, argv, opts, n_opts, NULL, 0, NULL, &help, s_synopsis, epilogue);

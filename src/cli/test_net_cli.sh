@@ -4,7 +4,8 @@
 #   1. plaintext over ipc: two producers share one file (--rows-from/--rows-to)
 #      and a third streams from standard input, filling 2 epochs; dps-watch
 #      sees both released with a small angle to the true basis; dps-status
-#      counts every row; bad inputs end with their exit codes;
+#      (--status, or its alias --connect) counts every row; bad inputs end
+#      with their exit codes;
 #   2. CURVE over tcp on 127.0.0.1 with keys made by dps-keygen: an authorized
 #      producer fills an epoch, an unauthorized one is told so (exit 5); the
 #      C API example (producers/example_producer.c) sends rows and checks
@@ -142,7 +143,7 @@ done
 # ------------------------------------------------- 1. plaintext over ipc
 IN=ipc://$T/c.in PUB=ipc://$T/c.pub ST=ipc://$T/c.st
 PT=--insecure-plaintext
-STATUS_ARGS="$PT --connect $ST"
+STATUS_ARGS="$PT --status $ST"
 if start_collector --d 200 --k 4 --t 125 --m 8 --state-dir "$T/state1" --ingest "$IN" --publish "$PUB" \
     --status "$ST" --insecure-plaintext --seed 7 --workers 2 --cap-rho 10; then
     ok "collector (ipc, plaintext) is up"
@@ -195,6 +196,14 @@ check "two angles-to-truth lines" [ "$(grep -c '^  vs truth' watch.txt)" -eq 2 ]
 verdict "--save-dir wrote epoch-0.npy and epoch-1.npy (4 x 200)"
 status_json st.json $STATUS_ARGS
 check "dps-status: rows_accepted 2000" [ "$(jget st.json rows_accepted)" = 2000 ]
+# --status names the endpoint as dps-collector and dps-produce do; --connect is the same option
+status_json st_alias.json $PT --connect "$ST"
+check "dps-status --connect (the alias of --status): rows_accepted 2000" [ "$(jget st_alias.json rows_accepted)" = 2000 ]
+expect_error "dps-status --status and --connect: one option, given twice" 2 "--status \\(or --connect\\) was given twice" \
+    "$STATUS" $PT --status "$ST" --connect "$ST"
+run "$STATUS" --help
+[ "$rc" -eq 0 ] && grep -q -- "--status EP, --connect EP" out.txt && grep -q "^Usage: dps-status \\[--status EP\\]" out.txt
+verdict "dps-status --help: --status, --connect beside it"
 [ "$(jget st.json epoch)" = 2 ] &&
     [ "$(jget st.json last_snapshot_seq)" = 2 ]
 verdict "dps-status: epoch 2, last snapshot seq 2"
@@ -324,7 +333,7 @@ up=1
 for attempt in 1 2 3; do # ports picked at random: retry if one is taken
     base=$((20000 + ($$ * 7 + attempt * 997) % 40000))
     IN=tcp://127.0.0.1:$base PUB=tcp://127.0.0.1:$((base + 1)) ST=tcp://127.0.0.1:$((base + 2))
-    STATUS_ARGS="$SK $TK --connect $ST"
+    STATUS_ARGS="$SK $TK --status $ST"
     if start_collector --d 200 --k 4 --t 125 --m 8 --state-dir "$T/state2" --ingest "$IN" --publish "$PUB" \
         --status "$ST" --server-key keys/collector.key_secret --authorized-keys authorized --seed 7 --workers 2 \
         --cap-rho 10; then
