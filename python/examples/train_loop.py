@@ -36,7 +36,7 @@ Start a local collector first (plaintext only on ipc:// and loopback):
   dps-collector --d 200 --k 4 --t 60 --m 8 --aggregator gaussian --rho 0.05 --state-dir /tmp/dps-train \
       --cap-rho 20 --insecure-plaintext --ingest ipc:///tmp/dps.in --publish ipc:///tmp/dps.pub --status ipc:///tmp/dps.st
   (Fashion-MNIST: --d 7850 --k 10 --t 100 --m 50 instead of the first line's sizes)
-then:  PYTHONPATH=build/python python3 python/examples/train_loop.py --plaintext --basis-rho 0.05 [--synthetic]
+then:  PYTHONPATH=build/python /usr/bin/python3 python/examples/train_loop.py --plaintext --basis-rho 0.05 [--synthetic]
 With CURVE (a collector with --server-key and --authorized-keys; keys from dps-keygen):
   train_loop.py --ingest tcp://HOST:7780 --publish tcp://HOST:7781 --status tcp://HOST:7782 \
       --server-key keys/collector.key --key keys/trainer.key_secret

@@ -57,6 +57,10 @@ export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 mkdir "$tmp/mk" && cp "$src/tests/install/consumer/main.c" "$src/tests/install/consumer/Makefile" "$tmp/mk/"
 if make -C "$tmp/mk" consumer_pc >"$tmp/pc.log" 2>&1 && LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/mk/consumer_pc" >/dev/null
 then ok; else ko "Makefile consumer with pkg-config --cflags --libs dpsubspace_net"; cat "$tmp/pc.log" >&2; fi
+# linked from the archives: no dpsubspace shared library needed at run time (ldd names none)
+if make -C "$tmp/mk" consumer_pc_static >"$tmp/pcs.log" 2>&1 && "$tmp/mk/consumer_pc_static" >/dev/null &&
+   ! ldd "$tmp/mk/consumer_pc_static" | grep -q libdpsubspace
+then ok; else ko "Makefile consumer with pkg-config --libs dpsubspace_net-static, no shared dpsubspace"; cat "$tmp/pcs.log" >&2; fi
 # the headers need only their own directory: no -I (or -isystem) of the libraries used inside
 for pc in dpsubspace dpsubspace_net; do
   cf=$(pkg-config --cflags "$pc")
