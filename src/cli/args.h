@@ -83,6 +83,12 @@ int cli_split_apply(const char *split, dps_config *c, char *err, size_t errlen);
    near random. */
 #define CLI_PLAN_LINE 400
 size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t max, int *near_random);
+/* The lines of p's groups alone (cli_plan_lines' after its first): each
+   group's mechanism and noise floor, the floor as a share of an epoch of
+   `rows` rows, or with rows 0 (not known in advance) as the eigenvalue of
+   sum x x^T a direction needs (then no group is judged near random). */
+size_t cli_plan_group_lines(const dps_config *c, const dps_plan *p, uint64_t rows, char lines[][CLI_PLAN_LINE],
+                            size_t max, int *near_random);
 
 /* v as %g writes it, the exponent without its padding ("1e-8", "0.5", "125"):
    a library default shown in --help.  Returns buf (32 bytes at least). */

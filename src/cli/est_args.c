@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Checks that need no input: names, required flags, flags that only make
-   sense together.  Fills the parts of s that do not depend on d. */
 /* 1 if name is an aggregator that takes every row (no buckets): a method of
    its own, one epoch of all rows. */
 static int s_row_intake(const char *name)
@@ -21,6 +19,21 @@ static int s_row_intake(const char *name)
     return dps_aggregator_from_name(name, &c.aggregator) == DPS_OK && !dps_config_uses_buckets(&c);
 }
 
+int est_args_one_epoch(const est_args *a, const cli_opt *opts, size_t n_opts, est_settings *s)
+{
+    if (!s_row_intake(a->method))
+        return -1;
+    s->method = EST_ESTIMATOR; /* one epoch of every row through that aggregator */
+    s->one_epoch = a->method;
+    if (cli_opt_given(opts, n_opts, "--aggregator") || cli_opt_given(opts, n_opts, "--t") ||
+        cli_opt_given(opts, n_opts, "--m") || cli_opt_given(opts, n_opts, "--window"))
+        CLI_USAGE("--method %s runs one epoch of every row: drop --aggregator, --t, --m and --window (or use "
+                  "--method estimator --aggregator %s for epochs of t*m rows)", a->method, a->method);
+    return 0;
+}
+
+/* Checks that need no input: names, required flags, flags that only make
+   sense together.  Fills the parts of s that do not depend on d. */
 int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
 {
     if (a->in && pos)
@@ -29,15 +42,12 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
     if (!s->input)
         CLI_USAGE("no input: give a .npy, .csv or raw float32 file (or - for standard input); see --help");
     if (est_method_from_name(a->method, &s->method) != 0) {
-        if (!s_row_intake(a->method))
+        int code = est_args_one_epoch(a, opts, n_opts, s);
+        if (code < 0)
             CLI_USAGE("--method: '%s' is not a method; give estimator, gaussian, topk, analyze-gauss, iterative, "
                       "cov-laplace, cov-gaussian, exact, rgrad or choose-k", a->method);
-        s->method = EST_ESTIMATOR; /* one epoch of every row through that aggregator */
-        s->one_epoch = a->method;
-        if (cli_opt_given(opts, n_opts, "--aggregator") || cli_opt_given(opts, n_opts, "--t") ||
-            cli_opt_given(opts, n_opts, "--m") || cli_opt_given(opts, n_opts, "--window"))
-            CLI_USAGE("--method %s runs one epoch of every row: drop --aggregator, --t, --m and --window (or use "
-                      "--method estimator --aggregator %s for epochs of t*m rows)", a->method, a->method);
+        if (code)
+            return code;
     }
     if (strcmp(a->task, "subspace") == 0)
         s->task = EST_SUBSPACE;

@@ -33,13 +33,18 @@ typedef struct {
    sense together.  Fills the parts of s that do not depend on d.  pos is the
    file argument (or NULL).  Returns 0 or an exit code (message printed). */
 int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s);
+/* --method NAME of an aggregator that takes every row (gaussian, power,
+   covariance): one epoch of every input row through it.  Sets s->method
+   (EST_ESTIMATOR) and s->one_epoch, and refuses the flags of epochs of t*m
+   rows.  -1 if NAME is no such aggregator (nothing set), else 0 or an exit
+   code (message printed). */
+int est_args_one_epoch(const est_args *a, const cli_opt *opts, size_t n_opts, est_settings *s);
 /* The estimator's configuration for rows of dimension d, into s->cfg, and
    the checks that need d.  Returns 0 or an exit code (message printed). */
+int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s);
 /* dps-estimate --plan (est_plan.c): print what the flags' configuration
    would do, read no row; the exit code. */
 int est_plan_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos);
-
-int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s);
 /* Load --truth (k x d, orthonormalised) into *out (the caller frees it).
    Returns 0 or an exit code (message printed). */
 int est_load_truth(const est_settings *s, float **out);

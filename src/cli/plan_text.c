@@ -20,25 +20,41 @@ size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t m
              (unsigned long long)p.rows, c->t, c->m, c->d, c->k, dps_aggregator_name(c->aggregator),
              c->rho_epoch, p.cost.rho, p.cost.delta, (double)p.memory / 1e6,
              (double)dps_estimator_memory_bound_pipelined(c) / 1e6);
-    for (size_t g = 0, col = 0; g < p.groups && n < max; g++) {
+    return n + cli_plan_group_lines(c, &p, p.rows, lines + n, max - n, near_random);
+}
+
+size_t cli_plan_group_lines(const dps_config *c, const dps_plan *p, uint64_t rows, char lines[][CLI_PLAN_LINE],
+                            size_t max, int *near_random)
+{
+    size_t n = 0;
+    *near_random = 0;
+    for (size_t g = 0, col = 0; g < p->groups && n < max; g++) {
         size_t dg = c->groups > 1 ? c->group_d[g] : c->d, kg = c->groups > 1 ? c->group_k[g] : c->k;
         char where[64] = "";
-        if (p.groups > 1)
+        if (p->groups > 1)
             snprintf(where, sizeof where, "group %zu (columns %zu..%zu), ", g + 1, col, col + dg - 1);
         col += dg;
-        if (p.floor[g] > 0 && kg > 0) {
+        /* the floor as an eigenvalue of sum x_g x_g^T (p->floor is a share of p->rows) */
+        double eigen = p->floor[g] * (double)p->rows;
+        if (eigen > 0 && kg > 0 && !rows) {
+            snprintf(lines[n++], CLI_PLAN_LINE,
+                     "  %sd %zu, k %zu: %s; noise floor: a direction needs an eigenvalue of sum x x^T above %.3g "
+                     "(as a share of the epoch's energy: that over its rows, not known before the input is read)",
+                     where, dg, kg, p->method[g], eigen);
+        } else if (eigen > 0 && kg > 0) {
             /* k_g directions that shared the energy evenly would each hold 1/k_g of it: a floor above that
                leaves nothing a k_g-dim basis could find above the noise */
-            int weak = p.floor[g] * (double)kg >= 1.0;
+            double floor = rows == p->rows ? p->floor[g] : eigen / (double)rows;
+            int weak = floor * (double)kg >= 1.0;
             *near_random |= weak;
             snprintf(lines[n++], CLI_PLAN_LINE,
                      "  %sd %zu, k %zu: %s; noise floor %.3g of the epoch's energy per direction%s", where, dg, kg,
-                     p.method[g], p.floor[g],
+                     p->method[g], floor,
                      weak ? " - WARNING: above 1/k, the basis will be near random (more rows per epoch, a "
                             "larger rho, or smaller groups)"
                           : "");
         } else {
-            snprintf(lines[n++], CLI_PLAN_LINE, "  %sd %zu, k %zu: %s%s", where, dg, kg, p.method[g],
+            snprintf(lines[n++], CLI_PLAN_LINE, "  %sd %zu, k %zu: %s%s", where, dg, kg, p->method[g],
                      kg == 0 || dps_config_uses_buckets(c) == 0
                          ? ""
                          : "; no noise floor rule: the sample-and-aggregate estimators need rows that agree at "

@@ -434,6 +434,60 @@ run "$EST" --plan --dim 30 --k 2 --aggregator gaussian --param-groups 20,9
 check "--plan: groups that miss d are a usage error (exit 2)" sh -c "[ $rc -eq 2 ] && grep -q 'add up to 29' err.txt"
 run "$EST" --plan --k 2
 check "--plan without --dim or an input: exit 2" [ "$rc" -eq 2 ]
+# The methods that run one epoch of every input row: the rows come from the header of pl.npy (6000 x 200, never
+# read).  --method power cuts them into T = 3 blocks (a first epoch's), one noisy step each: the floor is
+# T s (sqrt d + sqrt b) / rows = 3 (sqrt 200 + sqrt 14) / 6000 = 0.00894; the memory is the power aggregator's
+# epoch, whatever t*m; charged (rho, 0).  --method gaussian: dense at d 200, 2 sqrt(200) / 6000 = 0.00471, no
+# power step; the power iteration above --dense-max-d.  Without the row count the floor is an eigenvalue,
+# 3 (sqrt 10000 + sqrt 20) = 313, and rows whose count is not known in advance (a pipe) take one step.
+make_npy pl.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (6000, 200), }" $((6000 * 200 * 4))
+run "$EST" --plan --dim 200 --k 4 --aggregator power
+pl_mem=$(sed -n 's/.*; memory \([0-9.]*\) MB for an epoch.*/\1/p' out.txt)
+run "$EST" --plan --method power --k 4 pl.npy
+[ "$rc" -eq 0 ] && grep -q "^plan: --method power: one epoch of every input row (6000 rows, from the input's header), d 200, k 4, rho 1 (charged rho 1, delta 0); memory $pl_mem MB\$" out.txt &&
+    grep -q '^  d 200, k 4: noisy power iteration .*; noise floor 0.00894 of the epoch' out.txt &&
+    grep -q "^  noisy power steps: 3, one per block: the input's 6000 rows cut by index into 3 blocks of 2000 rows" out.txt &&
+    ! grep -q WARNING out.txt
+verdict "--plan --method power: the power iteration, 3 steps, their floor, the epoch's memory ($pl_mem MB), charged (rho, 0)"
+run "$EST" --plan --method gaussian --k 4 pl.npy
+[ "$rc" -eq 0 ] && grep -q '^  d 200, k 4: dense covariance .*; noise floor 0.00471 of the epoch' out.txt &&
+    grep -q '^  noisy power steps: none' out.txt && grep -q 'charged rho 1, delta 0' out.txt
+verdict "--plan --method gaussian: dense below --dense-max-d, no power step"
+run "$EST" --plan --method gaussian --k 4 --dense-max-d 100 pl.npy
+[ "$rc" -eq 0 ] && grep -q '^  d 200, k 4: noisy power iteration .*; noise floor 0.00894 of the epoch' out.txt &&
+    grep -q '^  noisy power steps: 3,' out.txt
+verdict "--plan --method gaussian: the power iteration above --dense-max-d"
+run "$EST" --plan --method gaussian --dim 10000 --k 10
+[ "$rc" -eq 0 ] && grep -q 'their count not known before the input is read' out.txt &&
+    grep -q '^  d 10000, k 10: noisy power iteration .*an eigenvalue of sum x x^T above 313 ' out.txt &&
+    grep -q "^  noisy power steps: 3 (--power-blocks 0: 3 for a first epoch), one per block .* 1 when it does not" out.txt
+verdict "--plan --method gaussian with --dim alone: the floor as an eigenvalue, 3 steps for a file, 1 without its count"
+expect_error "--plan --method topk: exit 2" 2 "--plan is for --method estimator and the methods that run one epoch" \
+    "$EST" --plan --method topk --k 4 pl.npy
+# The planned steps are the run's: a seeded run of --power-blocks 3 releases something else than one block
+# (--power-blocks 1) when the plan says 3 steps (a file); from a pipe (its row count not known in advance) the
+# plan says 1, and the two runs release the same basis.
+run "$GEN" --d 60 --k 2 --n 600 --seed 4 --out ps.npy
+tail -c +129 ps.npy > ps.raw # its rows, after the 128-byte header
+ps_args="--method power --k 2 --format raw --dim 60 --power-blocks"
+ps_steps() { sed -n 's/^  noisy power steps: \([0-9]*\)[, ].*/\1/p' out.txt; }
+# ps_check HOW STEPS: the runs of --power-blocks 1 and 3 (ps1.npy, ps3.npy) agree when the plan said 1 step
+ps_check() {
+    { [ "$2" = 1 ] && [ -s ps1.npy ] && cmp -s ps3.npy ps1.npy; } ||
+        { [ "${2:-0}" -gt 1 ] && [ -s ps1.npy ] && [ -s ps3.npy ] && ! cmp -s ps3.npy ps1.npy; }
+    verdict "--plan --method power --power-blocks 3, rows from a $1: its ${2:-no} step(s) are the run's"
+    rm -f ps1.npy ps3.npy
+}
+run "$EST" --plan $ps_args 3 ps.raw
+steps=$(ps_steps)
+run "$EST" $ps_args 1 --seed 2 --quiet --out ps1.npy ps.raw
+run "$EST" $ps_args 3 --seed 2 --quiet --out ps3.npy ps.raw
+ps_check file "$steps"
+run sh -c "cat ps.raw | \"$EST\" --plan $ps_args 3 -"
+steps=$(ps_steps)
+run sh -c "cat ps.raw | \"$EST\" $ps_args 1 --seed 2 --quiet --out ps1.npy -"
+run sh -c "cat ps.raw | \"$EST\" $ps_args 3 --seed 2 --quiet --out ps3.npy -"
+ps_check pipe "$steps"
 
 # ------------------------------------------------------------------ --method gaussian
 # One epoch of every row of gm.npy (300 nearly exact rows near a 2-dim span of R^60): released once, every
