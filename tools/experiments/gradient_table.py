@@ -8,7 +8,10 @@ the MLP's rows are 24 GB): not run by tools/check.  Needs the rows written by
 for M in logreg, mlp, cnn, and the programs built (tools/build).
 
 For each (model, mechanism) of RUNS it runs dps-sweep once (one epoch of every
-row, one estimator per rho, the rows read once), then gradients.py eval on each
+row, one estimator per rho, the rows read once; each release is the one
+`dps-estimate --method NAME --seed S --workers 1` makes, the power blocks cut
+where it cuts them: checked bit for bit on the logreg power release at rho
+0.1), then gradients.py eval on each
 released basis against the non-private reference OF THE SAME SHAPE: the global
 top-k for one-group mechanisms, the group-wise top-k_g (each group's own top-k_g,
 zero elsewhere) for --param-groups; the references are computed once from the
@@ -93,6 +96,8 @@ def main(argv=None):
     p.add_argument("--models", default="logreg,mlp,cnn")
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory with dps-sweep")
     p.add_argument("--ref-rows", type=int, default=10000, help="training rows of the non-private references")
+    p.add_argument("--runs", default="", help="only the mechanisms whose name starts with one of these "
+                   "(comma-separated, e.g. gaussian,power); default: all")
     a = p.parse_args(argv)
     models = a.models.split(",")
     for m in models:
@@ -108,7 +113,7 @@ def main(argv=None):
     print("|---|---|---|" + "---|" * len(rho_cols))
     for model in models:
         for name, flags, grouped, on, rhos in RUNS:
-            if model not in on:
+            if model not in on or (a.runs and not any(name.startswith(w) for w in a.runs.split(","))):
                 continue
             rows = sweep(a.build, a.data, a.out, model, name, flags, rhos)
             top = reference(a.data, a.out, model, grouped, a.ref_rows)

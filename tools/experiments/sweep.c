@@ -116,9 +116,10 @@ int main(int argc, char **argv)
             c->m = bucket_m;
             c->t = (size_t)(n / bucket_m);
             c->window = c->t < 16 ? c->t : 16; /* 16 buckets' rows in memory, not t's */
-        } else { /* one epoch of every row: t m >= n, the partial epoch closed */
+        } else { /* one epoch of every row, as dps-estimate --method NAME: t m above the input, the power
+                    blocks cut below at dps-estimate's rows, the partial epoch closed */
             c->m = c->k;
-            c->t = c->window = (size_t)(n / c->m + 2);
+            c->t = c->window = ((size_t)1 << 38) / c->m;
         }
         c->rho_epoch = rhos.v[i];
         c->power_blocks = power_blocks;
@@ -134,14 +135,26 @@ int main(int argc, char **argv)
         if (rc)
             CLI_USAGE("rho %g: %s (%s)", rhos.v[i], why, dps_strerror(rc));
     }
+    /* dps-estimate's blocks for an input of n rows (est_stream.c): T index
+       blocks of the n rows, each ended by a cut (T is the same for every rho) */
+    uint64_t T = dps_config_uses_buckets(&cfg[0]) ? 0 : dps_estimator_power_blocks(est[0]), next = 1;
+    T = T < n ? T : n;
     size_t batch = 256, got = 0;
     float *buf = malloc(batch * d * sizeof *buf);
     uint64_t done = 0;
     double t0 = s_now();
-    while (buf && !cli_reader_next(r, buf, batch, &got, &m) && got) {
+    for (;;) {
+        size_t want = batch;
+        if (next < T && dps_power_block_start(n, T, next) - done < want)
+            want = (size_t)(dps_power_block_start(n, T, next) - done);
+        if (!buf || cli_reader_next(r, buf, want, &got, &m) || !got)
+            break;
         for (int i = 0; i < rhos.n; i++)
             dps_estimator_push(est[i], buf, got, d, NULL);
         done += got;
+        for (; next < T && done == dps_power_block_start(n, T, next); next++)
+            for (int i = 0; i < rhos.n; i++)
+                dps_estimator_end_block(est[i]);
         if (done % (batch * 40) < got)
             fprintf(stderr, "  %llu / %llu rows, %.0f s\n", (unsigned long long)done, (unsigned long long)n,
                     s_now() - t0);
@@ -164,10 +177,11 @@ int main(int argc, char **argv)
             code = 1;
         }
         printf("{\"rho\": %g, \"status\": \"%s\", \"noise_level\": %.6g, \"weak\": %s, \"rows\": %llu, "
-               "\"seconds\": %.2f, \"memory_bound\": %zu, \"basis\": \"%s\"}\n",
+               "\"power_steps\": %llu, \"seconds\": %.2f, \"memory_bound\": %zu, \"basis\": \"%s\"}\n",
                rhos.v[i], rc ? dps_strerror(rc) : dps_snapshot_status_name(info.status), info.noise_level,
-               dps_snapshot_weak(&info) ? "true" : "false", (unsigned long long)info.rows_used, secs,
-               dps_estimator_memory_bound(&cfg[i]), V ? path : "");
+               dps_snapshot_weak(&info) ? "true" : "false", (unsigned long long)info.rows_used,
+               s ? (unsigned long long)dps_snapshot_power_steps(s) : 0ULL, secs, dps_estimator_memory_bound(&cfg[i]),
+               V ? path : "");
         fflush(stdout);
         dps_snapshot_destroy(&s);
         dps_estimator_destroy(&est[i]);
