@@ -75,6 +75,36 @@ def _as_rows(X: Any, d: Optional[int]) -> Tuple[np.ndarray, bool]:
     return A, is_torch
 
 
+def _rho_add_remove(rho: float, steps: int, cut_by: Optional[str]) -> Optional[float]:
+    """One gaussian or power release of `steps` noisy steps, each a Gaussian
+    mechanism of noise 1/sqrt(rho): rho/2 per step whose input gains or
+    loses one unit row (||x x^T X|| <= 1), rho per step whose input has one
+    row replaced, 2.5 rho for one row in and two out (||x x^T - y y^T -
+    z z^T||_F^2 <= 1 + 4 for PSD terms), under adding or removing a row at
+    position p of a release's input:
+    - one step: rho/2 (only the added row changes the sum);
+    - blocks cut by index over t*m, fixed whatever the rows: the block of p
+      loses its last row to the next, each later block one in and one out,
+      the last one gains a row: (steps - 1) rho + rho/2;
+    - blocks cut by fit() at floor(i n / T) of its n rows: boundary i moves
+      by s_i = floor(i (n + 1) / T) - floor(i n / T) in {0, 1}, so rows left
+      of p move left and rows right of p move right by at most one block: a
+      block away from p has at most one row in and one out (rho); the block
+      of p gains x and loses one row at each end only when s_i = 1 and
+      s_(i+1) = 0, which depends on n mod T alone and never happens for
+      T <= 4 (every residue checked by python/tests/test_estimator.py; it
+      does for T = 5, n = 7, block 2): T rho, plus 1.5 rho for T >= 5;
+    - blocks cut by the caller (end_block): their rule decides, None here
+      (dpsubspace.torch.PrivateBasis draws them at random: rho/2)."""
+    if steps <= 1:
+        return rho / 2
+    if cut_by == "caller":
+        return None
+    if cut_by == "fit":
+        return steps * rho + (1.5 * rho if steps > 4 else 0.0)
+    return (steps - 1) * rho + rho / 2
+
+
 class SubspaceEstimator:
     """A private top-k subspace of the rows it is given, in process.
 
@@ -160,6 +190,8 @@ class SubspaceEstimator:
         self._torch_out = False
         self._central_draws = 0
         self._cuts = 0  # end_block calls in the open epoch
+        self._cut_by: Optional[str] = None  # who cut the open epoch's blocks: "fit" (index cuts of its rows),
+                                            # "caller" (end_block), None (the library's, over t*m)
 
     # ------------------------------------------------------------ settings
     def _config(self, d: int) -> native.Config:
@@ -283,7 +315,7 @@ class SubspaceEstimator:
             if hi > lo:
                 self.partial_fit(A[lo:hi])
             if i + 1 < T:
-                self.end_block()
+                self.end_block(_by="fit")
         self._torch_out = is_torch
         self._close()
         return self
@@ -295,13 +327,16 @@ class SubspaceEstimator:
         are dense).  Known once the estimator has seen its first rows (d)."""
         return int(native.lib().dps_estimator_power_blocks(self._est)) if self._est else 0
 
-    def end_block(self) -> "SubspaceEstimator":
+    def end_block(self, _by: str = "caller") -> "SubspaceEstimator":
         """End the open epoch's power block now: every power group takes its
         noisy step on the rows given since its last (none: a step on the
         noise alone).  For callers that cut blocks themselves (a uniformly
         random assignment of rows to blocks: dpsubspace.torch.PrivateBasis);
         the guarantee is the epoch's for any cuts that do not depend on the
-        rows' values.  ValueError without a power group."""
+        rows' values (under replacing one row).  Under adding or removing
+        one, what the cuts cost depends on how they were chosen: such a
+        release's rho_add_remove is None (the caller states it).  ValueError
+        without a power group."""
         if not self._est:
             raise ValueError("no rows yet: the estimator has not started")
         rc = native.lib().dps_estimator_end_block(self._est)
@@ -309,6 +344,7 @@ class SubspaceEstimator:
             raise ValueError(f"{self.mechanism} here has no power group: nothing to cut into blocks")
         native.check(rc, "ending the block")
         self._cuts += 1
+        self._cut_by = "caller" if self._cut_by == "caller" else _by
         return self
 
     def rows_in_epoch(self) -> int:
@@ -323,7 +359,7 @@ class SubspaceEstimator:
     def _close(self) -> Release:
         L = native.lib()
         most_steps = self.power_blocks_next() + self._cuts  # the index blocks and the caller's cuts: at most
-        self._cuts = 0
+        cut_by, self._cuts, self._cut_by = self._cut_by, 0, None
         snap = ctypes.c_void_p()
         native.check(L.dps_estimator_close_epoch(self._est, ctypes.byref(snap)), "closing the epoch")
         try:
@@ -342,7 +378,7 @@ class SubspaceEstimator:
             if self.mechanism in ("gaussian", "power"):
                 # the library reports the steps of a release; one not made public is bounded by most_steps
                 steps = max(1, rel.power_blocks_run if basis is not None else most_steps)
-                rel.rho_add_remove = rel.rho_epoch / 2 + (steps - 1) * rel.rho_epoch
+                rel.rho_add_remove = _rho_add_remove(rel.rho_epoch, steps, cut_by)
         finally:
             L.dps_snapshot_destroy(ctypes.byref(snap))
         self._spent = L.dps_estimator_spent(self._est)

@@ -281,11 +281,11 @@ class PrivateBasis(_ReleasedBasis):
         self.releases_: List[Release] = []
         self.amplified = 0
 
-    def _charge(self, opt: "DPOptimizer", rel: Release) -> Release:
-        """Charge one release; return it as published (see the class's text)."""
-        if rel.rho_add_remove is None:
-            raise ValueError(f"{self._estimator.mechanism} has no add/remove statement: use gaussian or power")
-        if rel.power_blocks_run > 1:  # random blocks: rho/2 whatever T (the class's text)
+    def _charge(self, opt: "DPOptimizer", rel: Release, blocks: int) -> Release:
+        """Charge one release cut into `blocks` random blocks here; return it
+        as published (see the class's text).  The mechanism is gaussian or
+        power (checked at construction)."""
+        if blocks > 1:  # random blocks: rho/2 whatever T, released or not (the class's text)
             rho = rel.rho_epoch / 2
             opt.accountant.add_zcdp(rho)
             return dataclasses.replace(rel, rows_used=None, rho_add_remove=rho)
@@ -315,7 +315,7 @@ class PrivateBasis(_ReleasedBasis):
                 est.end_block()  # every block, even an empty one: T steps whatever the blocks hold
         est.release()
         for rel in est.releases_[before:]:  # every release made, charged before the basis is used
-            self.releases_.append(self._charge(opt, rel))
+            self.releases_.append(self._charge(opt, rel, T))
             self._take(rel.basis, rel.weak, rel.noise_level, step)
         return self.V
 

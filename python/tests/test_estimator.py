@@ -202,10 +202,45 @@ def test_fit_runs_the_power_blocks_it_reports():
     est.fit(X)
     est.fit(X)
     assert [r.power_blocks_run for r in est.releases_] == [3, 1]
-    assert est.releases_[0].rho_add_remove == pytest.approx(2 * 0.5 + 0.25)
+    assert est.releases_[0].rho_add_remove == pytest.approx(3 * 0.5)  # T rho: fit cut its own rows (T <= 4)
     four = dp.SubspaceEstimator(2, rho=0.5, mechanism="power", power_blocks=4, seed=1).fit(X)
     assert four.releases_[0].power_blocks_run == 4
     dense = dp.SubspaceEstimator(2, rho=0.5, mechanism="gaussian", seed=1).fit(X)
     assert dense.releases_[0].power_blocks_run == 0 and dense.power_blocks_next() == 0
     with pytest.raises(ValueError, match="no power group"):
         dense.end_block()
+
+
+def test_rho_add_remove_of_index_blocks_bounds_every_insertion():
+    # fit() cuts its n rows at floor(i n / T); adding a row at position p moves the boundaries too.  For
+    # every n < 60, T <= 8 and p, the chain rule's cost of the T steps -- a step whose input gains a rows
+    # and loses b costs at most (a^2 + b^2) rho / 2 (the sums' Frobenius norms add for PSD terms) -- is
+    # within the Release's statement; the pattern that lets one block lose two rows (s_i = 1, s_(i+1) = 0)
+    # depends on n mod T only and is absent for T <= 4 (all residues), present for T = 5.
+    from collections import Counter
+    from dpsubspace.estimator import _rho_add_remove
+
+    def start(n, T, i):
+        return i * n // T
+
+    for T in range(2, 9):
+        for n in range(T, 60):
+            rows = list(range(n))
+            for p in range(n + 1):
+                added = rows[:p] + ["x"] + rows[p:]
+                cost = 0.0
+                for i in range(T):
+                    a = Counter(rows[start(n, T, i):start(n, T, i + 1)])
+                    b = Counter(added[start(n + 1, T, i):start(n + 1, T, i + 1)])
+                    gained, lost = sum((b - a).values()), sum((a - b).values())
+                    cost += (gained ** 2 + lost ** 2) / 2
+                assert cost <= _rho_add_remove(1.0, T, "fit") + 1e-12, (T, n, p, cost)
+
+    def shift(n, T, i):
+        return (i * (n + 1)) // T - (i * n) // T
+
+    def two_out(T):
+        return any(shift(r, T, i) == 1 and shift(r, T, i + 1) == 0 for r in range(T) for i in range(1, T - 1))
+
+    assert not any(two_out(T) for T in range(2, 5)) and two_out(5)
+    assert _rho_add_remove(1.0, 1, "fit") == 0.5 and _rho_add_remove(1.0, 3, "caller") is None
