@@ -85,7 +85,8 @@ def _rho_add_remove(rho: float, steps: int, cut_by: Optional[str]) -> Optional[f
     - one step: rho/2 (only the added row changes the sum);
     - blocks cut by index over t*m, fixed whatever the rows: the block of p
       loses its last row to the next, each later block one in and one out,
-      the last one gains a row: (steps - 1) rho + rho/2;
+      and so does the last one when the epoch is full (its last row goes to
+      the next epoch): steps rho;
     - blocks cut by fit() at floor(i n / T) of its n rows: boundary i moves
       by s_i = floor(i (n + 1) / T) - floor(i n / T) in {0, 1}, so rows left
       of p move left and rows right of p move right by at most one block: a
@@ -102,7 +103,7 @@ def _rho_add_remove(rho: float, steps: int, cut_by: Optional[str]) -> Optional[f
         return None
     if cut_by == "fit":
         return steps * rho + (1.5 * rho if steps > 4 else 0.0)
-    return (steps - 1) * rho + rho / 2
+    return steps * rho
 
 
 class SubspaceEstimator:
@@ -512,16 +513,17 @@ class SubspaceEstimator:
         steps into blocks) BY INDEX: a row added at position p shifts every
         later row by one, so every later step sees one row in and one out, a
         replacement (rho).  Bound: rho/2 when the run made ONE step (one
-        release, one power block: every fit() of the default one-release
-        mode is that), else the sum of rho_e times the steps of release e.
-        When each call reads its own set of examples, chosen without regard
-        to the others' positions (a fresh Poisson sample per release, as
-        dpsubspace.torch does), an added example is at most one row of each
-        call's input, and each release costs its own Release.rho_add_remove:
-        rho/2 for one step, (T - 1) rho + rho/2 for T power blocks (the
-        blocks from the added row's on see a replacement, the last an
-        addition).  The bucket aggregators, covariance and Analyze Gauss are
-        stated for a fixed, public row count only: ValueError for them.
+        release of one step: a gaussian fit(), a warm power fit()), else
+        the sum over releases of the larger of rho_e times its steps and
+        its own Release.rho_add_remove.  When each call reads its own set
+        of examples, chosen without regard to the others' positions (a
+        fresh Poisson sample per release, as dpsubspace.torch does), an
+        added example is at most one row of each call's input, and each
+        release costs its own Release.rho_add_remove (_rho_add_remove has
+        the cases: rho/2 for one step, T rho for T blocks, more for fit()'s
+        own cuts at T >= 5, None for the caller's cuts, which this method
+        then refuses).  The bucket aggregators, covariance and Analyze Gauss
+        are stated for a fixed, public row count only: ValueError for them.
 
         Floating point (as for every guarantee here, the arguments are for
         exact sums, with rounding bounded where it can move them): a dense C
@@ -538,10 +540,15 @@ class SubspaceEstimator:
         if self.mechanism not in ("gaussian", "power"):
             raise ValueError(f"the {self.mechanism} mechanism has no add/remove statement (its guarantee is for "
                              "replacing one row of a public row count); use gaussian or power with DP-SGD")
-        steps = [(r.rho, max(1, r.power_blocks_run)) for r in self.releases_ if r.rho > 0]
-        if len(steps) == 1 and steps[0][1] == 1:
-            return steps[0][0] / 2
-        return sum(rho * n for rho, n in steps)
+        charged = [r for r in self.releases_ if r.rho > 0]
+        if any(r.rho_add_remove is None for r in charged):
+            raise ValueError("a release's blocks were cut by the caller (end_block): its add/remove cost is the "
+                             "caller's to state")
+        if len(charged) == 1 and charged[0].power_blocks_run <= 1:
+            return charged[0].rho_add_remove  # one step: rho/2
+        # one stream: every step of every release may see a replaced row (rho; a full epoch's last block
+        # too, its last row pushed into the next epoch), or what the release states
+        return sum(max(r.rho * max(1, r.power_blocks_run), r.rho_add_remove) for r in charged)
 
     def close(self) -> None:
         """Free the estimator (the open epoch's rows are dropped, unreleased)."""

@@ -249,7 +249,7 @@ class PrivateBasis(_ReleasedBasis):
       conditional law is within rho/2, and the mixture over J is too (Renyi
       divergence is jointly quasi-convex, van Erven-Harremoes 2014, Thm 13).
       Blocks cut by position would shift every later row when x is added:
-      (T - 1) rho + rho/2.
+      T rho.
     Every release the estimator made during an update is charged, not only
     the last.
 
