@@ -11,24 +11,27 @@ private gradient: GEP, the per-example gradient's embedding on the latest
 basis and its residual clipped and noised apart, added back.  The basis
 (dpsubspace.torch.CollectorBasis): at step 0 and every --basis-every steps
 the loop draws its OWN Poisson sample of the examples (rate 0.9 t m / n),
-sends their clipped gradients to the collector padded with zero rows to
-exactly one epoch (t m rows; a sample larger than that is cut), and waits
-for that epoch's snapshot.
+sends their clipped gradients to the collector as exactly one epoch of t m
+rows -- in slots drawn uniformly at random, zero rows in the others (a sample
+larger than that is cut to a random t m of its rows) -- and waits for that
+epoch's snapshot.
 
 THE GUARANTEE of the run, printed at the end as (eps, delta): the steps are
 Poisson-subsampled Gaussian mechanisms (noise multiplier calibrated so that
-the whole run meets --eps at --delta); each basis release is the collector's
-Gaussian-covariance epoch (--aggregator gaussian: sum x x^T plus noise of sd
-1/sqrt(rho_epoch)) on an epoch made of our sample alone; adding one example
-puts one more row in a sample, which displaces a zero row (or, if the sample
-was cut, a row), so the epoch changes by one replaced row: rho_epoch-zCDP
-(the collector's own replace-one statement; rho_epoch/2 if no sample is
-cut).  The accountant (dpsubspace.Accountant) adds the steps and rho_epoch
-per release at each Renyi order.  Assumed: the collector is this run's alone
-(its open epoch is empty at the start, which is checked, and no other
-producer sends while it runs), its rho_epoch is --basis-rho (checked against
-every snapshot) and its aggregator gaussian (checked); the data, one example
-per person; the initial weights and every setting public.  The collector's
+the whole run meets --eps at --delta); each basis release is one collector
+epoch (--aggregator gaussian or power) made of our sample alone; adding one
+example puts it in one free slot drawn at random (every other row keeps its
+slot), so the epoch changes in one slot: rho_epoch-zCDP by the collector's
+own replace-one statement, for every block of a power epoch too
+(dpsubspace.torch.CollectorBasis has the argument).  The accountant
+(dpsubspace.Accountant) adds the steps and rho_epoch per release at each
+Renyi order.  Assumed: the collector is this run's alone (its open epoch is
+empty at the start, which is checked, and no other producer sends while it
+runs), its rho_epoch is --basis-rho (checked against every snapshot) and its
+aggregator gaussian or power (checked); the data, one example per person;
+the initial weights and every setting public; the collector's status
+counters and log (its rows_zero reveals the sample's size) seen by the run's
+owner only.  The collector's
 ledger total is printed beside it: it counts the same releases under
 replace-one, and any other job's.
 
