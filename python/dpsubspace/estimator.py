@@ -53,6 +53,11 @@ class Release:
     power_blocks_run: int = 0   # power aggregator: the noisy steps this release took
     rho_add_remove: Optional[float] = None  # this release alone under adding or removing one of ITS rows
                                 # (SubspaceEstimator.rho_add_remove says why); None: no such statement
+    group_noise_level: Tuple[float, ...] = ()  # a streaming mechanism's: each parameter group's own level
+                                # (one entry, the whole row, without groups; NaN: none, e.g. a rank-0 group);
+                                # noise_level weighs them by the energy each group can hold
+    group_weak: Tuple[bool, ...] = ()  # each group's level above the WEAK threshold (one may be WEAK while
+                                # the release is not, and the reverse)
 
     # former names (0.1), read-only
     rows = property(lambda self: self.rows_used)
@@ -375,7 +380,11 @@ class SubspaceEstimator:
                           rho_epoch=info.epoch_cost.rho, delta_epoch=info.epoch_cost.delta,
                           noise_level=info.noise_level if info.noise_level > 0 else math.nan,
                           weak=bool(L.dps_snapshot_weak(ctypes.byref(info))), basis=basis,
-                          power_blocks_run=int(L.dps_snapshot_power_steps(snap)))
+                          power_blocks_run=int(L.dps_snapshot_power_steps(snap)),
+                          group_noise_level=tuple(float(L.dps_snapshot_group_noise_level(snap, g))
+                                                  for g in range(max(1, info.groups))),
+                          group_weak=tuple(bool(L.dps_snapshot_group_weak(snap, g))
+                                           for g in range(max(1, info.groups))))
             if self.mechanism in ("gaussian", "power"):
                 # the library reports the steps of a release; one not made public is bounded by most_steps
                 steps = max(1, rel.power_blocks_run if basis is not None else most_steps)

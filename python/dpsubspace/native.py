@@ -109,6 +109,8 @@ _SIGNATURES = {
     "dps_snapshot_get_info": (None, [ctypes.c_void_p, ctypes.POINTER(SnapshotInfo)]),
     "dps_snapshot_basis": (c_float_p, [ctypes.c_void_p]),
     "dps_snapshot_weak": (c_int, [ctypes.POINTER(SnapshotInfo)]),
+    "dps_snapshot_group_noise_level": (c_dbl, [ctypes.c_void_p, c_size]),
+    "dps_snapshot_group_weak": (c_int, [ctypes.c_void_p, c_size]),
     "dps_snapshot_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
     "dps_rng_new_secure": (c_int, [ctypes.POINTER(ctypes.c_void_p)]),
     "dps_rng_new_labelled": (c_int, [ctypes.POINTER(ctypes.c_void_p), c_u64, ctypes.c_char_p, c_u64]),

@@ -245,3 +245,17 @@ def test_rho_add_remove_of_index_blocks_bounds_every_insertion():
 
     assert not any(two_out(T) for T in range(2, 5)) and two_out(5)
     assert _rho_add_remove(1.0, 1, "fit") == 0.5 and _rho_add_remove(1.0, 3, "caller") is None
+
+
+def test_release_states_each_groups_level(planted):
+    # Group 2's columns are zero: its basis is the noise's (level >= 1, WEAK); group 1 holds the planted
+    # rows' part on its 20 columns (eigenvalues about N / 15 = 200 against T = sqrt 20: level about 0.03).
+    # The release is not WEAK: group 2 can hold at most 3 T_2 = 19 of the energy (a dead small group).
+    X = planted[0].copy()
+    X[:, 20:] = 0
+    rel = dp.SubspaceEstimator(K, rho=1.0, mechanism="gaussian", groups=[20, 40], group_components=[2, 3],
+                               seed=3).fit(X).releases_[-1]
+    assert rel.group_weak == (False, True) and not rel.weak
+    assert rel.group_noise_level[0] < 0.1 and rel.group_noise_level[1] >= 1
+    one = dp.SubspaceEstimator(K, rho=1.0, mechanism="gaussian", seed=3).fit(planted[0]).releases_[-1]
+    assert one.group_noise_level == (one.noise_level,) and one.group_weak == (one.weak,)

@@ -51,6 +51,19 @@ static void s_truth_part(FILE *f, const est_release *rel)
         fprintf(f, "  sin %.3g  ||P-P*||_F %.3g", rel->sin_to_truth, rel->fro_to_truth);
 }
 
+/* "  WEAK groups 1 (level 1), 3 (level 0.82)" (numbered from 1, as
+   --param-groups lists them) when some parameter group's own level is
+   WEAK, whether or not the release's is. */
+static void s_weak_groups(FILE *f, const est_release *rel)
+{
+    const char *sep = "  WEAK groups ";
+    for (size_t g = 0; g < rel->groups; g++)
+        if (rel->group_weak[g]) {
+            fprintf(f, "%s%zu (level %.3g)", sep, g + 1, rel->group_level[g]);
+            sep = ", ";
+        }
+}
+
 /* "  total rho R  eps E at delta D" for a private release; says why when eps
    is infinite because the mechanisms' deltas use up delta_target. */
 void est_report_budget(FILE *f, double rho_total, double delta_total, double eps_total, double delta_target)
@@ -82,6 +95,8 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
             fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
         if (rel->status == DPS_SNAP_RELEASED && rel->noise_level > 0)
             fprintf(f, "  noise level %.3g%s", rel->noise_level, rel->weak ? " WEAK" : "");
+        if (rel->status == DPS_SNAP_RELEASED)
+            s_weak_groups(f, rel);
         if (rel->power_steps > 0)
             fprintf(f, "  power steps %llu", (unsigned long long)rel->power_steps);
         s_truth_part(f, rel);
@@ -187,6 +202,16 @@ static void s_json_release(cli_json *j, const est_release *e)
     cli_json_num(j, "noise_level", e->noise_level);
     cli_json_bool(j, "weak", e->weak);
     cli_json_u64(j, "power_steps", e->power_steps);
+    if (e->groups) { /* per parameter group, in row order (null: no level, a group of rank 0) */
+        cli_json_array_begin(j, "group_noise_level");
+        for (size_t g = 0; g < e->groups; g++)
+            cli_json_num(j, NULL, e->group_level[g]);
+        cli_json_array_end(j);
+        cli_json_array_begin(j, "group_weak");
+        for (size_t g = 0; g < e->groups; g++)
+            cli_json_bool(j, NULL, e->group_weak[g]);
+        cli_json_array_end(j);
+    }
     cli_json_num(j, "rho_epoch", e->rho_epoch);
     cli_json_num(j, "delta_epoch", e->delta_epoch);
     cli_json_num(j, "rho_total", e->rho_total);

@@ -69,6 +69,11 @@ static int s_close_epoch(const est_settings *s, est_result *r, dps_estimator *e)
     rel->noise_level = in.noise_level;
     rel->weak = dps_snapshot_weak(&in);
     rel->power_steps = dps_snapshot_power_steps(snap);
+    rel->groups = in.groups;
+    for (size_t g = 0; g < in.groups; g++) {
+        rel->group_level[g] = dps_snapshot_group_noise_level(snap, g);
+        rel->group_weak[g] = (unsigned char)dps_snapshot_group_weak(snap, g);
+    }
     rel->rho_epoch = in.epoch_cost.rho;
     rel->delta_epoch = in.epoch_cost.delta;
     rel->rho_total = in.total.rho;

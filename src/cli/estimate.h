@@ -60,6 +60,10 @@ typedef struct {
     double noise_level;      /* the snapshot's (dps_snapshot_info); NaN when it
                                 does not apply, 0 when not computed           */
     int weak;                /* dps_snapshot_weak of the snapshot               */
+    size_t groups;           /* parameter groups (0: one group, the whole row)  */
+    double group_level[DPS_MAX_GROUPS]; /* per group: dps_snapshot_group_noise_level
+                                (NaN: none)                                     */
+    unsigned char group_weak[DPS_MAX_GROUPS]; /* dps_snapshot_group_weak      */
     uint64_t power_steps;    /* dps_snapshot_power_steps: the noisy power steps */
     double rho_epoch, delta_epoch;
     double rho_total, delta_total, eps_total, delta_target; /* NaN: not private */

@@ -35,6 +35,9 @@ typedef struct {
     unsigned char *buf;
     size_t len;
     dps_snapshot_info info;
+    char weak_groups[160]; /* "; WEAK groups 1 (level 1), ..." for the log
+                              line, from the estimator's snapshot (the
+                              numbered copy does not carry group levels) */
 } collector_outgoing;
 
 /* One epoch's result on its way from the release thread through the

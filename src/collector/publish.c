@@ -50,8 +50,9 @@ int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
 }
 
 /* ------------------------------------------------------------ snapshots */
-static void s_log_snapshot(const dps_snapshot_info *in)
+static void s_log_snapshot(const collector_outgoing *out)
 {
+    const dps_snapshot_info *in = &out->info;
     char eps[32], left[64];
     if (isfinite(in->eps_total))
         snprintf(eps, sizeof eps, "%.3f", in->eps_total);
@@ -69,10 +70,9 @@ static void s_log_snapshot(const dps_snapshot_info *in)
         snprintf(what, sizeof what, "%" PRIu64 " rows", in->rows_used);
     if (in->status == DPS_SNAP_RELEASED)
         log_info("epoch %" PRIu64 " released (seq %" PRIu64 "): %s, "
-                 "noise level %.3g%s; rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
-                 in->epoch, in->seq, what, in->noise_level,
-                 dps_snapshot_weak(in) ? " WEAK" : "", in->epoch_cost.rho, in->total.rho, in->total.delta, eps,
-                 in->delta_target, left);
+                 "noise level %.3g%s%s; rho this epoch %.4g, total rho %.4g, delta %.3g; eps %s at delta %.0e; %s",
+                 in->epoch, in->seq, what, in->noise_level, dps_snapshot_weak(in) ? " WEAK" : "", out->weak_groups,
+                 in->epoch_cost.rho, in->total.rho, in->total.delta, eps, in->delta_target, left);
     else
         log_info("epoch %" PRIu64 " %s (seq %" PRIu64 "): %s; total rho %.4g, eps %s at delta %.0e; %s", in->epoch,
                  dps_snapshot_status_name(in->status), in->seq, in->reason, in->total.rho, eps, in->delta_target, left);
@@ -92,6 +92,29 @@ static void s_log_snapshot(const dps_snapshot_info *in)
                  in->epoch, in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
 }
 
+/* "; WEAK groups 1 (level 1), 3 (level 0.82)": the parameter groups
+   (numbered from 1, as --param-groups lists them) whose own level is WEAK,
+   whether or not the release's is; "" if none (or no groups), "..." when
+   they do not fit. */
+static void s_weak_groups(const dps_snapshot *snap, const dps_snapshot_info *in, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t g = 0; g < in->groups; g++) {
+        if (!dps_snapshot_group_weak(snap, g))
+            continue;
+        char one[48];
+        int n = snprintf(one, sizeof one, "%s%zu (level %.3g)", used ? ", " : "; WEAK groups ", g + 1,
+                         dps_snapshot_group_noise_level(snap, g));
+        if (used + (size_t)n + 4 >= len) {
+            snprintf(buf + used, len - used, "...");
+            return;
+        }
+        memcpy(buf + used, one, (size_t)n + 1);
+        used += (size_t)n;
+    }
+}
+
 /* Number and encode (the release thread); the ledger already holds the
    cost.  Numbers come from rel_seq, the thread's own counter (the loop reads
    last_seq). */
@@ -99,7 +122,9 @@ int collector_number(collector *c, dps_snapshot *snap, collector_outgoing *out)
 {
     dps_snapshot_info info;
     dps_snapshot_get_info(snap, &info);
-    return collector_number_info(c, &info, dps_snapshot_basis(snap), out);
+    int rc = collector_number_info(c, &info, dps_snapshot_basis(snap), out);
+    s_weak_groups(snap, &info, out->weak_groups, sizeof out->weak_groups);
+    return rc;
 }
 
 int collector_number_info(collector *c, const dps_snapshot_info *info, const float *basis, collector_outgoing *out)
@@ -161,7 +186,7 @@ void collector_send(collector *c, collector_outgoing *out)
     out->buf = NULL;
     c->published++;
     c->last_seq = in->seq;
-    s_log_snapshot(in);
+    s_log_snapshot(out);
     dps_snapshot_destroy(&c->latest);
     c->latest = out->numbered;
     out->numbered = NULL;

@@ -2,6 +2,7 @@
 #include "snapshot.h"
 #include "internal.h"
 
+#include <math.h>
 #include <string.h>
 
 const char *dps_snapshot_status_name(dps_snapshot_status s)
@@ -142,4 +143,22 @@ const float *dps_snapshot_basis(const dps_snapshot *s)
 uint64_t dps_snapshot_power_steps(const dps_snapshot *s)
 {
     return s->info.status == DPS_SNAP_RELEASED ? s->power_steps : 0;
+}
+
+double dps_snapshot_group_noise_level(const dps_snapshot *s, size_t g)
+{
+    size_t n = s->info.groups ? s->info.groups : 1;
+    if (s->info.status != DPS_SNAP_RELEASED || g >= n)
+        return NAN;
+    if (g < s->levels)
+        return s->group_level[g];
+    return n == 1 && s->info.noise_level > 0 ? s->info.noise_level : NAN;
+}
+
+int dps_snapshot_group_weak(const dps_snapshot *s, size_t g)
+{
+    size_t n = s->info.groups ? s->info.groups : 1;
+    if (n == 1)
+        return g == 0 && dps_snapshot_weak(&s->info);
+    return dps_snapshot_group_noise_level(s, g) >= DPS_NOISE_LEVEL_WEAK; /* NAN: 0 */
 }

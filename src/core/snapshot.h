@@ -11,6 +11,10 @@ struct dps_snapshot {
     float *basis; /* k x d when released, else NULL */
     size_t group_d[DPS_MAX_GROUPS], group_k[DPS_MAX_GROUPS]; /* info's groups */
     uint64_t power_steps; /* the release's noisy power steps (the estimator's) */
+    size_t levels;        /* entries of group_level: the release's groups when
+                             its mechanism gave a level per group (the
+                             estimator's), else 0                            */
+    double group_level[DPS_MAX_GROUPS];
 };
 
 /* The estimator's way to publish without allocating after a charge: it

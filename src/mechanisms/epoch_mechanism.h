@@ -118,6 +118,12 @@ typedef struct {
                            (post-processing: noise_level.h); 0: not computed */
     uint64_t steps;     /* the noisy power steps the release took (0: none);
                            public: a function of the blocks' public cuts */
+    size_t groups;      /* entries of group_level (0: the mechanism gives no
+                           level per group; the stream then has noise_level
+                           for the one group)                                */
+    double group_level[DPS_MAX_GROUPS]; /* each parameter group's own level, on
+                           noise_level's scale and from the same released
+                           quantities; NAN for a group of rank 0 (no basis) */
 } epoch_outcome;
 
 typedef struct {

@@ -378,8 +378,103 @@ static double s_epoch_over_last_block(const epoch_state *st)
     return end > first ? (double)st->rows / (double)(end - first) : 1;
 }
 
+/* The level of a group none of whose directions cleared its detection
+   level: the margin by which the noise's edge passes its top eigenvalue, at
+   least 1 (dense: st->w holds group g's eigenvalues); 1 (power). */
+static double s_margin(const epoch_state *st, size_t g, double s)
+{
+    if (st->kind[g] != GROUP_DENSE || !(st->w[0] > 0))
+        return 1.0;
+    double edge = 2 * s * sqrt((double)epoch_group_d(st->cfg, g));
+    return DPS_MAX(1.0, edge / st->w[0]);
+}
+
+/* THE OVERALL LEVEL.  What a group-wise basis keeps is a sum over the
+   groups: the captured energy of group g's part of a row on its own block,
+   against the group-wise reference's sum_g E_g (E_g: the energy of C_g's
+   top k_g directions); one minus the squared level predicts the share kept
+   (noise_level.c).  So each group enters with the energy it can hold and
+   the part of it that is lost:
+   - a group with a direction that cleared the detection level (`seen`):
+     its own sums (noise_level.c: de-biased eigenvalues, T_g for each of its
+     directions that did not clear), lost_g of total_g;
+   - a group that spans its whole columns (k_g = d_g): nothing is lost,
+     whatever the noise; it enters with total_g, lost 0 (level 0);
+   - a dense group with none: k_g T_g, all lost but what a random basis
+     keeps (noise_level.c: k_g / d_g of it).  By the spiked Wigner threshold
+     a direction of C_g above T_g = s sqrt(d_g) would have cleared it,
+     whatever the data, so T_g bounds what each holds;
+   - a power group with none: no such bound.  Its last step sees C_g X, and
+     from a cold X a direction of eigenvalue lambda shows through about
+     sqrt(b_g / d_g) of it, so a wide group can hold most of the rows'
+     energy and show nothing (the MLP's first layer, 100 352 columns:
+     tools/experiments/README.md, "Noise level per group").  What bounds it:
+     every row has norm <= 1, so the groups' traces add up to at most the
+     epoch's rows, of which the seen groups claim their total_g; these
+     groups together hold at most the rest, N - sum_seen total_g, and enter
+     with it (at least their own k_g T_g in the epoch's units), lost in the
+     share their own sums say (all but k_g / d_g).  N is the configuration's
+     t m, used only when the epoch holds exactly that many rows cut by index
+     (the collector's epochs): a count that is public whatever the
+     neighbouring inputs.  An epoch that is partial, cut by the caller or
+     one of a whole input (dps-estimate --method, fit(), dpsubspace.torch,
+     whose samples' sizes are private under adding or removing a row) has
+     no such count, and there the dead power groups enter with k_g T_g in
+     the epoch's units: with T cold steps that is T k_g s sqrt(d_g), which
+     measured about right on the MLP's and CNN's 20 000 rows at rho 0.1-4,
+     but it does not grow with the rows (README, "Noise level per group").
+   The level is sqrt(sum lost / sum weight) over the groups.  N - claimed is
+   an upper bound on the dead groups' E_g (their trace, and the seen groups'
+   energy beyond their top k_g, are in it), so with a dead power group the
+   level errs toward noise: it predicts the kept share over N rather than
+   over sum_g E_g.  With no group seen or whole: the largest group level
+   (each >= 1).  Every input is released (the noisy eigenvalues and singular
+   values) or public (s, the groups' d_g, k_g, b_g, the blocks' cuts, t m):
+   post-processing. */
+static double s_overall_level(const epoch_state *st, const double *lost, const double *total, const int *seen,
+                              const double *level)
+{
+    const dps_config *c = st->cfg;
+    double L = 0, W = 0, claimed = 0, pool = 0, pool_lost = 0, worst = 0;
+    int any = 0, dead_power = 0;
+    for (size_t g = 0; g < st->groups; g++) {
+        size_t kg = epoch_group_k(c, g);
+        if (st->kind[g] == GROUP_NONE)
+            continue;
+        worst = DPS_MAX(worst, level[g]);
+        if (kg >= epoch_group_d(c, g)) {
+            W += total[g]; /* lost 0 */
+            any = 1;
+        } else if (seen[g]) {
+            L += lost[g];
+            W += total[g];
+            claimed += total[g];
+            any = 1;
+        } else if (st->kind[g] == GROUP_DENSE) {
+            L += lost[g];
+            W += total[g];
+        } else {
+            pool += total[g];
+            pool_lost += lost[g];
+            dead_power = 1;
+        }
+    }
+    if (!any)
+        return worst;
+    if (dead_power && !st->caller_cut && st->rows == st->n && (double)st->n - claimed > pool) {
+        pool_lost *= ((double)st->n - claimed) / pool;
+        pool = (double)st->n - claimed;
+    }
+    return sqrt((L + pool_lost) / (W + pool));
+}
+
 /* After the charge: the only errors are LAPACK's (DPS_ENUMERIC), which the
-   stream publishes as FAILED (and then the warm start is not updated). */
+   stream publishes as FAILED (and then the warm start is not updated).
+   Each group's level (noise_level.c's energy-weighted sine over its own
+   directions, from its released noisy eigenvalues, or its last step's
+   singular values in the epoch's units, and the public noise scale) goes
+   to out->group_level; the release's, weighing the groups, to
+   out->noise_level (s_overall_level). */
 int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out)
 {
     (void)in;  /* the noise is the stream's generator given to begin */
@@ -389,39 +484,34 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
     out->steps = st->block;
     if (st->err)
         return st->err;
-    double s = moment_noise_sd(c), lost = 0, total = 0, edge_over_w = 1;
-    int any = 0;
+    double s = moment_noise_sd(c), lost[DPS_MAX_GROUPS], total[DPS_MAX_GROUPS];
+    int seen[DPS_MAX_GROUPS];
     memset(basis, 0, c->k * c->d * sizeof *basis);
     for (size_t g = 0; g < st->groups; g++) {
         size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
         int rc = DPS_OK;
+        lost[g] = total[g] = 0;
+        seen[g] = 0;
+        out->group_level[g] = NAN;
         if (st->kind[g] == GROUP_DENSE) {
             rc = s_dense_basis(st, g, s);
-            any |= !rc && gauss_noise_parts(st->w, kg, dg, s, &lost, &total);
-            if (!rc && st->w[0] > 0)
-                edge_over_w = DPS_MAX(edge_over_w, 2 * s * sqrt((double)dg) / st->w[0]);
+            seen[g] = !rc && gauss_noise_parts(st->w, kg, dg, s, &lost[g], &total[g]);
         } else if (st->kind[g] == GROUP_POWER) {
             rc = power_basis(&st->pi[g], st->slice, st->sv);
-            double glost = 0, gtotal = 0, units = s_epoch_over_last_block(st);
-            any |= !rc && power_noise_parts(st->sv, kg, dg, st->pi[g].b, s, &glost, &gtotal);
-            lost += units * glost;
-            total += units * gtotal;
+            double units = s_epoch_over_last_block(st); /* a power group in the epoch's units */
+            seen[g] = !rc && power_noise_parts(st->sv, kg, dg, st->pi[g].b, s, &lost[g], &total[g]);
+            lost[g] *= units;
+            total[g] *= units;
         } else {
             continue;
         }
         if (rc)
             return rc;
+        out->group_level[g] = kg >= dg ? 0 : seen[g] ? sqrt(lost[g] / total[g]) : s_margin(st, g, s);
         s_block_put(c, g, st->slice, basis);
     }
-    /* The level (noise_level.c): the energy-weighted sine over every group's
-       directions, from the released noisy eigenvalues or singular values
-       (a power group's in the epoch's units: its weight was a third of its
-       energy's on a cold MLP release, which read 0.64 while it kept 0.34 of
-       the top-k; tools/experiments/README.md, "Gradient table") and the
-       public noise scale (post-processing); when no direction of any
-       group clears its detection level, the margin by which the noise's edge
-       passes the top eigenvalue, at least 1. */
-    out->noise_level = any ? sqrt(lost / total) : edge_over_w;
+    out->groups = st->groups;
+    out->noise_level = s_overall_level(st, lost, total, seen, out->group_level);
     if (st->prev) {
         memcpy(st->prev, basis, c->k * c->d * sizeof *st->prev);
         st->has_prev = 1;

@@ -50,6 +50,19 @@ double noise_level_sym(double sigma_off, size_t d)
     return sigma_off * sqrt((double)d);
 }
 
+/* The share of its energy that a direction of C below the detection level
+   keeps anyway, when m of the k released directions cleared it: the other
+   k - m are the noise's, and the noise is rotation invariant, so they are a
+   uniformly random (k - m)-dimensional subspace of the d - m dimensions
+   orthogonal to the m: in expectation each such direction keeps
+   (k - m) / (d - m) of its energy.  About 0 when d >> k (a wide group);
+   10/16 of a 16-column group of rank 10 (measured, the CNN's small groups:
+   tools/experiments/README.md, "Noise level per group"); 1 when k = d. */
+static double s_random_kept(size_t m, size_t k, size_t d)
+{
+    return d > m ? (double)(k - m) / (double)(d - m) : 1.0;
+}
+
 /* GAUSSIAN COVARIANCE.  C + E, E Wigner with entry sd s: the bulk of E's
    spectrum ends at 2 s sqrt(d) = ||E||_2 (semicircle edge), and the largest
    eigenvalue of pure noise exceeds it by s d^(-1/6) TW_1 (Tracy-Widom,
@@ -58,13 +71,15 @@ double noise_level_sym(double sigma_off, size_t d)
    T = s sqrt(d) shows as w = lambda + T^2/lambda, hence
        lambda = (w + sqrt(w^2 - edge^2)) / 2,
    and its eigenvector keeps cos^2 = 1 - T^2/lambda^2.  A direction that does
-   not clear the detection level is lost (cos^2 ~ 0) with lambda <= T, taken
-   as T (the most it can hold).  The level is the energy-weighted sine,
+   not clear the detection level holds lambda <= T, taken as T (the most it
+   can hold), and keeps only what a random direction would (s_random_kept).
+   The level is the energy-weighted sine,
        sqrt(sum_i lambda_i sin_i^2 / sum_i lambda_i),
-   sin_i^2 = T^2/lambda_i^2 or 1: one minus it is the predicted share of
-   the top-k's energy in C that the released basis keeps (what the captured
-   energy on held-out rows measures, up to sampling).  When no direction
-   clears the detection level: max(1, edge / w_1) (>= 1: random level).
+   sin_i^2 = T^2/lambda_i^2, or 1 less the random share: one minus it is
+   the predicted share of the top-k's energy in C that the released basis
+   keeps (what the captured energy on held-out rows measures, up to
+   sampling).  When no direction clears the detection level:
+   max(1, edge / w_1) (>= 1: random level).
    Why energy-weighted and not ||E|| / lambda_1 or the share of directions
    over the edge: those ignore, respectively, the weaker k - 1 directions
    and how much energy each holds; the captured energy is a sum over
@@ -72,19 +87,21 @@ double noise_level_sym(double sigma_off, size_t d)
 int gauss_noise_parts(const double *w, size_t k, size_t d, double s, double *lost, double *total)
 {
     double T = s * sqrt((double)d), edge = 2 * T, detect = edge + 4 * s * pow((double)d, -1.0 / 6);
-    int any = 0;
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+        m += w[i] > detect;
+    double random = s_random_kept(m, k, d);
     for (size_t i = 0; i < k; i++) {
         if (w[i] > detect) {
             double lambda = 0.5 * (w[i] + sqrt(w[i] * w[i] - edge * edge));
             *lost += T * T / lambda; /* lambda * sin^2 */
             *total += lambda;
-            any = 1;
         } else {
-            *lost += T;
+            *lost += T * (1 - random);
             *total += T;
         }
     }
-    return any;
+    return m > 0;
 }
 
 double gauss_noise_level(const double *w, size_t k, size_t d, double s)
@@ -113,27 +130,30 @@ double gauss_noise_level(const double *w, size_t k, size_t d, double s)
    column's part orthogonal to the signal over the signal).  The same
    energy-weighted sine as the Gaussian covariance's, with T = s sqrt(d):
    lost += theta sin^2 = T^2 / theta, total += theta; a direction below the
-   detection level is lost with theta <= T, taken as T.  A cold start (X far
+   detection level holds theta <= T, taken as T, and keeps the random share
+   (s_random_kept).  A cold start (X far
    from C's top space) makes theta smaller than C's eigenvalue: the level
    then reports the basis as noisier, which it is. */
 int power_noise_parts(const double *sv, size_t k, size_t d, size_t b, double s, double *lost, double *total)
 {
     double sd = sqrt((double)d), sb = sqrt((double)b), T = s * sd, edge = s * (sd + sb);
-    double detect = edge + 2 * s * pow(1 / sd + 1 / sb, 1.0 / 3);
-    int any = 0;
+    double detect = edge + 2 * s * pow(1 / sd + 1 / sb, 1.0 / 3), noise2 = s * s * ((double)d + (double)b);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+        m += sv[i] > detect && sv[i] * sv[i] - noise2 > T * T;
+    double random = s_random_kept(m, k, d);
     for (size_t i = 0; i < k; i++) {
-        double theta2 = sv[i] * sv[i] - s * s * ((double)d + (double)b);
+        double theta2 = sv[i] * sv[i] - noise2;
         if (sv[i] > detect && theta2 > T * T) {
             double theta = sqrt(theta2);
             *lost += T * T / theta;
             *total += theta;
-            any = 1;
         } else {
-            *lost += T;
+            *lost += T * (1 - random);
             *total += T;
         }
     }
-    return any;
+    return m > 0;
 }
 
 /* PURE-DP COVARIANCE.  The release is only the k sampled directions (no

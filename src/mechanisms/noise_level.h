@@ -34,9 +34,9 @@ double noise_level_sym(double sigma_off, size_t d);
 double gauss_noise_level(const double *w, size_t k, size_t d, double s);
 
 /* The two sums gauss_noise_level's energy-weighted sine is made of, added
-   to *lost and *total, so that parameter groups (and power groups, below)
-   add up to one level sqrt(lost / total); returns 1 if some eigenvalue
-   cleared the detection level. */
+   to *lost and *total: a group's level is sqrt(lost / total), and a release
+   with parameter groups weighs its groups by them (moment_groups.c);
+   returns 1 if some eigenvalue cleared the detection level. */
 int gauss_noise_parts(const double *w, size_t k, size_t d, double s, double *lost, double *total);
 /* The same sums for the noisy power iteration's last Y = C X + G (d x b, G
    iid N(0, s^2)): sv, its top-k singular values (noise_level.c). */

@@ -516,6 +516,8 @@ int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
     }
     snapshot_fill(snap, &info, basis); /* takes basis */
     snap->power_steps = rc ? 0 : res.steps;
+    snap->levels = rc || res.failed ? 0 : res.groups;
+    memcpy(snap->group_level, res.group_level, snap->levels * sizeof *snap->group_level);
     s_slot_end(e, sl, rc != 0);
     *out = snap;
     return DPS_OK;

@@ -17,20 +17,27 @@
 
 enum { D = 300, K = 2, T = 60, M = 20, N = T * M };
 
-/* One epoch of n rows through the estimator configured as c. */
-static void s_epoch(const dps_config *c, const float *X, size_t n, dps_snapshot_info *in)
+/* One epoch of n rows through the estimator configured as c: its snapshot
+   (the caller's, NULL on failure) and its info. */
+static dps_snapshot *s_epoch_snapshot(const dps_config *c, const float *X, size_t n, dps_snapshot_info *in)
 {
     dps_estimator *e = NULL;
     memset(in, 0, sizeof *in);
     in->status = DPS_SNAP_FAILED;
     CHECK(dps_estimator_new(&e, c) == DPS_OK, "%s estimator", dps_aggregator_name(c->aggregator));
     if (!e)
-        return;
+        return NULL;
     dps_snapshot *s = s_run_epoch(e, X, n, c->d);
     if (s)
         dps_snapshot_get_info(s, in);
-    dps_snapshot_destroy(&s);
     dps_estimator_destroy(&e);
+    return s;
+}
+
+static void s_epoch(const dps_config *c, const float *X, size_t n, dps_snapshot_info *in)
+{
+    dps_snapshot *s = s_epoch_snapshot(c, X, n, in);
+    dps_snapshot_destroy(&s);
 }
 
 static dps_config s_agg_cfg(dps_aggregator a, uint64_t seed)
@@ -218,6 +225,116 @@ static void s_test_mixed_units(void)
     free(X);
 }
 
+/* 2d. A wide group at random level does not hide behind clean small ones:
+   the level per group, and the release's weighing the groups by the energy
+   they can hold.  d = 20 + 8 000 + 4, dense_max_d 100, rho 1 (s = 1), one
+   cold epoch of n = t m = 1 000 unit rows in 3 blocks cut by index:
+   - group 1 (20 columns, k 2, dense): sqrt(0.3) a_i, a_i a random unit
+     vector of span(e_1, e_2): eigenvalues 150 +- 4 each (sum 300 exactly),
+     T = sqrt 20, so lost 2 x 20/150 = 0.27 of 300: level 0.03 (accept
+     <= 0.1), not WEAK;
+   - group 2 (8 000 columns, k 1, power, b = 2): +-sqrt(0.7) v, one fixed
+     unit v: C_2 = 700 v v^T, so the group-wise top-1 holds 700 of the
+     epoch's 1 000.  A cold step sees it through the random start's overlap,
+     about (233 per block) sqrt(b/d) = 3.7, far below the rank-one detection
+     threshold s (d b)^(1/4) = 11.2 of a d x b noise, so each of the 3 steps
+     releases the noise's direction: no singular value clears (its theta^2
+     would need sv >= sqrt(2) s sqrt(d) = 126 against the noise's edge 91),
+     level 1, WEAK;
+   - group 3 (4 columns, k 4, dense, zero rows): its basis spans its
+     columns, nothing is lost: level 0, not WEAK.
+   What the release keeps of the group-wise reference: about 300 of 1 000
+   (group 2's random direction keeps 700/8 000 on average), 0.30, so the
+   level must not read as mostly signal: 1 - level^2 <= 0.4, i.e. level >=
+   0.775, WEAK.  The release's level: group 2 enters with the rows' energy
+   that the seen groups do not claim, t m - 300 = 700, all lost (but
+   1/8 000): sqrt((0.27 + 700) / (300 + 8 + 700)) = 0.834 (8: group 3's
+   4 T_3).  An average over all directions (group 2 weighed by its
+   k T u = 3 sqrt(8 000) = 268) reads sqrt((0.27 + 268) / (300 + 268)) =
+   0.69: 0.53 kept, not WEAK.
+   The same rows as a partial epoch (t m = 1 200): the count is not taken as
+   public, group 2 enters with k T u, u = 1 000 / 200 (the epoch's rows over
+   the last block's: cuts at 400 and 800): sqrt((0.27 + 447) / 755) = 0.770
+   (within 0.02). */
+static void s_test_dead_wide_group(void)
+{
+    enum { DA = 20, DB = 8000, DC = 4, DW = DA + DB + DC, NR = 1000 };
+    float *X = calloc((size_t)NR * DW, sizeof *X);
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 47);
+    for (size_t i = 0; i < NR; i++) {
+        double phi = 2 * M_PI * dps_rng_uniform(rng);
+        X[i * DW] = (float)(sqrt(0.3) * cos(phi));
+        X[i * DW + 1] = (float)(sqrt(0.3) * sin(phi));
+        X[i * DW + DA + 17] = (float)((dps_rng_uniform(rng) < 0.5 ? -1 : 1) * sqrt(0.7));
+    }
+    dps_rng_destroy(&rng);
+    dps_config c = s_cfg(DW, 7, 50, 20, 53), partial;
+    c.aggregator = DPS_AGG_GAUSSIAN;
+    c.rho_epoch = 1.0;
+    c.groups = 3;
+    const size_t gd[3] = {DA, DB, DC}, gk[3] = {2, 1, 4};
+    for (size_t g = 0; g < 3; g++) {
+        c.group_d[g] = gd[g];
+        c.group_k[g] = gk[g];
+    }
+    c.dense_max_d = 100;
+    c.power_oversample = 1;
+    partial = c;
+    partial.t = 60;
+    dps_snapshot_info in;
+    s_epoch(&partial, X, NR, &in);
+    double floor = sqrt((0.27 + 5 * sqrt(8000.0) * (1 - 1 / 8000.0)) / (300 + 8 + 5 * sqrt(8000.0)));
+    CHECK(in.status == DPS_SNAP_RELEASED && fabs(in.noise_level - floor) < 0.02,
+          "a partial epoch: level %g, want %g (the dead group by k T u: no public row count)", in.noise_level, floor);
+    dps_snapshot *s = s_epoch_snapshot(&c, X, NR, &in);
+    free(X);
+    CHECK(s && in.status == DPS_SNAP_RELEASED, "grouped release");
+    if (!s)
+        return;
+    double l1 = dps_snapshot_group_noise_level(s, 0), l2 = dps_snapshot_group_noise_level(s, 1),
+           l3 = dps_snapshot_group_noise_level(s, 2);
+    NOTE("dead wide group: levels %.3g / %.3g / %.3g, release %.3g%s", l1, l2, l3, in.noise_level,
+         dps_snapshot_weak(&in) ? " WEAK" : "");
+    CHECK(l1 > 0 && l1 <= 0.1 && !dps_snapshot_group_weak(s, 0), "the clean dense group: level %g, not WEAK", l1);
+    CHECK(l2 >= DPS_NOISE_LEVEL_WEAK && dps_snapshot_group_weak(s, 1), "the dead power group: level %g, WEAK", l2);
+    CHECK(l3 == 0 && !dps_snapshot_group_weak(s, 2), "a group spanning its columns: level %g (0), not WEAK", l3);
+    CHECK(1 - in.noise_level * in.noise_level <= 0.4 && dps_snapshot_weak(&in),
+          "the release kept about 0.3: level %g must read at most 0.4 kept (>= 0.775), WEAK", in.noise_level);
+    CHECK(fabs(in.noise_level - 0.834) < 0.02, "the release's level %g, want sqrt(700.3 / 1008) = 0.834",
+          in.noise_level);
+    CHECK(isnan(dps_snapshot_group_noise_level(s, 3)) && !dps_snapshot_group_weak(s, 3), "no group 4: no level");
+    /* A copy (as read from disk or the wire) carries noise_level only. */
+    dps_snapshot *copy = NULL;
+    CHECK(dps_snapshot_new(&copy, &in, dps_snapshot_basis(s)) == DPS_OK, "copy");
+    if (copy)
+        CHECK(isnan(dps_snapshot_group_noise_level(copy, 1)) && !dps_snapshot_group_weak(copy, 1),
+              "a copy has no group levels");
+    dps_snapshot_destroy(&copy);
+    dps_snapshot_destroy(&s);
+}
+
+/* 2e. One group: its level is the snapshot's (the accessors agree with
+   noise_level and dps_snapshot_weak whatever the mechanism). */
+static void s_test_one_group_accessors(void)
+{
+    for (int signal = 0; signal <= 1; signal++) {
+        dps_config c = s_agg_cfg(signal ? DPS_AGG_REFERENCE : DPS_AGG_GAUSSIAN, 57);
+        float *X = s_rows(signal, N, D);
+        dps_snapshot_info in;
+        dps_snapshot *s = s_epoch_snapshot(&c, X, N, &in);
+        free(X);
+        CHECK(s && in.status == DPS_SNAP_RELEASED, "released");
+        if (!s)
+            continue;
+        CHECK(dps_snapshot_group_noise_level(s, 0) == in.noise_level &&
+                  dps_snapshot_group_weak(s, 0) == dps_snapshot_weak(&in) &&
+                  isnan(dps_snapshot_group_noise_level(s, 1)),
+              "%s: group 0 is the whole row (level %g)", dps_aggregator_name(c.aggregator), in.noise_level);
+        dps_snapshot_destroy(&s);
+    }
+}
+
 /* 3. gauss_noise_level on known spectra: C = L (e_1 e_1^T + e_2 e_2^T) + E at
    d = 400, s = 1 (T = 20).  L = 10 T: each noisy eigenvalue is
    L + T^2/L +- O(s), de-biased to L within 2%, so the level is
@@ -245,6 +362,27 @@ static void s_test_gauss_spectra(void)
     dps_rng_destroy(&rng);
     free(A);
     free(Z);
+}
+
+/* 3b. A direction below the detection level keeps what a random one would:
+   the k - m undetected released directions are uniformly spread over the
+   d - m dimensions left, so each keeps (k - m)/(d - m) of its energy.
+   d = 16, k = 10, s = 1 (T = 4, edge 8, detection 10.5): one eigenvalue
+   w = 40.4 (lambda = (40.4 + sqrt(40.4^2 - 64))/2 = 40), nine at 7 (below):
+   lost = 16/40 + 9 x 4 x (1 - 9/15) = 14.8 of 40 + 36, level
+   sqrt(14.8 / 76) = 0.441 (counting the nine as lost whole: 0.692, WEAK,
+   for a basis of 10 of 16 columns that keeps most of what the group holds).
+   k = d = 10 (T = sqrt 10): the nine keep all (lost 10/40.15 of 68.6:
+   level 0.060). */
+static void s_test_random_share(void)
+{
+    double w[10] = {40.4, 7, 7, 7, 7, 7, 7, 7, 7, 7};
+    double lv = gauss_noise_level(w, 10, 16, 1.0);
+    CHECK(fabs(lv - sqrt(14.8 / 76)) < 1e-3, "10 of 16, one detected: level %g, want 0.441", lv);
+    lv = gauss_noise_level(w, 10, 10, 1.0);
+    double T = sqrt(10.0), lambda = 0.5 * (40.4 + sqrt(40.4 * 40.4 - 4 * T * T));
+    double want = sqrt(T * T / lambda / (lambda + 9 * T));
+    CHECK(fabs(lv - want) < 1e-9, "10 of 10: level %g, want %g", lv, want);
 }
 
 /* 4. The pure-DP covariance mechanism releases no eigenvalue: its level is
@@ -320,10 +458,13 @@ int main(void)
     s_test_formulas();
     s_test_weak_rule();
     s_test_gauss_spectra();
+    s_test_random_share();
     s_test_covariance();
     s_test_gaussian();
     s_test_power();
     s_test_mixed_units();
+    s_test_dead_wide_group();
+    s_test_one_group_accessors();
     s_test_aggregators();
     return check_summary();
 }
