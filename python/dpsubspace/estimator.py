@@ -493,9 +493,10 @@ class SubspaceEstimator:
         zCDP (dps_zcdp_eps_total, Canonne-Kamath-Steinke 2020), under
         `adjacency`: "replace-one" (default: the library's statement, rows of
         a public count, from spent_) or "add-remove" (adding or removing one
-        row, from rho_add_remove(): the adjacency of dpsubspace.Accountant,
-        whose eps for the same charges can differ by its own conversion,
-        Renyi DP at integer orders)."""
+        row, from rho_add_remove(), with what it covers: the bases, not the
+        row counts the releases publish; the adjacency of
+        dpsubspace.Accountant, whose eps for the same charges can differ by
+        its own conversion, Renyi DP at integer orders)."""
         if not 0 < delta < 1:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
         if adjacency == "replace-one":
@@ -511,6 +512,18 @@ class SubspaceEstimator:
         row (the adjacency of DP-SGD's accounting, dpsubspace.Accountant),
         taking the calls' rows as ONE stream (the safe reading; see below
         for releases on separate samples).
+
+        WHAT IT COVERS: the released bases (and what is computed from them
+        and public facts: noise levels, statuses), for neighbours that show
+        the same public shape -- the same row counts, releases and steps.
+        Each Release here publishes its rows_used, and how many releases
+        and steps a run made can depend on how many rows it had (an epoch
+        of t*m rows that one more row fills; fit() of fewer rows than
+        power_blocks), all of which adding a row changes: the statement is
+        for rows whose count is public.  Where the count is the private
+        thing (a Poisson sample), publish none of these, as
+        dpsubspace.torch.PrivateBasis does (rows_used None, one release and
+        T steps whatever the sample).
 
         The argument, for the sum mechanisms (gaussian, power; groups too):
         each release is a Gaussian mechanism on C = sum x x^T (or on C X for

@@ -323,7 +323,8 @@ class PrivateBasis(_ReleasedBasis):
 class CollectorBasis(_ReleasedBasis):
     """A basis from a dps-collector (--aggregator gaussian or power) that
     this run alone feeds: at step 0 and every `every` steps, the clipped
-    gradients of the run's own Poisson sample (rate 0.9 epoch_rows / n) go
+    gradients of the run's own Poisson sample (rate 0.9 epoch_rows / n, n
+    the optimizer's public dataset_size) go
     to it through `producer` as exactly one epoch of epoch_rows = t m rows:
     the sample's rows in slots drawn uniformly at random (fresh secure
     randomness, NoiseSource.slots), zero rows in the others (a larger
@@ -348,7 +349,9 @@ class CollectorBasis(_ReleasedBasis):
     count, from the gaussian or power aggregator at rho_epoch = basis_rho;
     RuntimeError otherwise (another producer is feeding the collector, or
     another mechanism runs: the guarantee would not hold).  TimeoutError if
-    no snapshot comes in `timeout` seconds.  Assumed: the transport keeps
+    no snapshot comes in `timeout` seconds.  Both after charging what our
+    rows may have cost (an epoch released late; two epochs, when others'
+    rows split ours), so that a caller who goes on states no less.  Assumed: the transport keeps
     the rows' order whatever their values (one producer, one connection).
     NOT covered: the collector's own counters and log (rows_zero in its
     status counts the zero rows, i.e. reveals the sample's size): keep its
@@ -364,13 +367,18 @@ class CollectorBasis(_ReleasedBasis):
             raise ValueError("every and epoch_rows must be >= 1, basis_rho > 0")
         self.producer, self.sub, self.X, self.Y = producer, subscriber, data_x, data_y
         self.rows, self.every, self.rho, self.timeout = epoch_rows, every, basis_rho, timeout
-        self.rate = min(1.0, 0.9 * epoch_rows / len(data_x))
         self.cut, self.next_epoch = 0, first_epoch
+
+    def rate(self, opt: "DPOptimizer") -> float:
+        """The sample's rate, 0.9 epoch_rows / n from the PUBLIC dataset size
+        the optimizer was given (not len(data_x), which adding an example
+        changes: the coupling needs the same rate on both sides)."""
+        return min(1.0, 0.9 * self.rows / opt.n)
 
     def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
         if step % self.every:
             return self.V
-        idx = opt.noise.poisson_sample(len(self.X), self.rate)
+        idx = opt.noise.poisson_sample(len(self.X), self.rate(opt))
         if len(idx) > self.rows:  # a uniformly random epoch_rows of the sample
             idx, self.cut = idx[opt.noise.slots(len(idx), self.rows)], self.cut + 1
         rows = torch.zeros(self.rows, opt.grads.d)
@@ -387,16 +395,21 @@ class CollectorBasis(_ReleasedBasis):
             if s is not None and s.epoch >= want:
                 break
             if time.monotonic() > end:
-                raise TimeoutError(f"no snapshot of epoch {want} within {self.timeout:g} s "
-                                   "(is the collector closing epochs?)")
+                # the epoch may still be released: charged as if it were, then the caller is told
+                opt.accountant.add_zcdp(self.rho)
+                raise TimeoutError(f"no snapshot of epoch {want} within {self.timeout:g} s (is the collector "
+                                   f"closing epochs?); its cost, rho {self.rho:g}, was charged")
             time.sleep(0.01)
         if s.epoch != want or s.rows_used != self.rows:
+            # our rows were sent: with others' in the collector they span at most two epochs, both charged
+            opt.accountant.add_zcdp(2 * max(self.rho, s.rho_epoch))
             raise RuntimeError(f"the snapshot of epoch {s.epoch} ({s.rows_used} rows) is not the epoch of our "
-                               f"sample (epoch {want}, {self.rows} rows): another producer is feeding the collector")
+                               f"sample (epoch {want}, {self.rows} rows): another producer is feeding the "
+                               "collector; the two epochs our rows may be in were charged")
+        opt.accountant.add_zcdp(max(self.rho, s.rho_epoch))  # charged whatever the outcome: it was released
         if s.aggregator not in self.MECHANISMS or abs(s.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
             raise RuntimeError(f"the collector runs {s.aggregator} at rho_epoch {s.rho_epoch:g}; the guarantee "
                                f"is stated for --aggregator gaussian or power at rho_epoch {self.rho:g}")
-        opt.accountant.add_zcdp(s.rho_epoch)  # charged whatever the outcome: the epoch was released
         self.next_epoch = s.epoch + 1
         self._take(s.basis if s.status == "released" else None, s.weak, s.noise_level, step)
         return self.V

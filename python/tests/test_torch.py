@@ -281,6 +281,22 @@ def test_collector_basis_puts_its_sample_in_uniformly_random_slots():
     bad = _FakeSubscriber(prod, 100, "reference", 0.5, d)
     with pytest.raises(RuntimeError, match="gaussian or power"):
         dpt.CollectorBasis(prod, bad, x, y, epoch_rows=100, every=1, basis_rho=0.5, first_epoch=50).update(opt, 0)
+    # every failure after our rows were sent is charged first: a wrong mechanism's release (rho), a foreign
+    # epoch (our rows may span two: 2 rho), no snapshot in time (rho: it may come later)
+    split = _FakeSubscriber(prod, 90, "power", 0.5, d)
+    with pytest.raises(RuntimeError, match="two epochs"):
+        dpt.CollectorBasis(prod, split, x, y, epoch_rows=100, every=1, basis_rho=0.5, first_epoch=51).update(opt, 0)
+
+    class Silent:
+        latest = None
+
+        def update(self):
+            pass
+
+    with pytest.raises(TimeoutError, match="charged"):
+        dpt.CollectorBasis(prod, Silent(), x, y, epoch_rows=100, every=1, basis_rho=0.5, timeout=0.05).update(opt, 0)
+    ref.add_zcdp(0.5 + 2 * 0.5 + 0.5)
+    assert acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
 
 
 def test_eps_at_says_which_adjacency():
