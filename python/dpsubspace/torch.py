@@ -284,17 +284,16 @@ class PrivateBasis(_ReleasedBasis):
     def _charge(self, opt: "DPOptimizer", rel: Release, blocks: int) -> Release:
         """Charge one release cut into `blocks` random blocks here; return it
         as published (see the class's text).  The mechanism is gaussian or
-        power (checked at construction)."""
-        if blocks > 1:  # random blocks: rho/2 whatever T, released or not (the class's text)
-            rho = rel.rho_epoch / 2
-            opt.accountant.add_zcdp(rho)
-            return dataclasses.replace(rel, rows_used=None, rho_add_remove=rho)
-        if rel.rho_epoch > 0 and self.amplify:
+        power (checked at construction).  The published rho_add_remove is
+        the release's zCDP bound, rho/2 (an amplified release is charged
+        less)."""
+        rho = rel.rho_epoch / 2
+        if blocks <= 1 and rel.rho_epoch > 0 and self.amplify:  # one step: a subsampled Gaussian
             opt.accountant.add_sampled_release(self.rate, 1.0 / math.sqrt(rel.rho_epoch))
             self.amplified += 1
-        else:
-            opt.accountant.add_zcdp(rel.rho_add_remove)
-        return dataclasses.replace(rel, rows_used=None)
+        else:  # random blocks: rho/2 whatever T, released or not (the class's text); or not amplified
+            opt.accountant.add_zcdp(rho)
+        return dataclasses.replace(rel, rows_used=None, rho_add_remove=rho)
 
     def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
         if step % self.every:
@@ -311,8 +310,8 @@ class PrivateBasis(_ReleasedBasis):
             for s in range(0, len(part), self.chunk):  # streamed: chunk x d gradients in memory, not the sample's
                 ix = torch.as_tensor(part[s:s + self.chunk])
                 est.partial_fit(clip_rows(opt.grads(self.data_x[ix], self.data_y[ix]), opt.max_grad_norm))
-            if T > 1:
-                est.end_block()  # every block, even an empty one: T steps whatever the blocks hold
+            if T >= 1:  # every block ends here, even an empty one: T steps whatever the blocks hold, and the
+                est.end_block()  # release's level from the step count, never from the sample's size
         est.release()
         for rel in est.releases_[before:]:  # every release made, charged before the basis is used
             self.releases_.append(self._charge(opt, rel, T))

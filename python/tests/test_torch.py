@@ -367,7 +367,7 @@ def test_private_basis_cold_power_steps_on_random_blocks_for_rho_over_2():
     ref.add_zcdp(0.2)
     assert acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
     opt.backward(x[:20], y[:20])
-    assert [r.power_blocks_run for r in basis.releases_] == [3, 1] and basis.amplified == 1 and len(cuts) == 3
+    assert [r.power_blocks_run for r in basis.releases_] == [3, 1] and basis.amplified == 1 and len(cuts) == 4
     ref.add_steps(0.5, 1.5, 1)
     ref.add_sampled_release(0.5, 1 / math.sqrt(0.4))
     assert acct.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
@@ -387,3 +387,28 @@ def test_noise_source_blocks_and_slots_are_uniform():
     assert np.all(np.abs(hits - 6000) < 5 * 64.8)
     with pytest.raises(ValueError):
         s.slots(3, 4)
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_a_sampled_release_states_nothing_of_its_row_count(cut):
+    # A release of one epoch that its rows do not fill (PrivateBasis's: t m above any sample) must not read
+    # their count: the same rows with 0, 50 or 500 zero rows added (the basis bit for bit the same: zero rows
+    # add nothing) give the same level, on a warm release mixing a dense group and a power group, its one
+    # step ended by the caller (as PrivateBasis does) or by the release (an independent review found the
+    # level reading the row count there: 0.21, 0.42, 0.80)
+    g = np.random.default_rng(2)
+    X = np.hstack([g.standard_normal((300, 3)) @ g.standard_normal((3, 10)),  # the dense group: rank 3, seen
+                   0.1 * g.standard_normal((300, 60))]).astype(np.float32)  # the power group: noise only
+    levels, bases = [], []
+    for extra in (0, 50, 500):
+        est = dp.SubspaceEstimator(3, rho=0.5, mechanism="gaussian", groups=[10, 60], dense_max_d=20, seed=3,
+                                   power_oversample=2)
+        est.fit(X)  # cold
+        est.partial_fit(np.vstack([X, np.zeros((extra, 70), np.float32)]))
+        if cut:
+            est.end_block()
+        est.release()
+        levels.append(est.releases_[-1].noise_level)
+        bases.append(est.releases_[-1].basis)
+    assert all(np.array_equal(b, bases[0]) for b in bases)
+    assert levels[0] == levels[1] == levels[2]
