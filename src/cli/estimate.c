@@ -456,7 +456,9 @@ int main(int argc, char **argv)
         {"--plan", CLI_OPT_FLAG, &a.plan, NULL, NULL,
          "read no row: print what an epoch of this configuration would do (each group's mechanism, the memory, "
          "the noise floor: the least share of an epoch's energy a direction needs to stand above the noise) and "
-         "warn when the basis would be near random; d from --dim or the input's header", 0},
+         "warn when the basis would be near random; for --method gaussian, power or covariance (one epoch of "
+         "every row) also the input's row count, the noisy power steps and the cost; d from --dim or the "
+         "input's header", 0},
         {"--k-max", CLI_OPT_SIZE, &a.k_max, "K", "none: --k is given",
          "choose k privately among 1..K (instead of --k), then run the method with it", 0},
         {"--eps-k", CLI_OPT_DOUBLE, &a.eps_k, "E", "0.1", "pure eps spent on choosing k (with --k-max)", 0},
