@@ -496,6 +496,9 @@ DPS_EXPORT int  dps_estimator_end_block(dps_estimator *est);
    open (power_blocks, or 3 before any release and 1 after when 0; at most
    t m); 0 when no group is a power iteration. */
 DPS_EXPORT uint64_t dps_estimator_power_blocks(const dps_estimator *est);
+/* The same for a first epoch of a configuration (no estimator needed: what
+   dps-estimate --plan prints); 0 for one that fails dps_config_check. */
+DPS_EXPORT uint64_t dps_config_power_blocks(const dps_config *cfg);
 /* floor(i n / T): the first row of block i of n rows cut into T blocks by
    index (block i is [start(i), start(i + 1))), as the power aggregator cuts
    an epoch of n = t m rows.  T >= 1. */

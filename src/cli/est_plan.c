@@ -29,7 +29,7 @@ static const char *s_power_method(void)
 
 /* An epoch of every input row (est_args_config: t*m above any input).  Its
    power groups take one noisy step per block: the input's rows are cut into
-   the T blocks of a first epoch (power_blocks, or 3 when 0: dpsubspace.h)
+   the T blocks of a first epoch (dps_config_power_blocks)
    by index when the reader knows their count in advance, which est_stream.c
    asks the same reader; one step on every row when it does not (CSV, a
    pipe).  rows: the input's count, 0 if not known; input: 1 if
@@ -44,7 +44,7 @@ static int s_plan_one_epoch(const est_settings *s, uint64_t rows, int input)
     int power = 0;
     for (size_t g = 0; g < p.groups; g++)
         power |= strcmp(p.method[g], power_method) == 0;
-    uint64_t blocks = c->power_blocks ? c->power_blocks : 3;
+    uint64_t blocks = dps_config_power_blocks(c);
     uint64_t steps = rows ? (blocks < rows ? blocks : rows) : input ? 1 : blocks; /* --dim alone: a file's */
     if (power) { /* the floors of those steps */
         dps_config taken = *c;

@@ -162,10 +162,10 @@ typedef struct {
        epoch's rows into blocks themselves (dps_estimator_end_block): end the
        open epoch's block now, on the pushing thread between take_row calls
        (the power iteration's noisy step on the rows taken since its last
-       one); blocks: the T blocks an epoch begun now would cut by index
-       (0: no power group). */
+       one); blocks: the T blocks an epoch begun now on state st would cut
+       by index, or a first epoch's when st is NULL (0: no power group). */
     int (*end_block)(epoch_state *st);
-    uint64_t (*blocks)(const epoch_state *st);
+    uint64_t (*blocks)(const dps_config *c, const epoch_state *st);
 
     /* State: DPS_ENOMEM from create leaves *out NULL. */
     int (*create)(epoch_state **out, const dps_config *c, dps_pool *pool);

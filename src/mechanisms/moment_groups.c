@@ -271,7 +271,7 @@ int moment_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
     st->block = 0;
     st->block_first = 0;
     st->caller_cut = 0;
-    st->blocks = moment_blocks(st); /* 0 without a power group: no step is counted */
+    st->blocks = moment_blocks(c, st); /* 0 without a power group: no step is counted */
     st->block_end = st->blocks ? power_block_start(st->n, st->blocks, 1) : UINT64_MAX;
     st->err = DPS_OK;
     dps_rng *pub = NULL;
@@ -320,9 +320,10 @@ int moment_end_block(epoch_state *st)
     return DPS_OK;
 }
 
-uint64_t moment_blocks(const epoch_state *st)
+uint64_t moment_blocks(const dps_config *c, const epoch_state *st)
 {
-    return s_any_power(st->cfg) ? DPS_MIN((uint64_t)s_blocks(st->cfg, st->has_prev), st->n) : 0;
+    uint64_t n = (uint64_t)c->t * c->m;
+    return s_any_power(c) ? DPS_MIN((uint64_t)s_blocks(c, st && st->has_prev), n) : 0;
 }
 
 /* Each group's slice of the row into its own sum or iteration. */

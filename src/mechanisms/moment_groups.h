@@ -40,7 +40,7 @@ double moment_noise_floor(const dps_config *c, size_t g);
 /* 1 when a group is a power iteration (its warm start carries over epochs). */
 int moment_warm(const dps_config *c);
 int moment_end_block(epoch_state *st);
-uint64_t moment_blocks(const epoch_state *st);
+uint64_t moment_blocks(const dps_config *c, const epoch_state *st);
 
 /* Every hook of a table entry built on this module (all but id and name;
    epoch_rows_* are second_moment.h's). */

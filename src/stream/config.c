@@ -172,6 +172,14 @@ size_t dps_estimator_memory_bound_pipelined(const dps_config *c)
     return mech->warm && mech->warm(c) ? one : 2 * one; /* one slot, or one per epoch (estimator.c) */
 }
 
+uint64_t dps_config_power_blocks(const dps_config *c)
+{
+    if (!c || dps_config_check(c, NULL) != DPS_OK)
+        return 0;
+    const epoch_mechanism *mech = s_mechanism(c);
+    return mech->blocks ? mech->blocks(c, NULL) : 0;
+}
+
 int dps_config_plan(const dps_config *c, dps_plan *out)
 {
     if (!c || !out || dps_config_check(c, NULL) != DPS_OK)

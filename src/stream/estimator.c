@@ -284,7 +284,7 @@ int dps_estimator_epoch_full(const dps_estimator *e)
 
 int dps_estimator_end_block(dps_estimator *e)
 {
-    if (!e || !e->mech->end_block || !e->mech->blocks(e->slot[e->open].mech_state))
+    if (!e || !e->mech->end_block || !e->mech->blocks(&e->cfg, e->slot[e->open].mech_state))
         return DPS_EINVAL;
     int rc = e->open_started ? DPS_OK : s_epoch_begin(e);
     return rc ? rc : e->mech->end_block(e->slot[e->open].mech_state);
@@ -296,7 +296,7 @@ uint64_t dps_estimator_power_blocks(const dps_estimator *e)
         return 0;
     /* the open epoch's state, or the one the next epoch begins on (a warm
        mechanism keeps one state; the others' states differ only in epochs) */
-    return e->mech->blocks(e->slot[e->open].mech_state);
+    return e->mech->blocks(&e->cfg, e->slot[e->open].mech_state);
 }
 
 /* ------------------------------------------------------------------- seal */

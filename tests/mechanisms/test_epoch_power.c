@@ -483,6 +483,9 @@ static void s_test_caller_blocks(void)
     dps_config by_index = s_cfg(d, k, 6, 100, T, 4), by_caller = s_cfg(d, k, 1000, 100, 1, 4);
     dps_estimator *a = NULL, *b = NULL;
     CHECK(dps_estimator_new(&a, &by_index) == DPS_OK && dps_estimator_new(&b, &by_caller) == DPS_OK, "estimators");
+    dps_config cold = s_cfg(d, k, 6, 100, 0, 4);
+    CHECK(dps_config_power_blocks(&by_index) == T && dps_config_power_blocks(&cold) == 3,
+          "a first epoch's T from the configuration: power_blocks, or 3 by default");
     CHECK(dps_estimator_power_blocks(a) == T && dps_estimator_power_blocks(b) == 1, "T of each: %llu, %llu",
           (unsigned long long)dps_estimator_power_blocks(a), (unsigned long long)dps_estimator_power_blocks(b));
     dps_estimator_push(a, X, n, d, NULL);
@@ -516,7 +519,8 @@ static void s_test_caller_blocks(void)
     dps_config dense = s_cfg(d, k, 6, 100, 1, 4);
     dense.aggregator = DPS_AGG_GAUSSIAN;
     CHECK(dps_estimator_new(&a, &dense) == DPS_OK, "gaussian estimator");
-    CHECK(dps_estimator_end_block(a) == DPS_EINVAL && dps_estimator_power_blocks(a) == 0,
+    CHECK(dps_estimator_end_block(a) == DPS_EINVAL && dps_estimator_power_blocks(a) == 0 &&
+              dps_config_power_blocks(&dense) == 0,
           "no power group: no cut, no blocks");
     dps_estimator_push(a, X, n, d, NULL);
     int rc = dps_estimator_close_epoch(a, &sa);
