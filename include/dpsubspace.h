@@ -268,12 +268,13 @@ DPS_EXPORT void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *
    release measured (logistic-regression gradients and the paper's generator;
    the MLP's and the CNN's parameter groups at rho 0.1 to 4, per group and
    overall): kept < 0.2 is WEAK; kept >= 0.65 is not.  Between 0.2 and 0.65
-   either may happen: a release of the logistic-regression gradients kept
-   0.629 at level 0.753 (WEAK).  Per group, "kept" counts above what a
-   random basis of the group's k_g of d_g columns keeps ((kept - r) / (1 - r),
-   r about k_g / d_g of the group's energy over its top k_g's): a group of
-   10 of 32 columns at random level keeps 0.65 of its top 10 (r = 0.35) and
-   is WEAK; every group measured with 0.6 or more above r was not WEAK.
+   either may happen (issue 30 reports a release of the logistic-regression
+   gradients that kept 0.629 at level 0.753, WEAK).  Per group, "kept" counts
+   above what a random basis of the group's k_g of d_g columns keeps,
+   (kept - r) / (1 - r), r = k_g / d_g of the group's energy over its top
+   k_g's: a group of 10 of 32 columns at random level kept 0.65 of its top
+   10 (r = 0.35) and is WEAK; every group measured with 0.6 or more above r
+   was not WEAK, every one below 0.2 was.
    dps_snapshot_group_weak reads the group's own level; the snapshot's flag
    (dps_snapshot_weak) reads the release's, which weighs the groups by the
    energy they can hold: a release may be WEAK in a group and not overall (a

@@ -422,8 +422,9 @@ static double s_margin(const epoch_state *st, size_t g, double s)
      whose samples' sizes are private under adding or removing a row) has
      no such count, and there the dead power groups enter with k_g T_g in
      the epoch's units: with T cold steps that is T k_g s sqrt(d_g), which
-     measured about right on the MLP's and CNN's 20 000 rows at rho 0.1-4,
-     but it does not grow with the rows (README, "Noise level per group").
+     measured about right at rho 1 on the MLP's and CNN's 20 000 rows and
+     toward noise below it, but it does not grow with the rows
+     (tools/experiments/README.md, "Noise level per group").
    The level is sqrt(sum lost / sum weight) over the groups.  N - claimed is
    an upper bound on the dead groups' E_g (their trace, and the seen groups'
    energy beyond their top k_g, are in it), so with a dead power group the
