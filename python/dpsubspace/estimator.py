@@ -326,11 +326,14 @@ class SubspaceEstimator:
         self._close()
         return self
 
-    def power_blocks_next(self) -> int:
+    def power_blocks_next(self, d: Optional[int] = None) -> int:
         """T: the blocks by index of the open epoch (or the next one):
         power_blocks, or 3 until a release and 1 after; 0 when no group is a
         power iteration (the gaussian mechanism's groups up to dense_max_d
-        are dense).  Known once the estimator has seen its first rows (d)."""
+        are dense).  Known once the estimator has its row dimension: from
+        its first rows, or d given here (which starts it)."""
+        if d is not None:
+            self._start(int(d))
         return int(native.lib().dps_estimator_power_blocks(self._est)) if self._est else 0
 
     def end_block(self, _by: str = "caller") -> "SubspaceEstimator":

@@ -206,6 +206,20 @@ class _ReleasedBasis:
         self.V = torch.from_numpy(np.ascontiguousarray(basis, dtype=np.float32))
 
 
+def charge_basis_release(accountant: Accountant, rho: float, rate: float, steps: int, amplify: bool = True) -> bool:
+    """Charge `accountant` one PrivateBasis release of `steps` noisy steps at
+    replace-one rho on a Poisson sample at `rate` (the rule and its argument
+    are PrivateBasis's text): one step, amplified -- a subsampled Gaussian of
+    sigma 1/sqrt(rho); otherwise rho/2 as zCDP.  Returns whether it was
+    amplified.  Also what a run plans with: the first release of a cold
+    power iteration takes T = power_blocks_next(d) steps, the later ones 1."""
+    if steps <= 1 and rho > 0 and amplify:
+        accountant.add_sampled_release(rate, 1.0 / math.sqrt(rho))
+        return True
+    accountant.add_zcdp(rho / 2)
+    return False
+
+
 # Keywords of SubspaceEstimator that make it release inside partial_fit
 # (every epoch of t*m rows that fills): releases that PrivateBasis, which
 # charges one release per update, would not see.
@@ -287,21 +301,15 @@ class PrivateBasis(_ReleasedBasis):
         power (checked at construction).  The published rho_add_remove is
         the release's zCDP bound, rho/2 (an amplified release is charged
         less)."""
-        rho = rel.rho_epoch / 2
-        if blocks <= 1 and rel.rho_epoch > 0 and self.amplify:  # one step: a subsampled Gaussian
-            opt.accountant.add_sampled_release(self.rate, 1.0 / math.sqrt(rel.rho_epoch))
-            self.amplified += 1
-        else:  # random blocks: rho/2 whatever T, released or not (the class's text); or not amplified
-            opt.accountant.add_zcdp(rho)
-        return dataclasses.replace(rel, rows_used=None, rho_add_remove=rho)
+        self.amplified += charge_basis_release(opt.accountant, rel.rho_epoch, self.rate, blocks, self.amplify)
+        return dataclasses.replace(rel, rows_used=None, rho_add_remove=rel.rho_epoch / 2)
 
     def update(self, opt: "DPOptimizer", step: int) -> Optional[torch.Tensor]:
         if step % self.every:
             return self.V
         est, before, d = self._estimator, len(self._estimator.releases_), opt.grads.d
-        est._start(d)  # to know T before the first rows
         idx = opt.noise.poisson_sample(len(self.data_x), self.rate)
-        T = est.power_blocks_next()
+        T = est.power_blocks_next(d)
         block = opt.noise.below(T, len(idx)) if T > 1 else np.zeros(len(idx), dtype=np.int64)
         if not len(idx):  # the mechanism on an empty sample: a zero row adds nothing to the sum, the noise is drawn
             est.partial_fit(torch.zeros((1, d)))

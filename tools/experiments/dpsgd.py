@@ -100,15 +100,12 @@ class OracleBasis:
 
 
 def basis_charges(dp, acc, rho, releases, rate, first_steps):
-    """Charge `acc` what PrivateBasis will: a release of several noisy steps
-    (the first, cold, of a power iteration: first_steps) rho/2 as zCDP, a
-    one-step release a Poisson-subsampled Gaussian at `rate` with sigma =
-    1/sqrt(rho)."""
+    """Charge `acc` what PrivateBasis will (dpsubspace.torch.charge_basis_release):
+    the first release takes first_steps noisy steps (a cold power iteration's
+    T), the others one."""
+    from dpsubspace.torch import charge_basis_release
     for i in range(releases):
-        if i == 0 and first_steps > 1:
-            acc.add_zcdp(rho / 2)
-        else:
-            acc.add_sampled_release(rate, 1 / math.sqrt(rho))
+        charge_basis_release(acc, rho, rate, first_steps if i == 0 else 1)
     return acc
 
 
@@ -156,9 +153,7 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
     base = dp.Accountant()
     rho_est = 0.0
     if private_basis:  # the releases (charged as PrivateBasis charges them) spend 10% of the budget in rho units
-        probe = dp.SubspaceEstimator(K, **estimator_kw)
-        probe._start(d)
-        first_steps = probe.power_blocks_next()  # a cold start's T
+        first_steps = dp.SubspaceEstimator(K, **estimator_kw).power_blocks_next(d)  # a cold start's T
         rho_est = basis_rho(dp, eps, releases, cfg["basis_rate"], first_steps)
         basis_charges(dp, base, rho_est, releases, cfg["basis_rate"], first_steps)
     sigma = dp.noise_multiplier(eps, DELTA, q, steps, base=base)
