@@ -123,8 +123,9 @@ static s_cuts s_cuts_plan(const est_settings *s, const s_source *src, const dps_
     if (!s->one_epoch || T <= 1)
         return cut;
     if (src->reader ? !cli_reader_rows(src->reader, &n) : (n = src->n, 0)) {
-        fprintf(stderr, "%s: warning: the input's row count is not known in advance (a pipe): the power iteration "
-                "takes one noisy step on every row instead of %llu blocks (give a file to run them)\n", cli_program(),
+        fprintf(stderr, "%s: warning: the input's row count is not known in advance (a pipe, or CSV, whose rows "
+                "are counted only as they are read): the power iteration takes one noisy step on every row instead "
+                "of %llu blocks (give a .npy or raw float32 file to run them)\n", cli_program(),
                 (unsigned long long)T);
         return cut;
     }
