@@ -545,7 +545,9 @@ int main(int argc, char **argv)
         {"--mean-out", CLI_OPT_STRING, &a.mean_out, "FILE", "not written",
          "--task mean: the released mean (d values) as float32 .npy", 0},
         {"--truth", CLI_OPT_STRING, &a.truth, "FILE", "none",
-         "the true k x d basis (.npy, e.g. from dps-gen --basis): report the error against it", 0},
+         "the true k x d basis (.npy, e.g. from dps-gen --basis): report the error against it; with "
+         "--param-groups the release has k = the sum of --group-k rows, and the truth needs as many (a group-wise "
+         "one compares like with like: each group's rows zero outside its columns, as the release's)", 0},
         {"--quiet", CLI_OPT_FLAG, &a.quiet, NULL, NULL, "no progress lines", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Trace regression (--method rgrad only):", 0},
         {"--d1", CLI_OPT_SIZE, &a.rg.d1, "D1", "required", "rows of each X_i", 0},
