@@ -45,7 +45,7 @@ static int s_plan_one_epoch(const est_settings *s, uint64_t rows, int input)
     for (size_t g = 0; g < p.groups; g++)
         power |= strcmp(p.method[g], power_method) == 0;
     uint64_t blocks = dps_config_power_blocks(c);
-    uint64_t steps = rows ? (blocks < rows ? blocks : rows) : input ? 1 : blocks; /* --dim alone: a file's */
+    uint64_t steps = rows || input ? est_one_epoch_steps(blocks, rows != 0, rows) : blocks; /* --dim alone: a file's */
     if (power) { /* the floors of those steps */
         dps_config taken = *c;
         taken.power_blocks = steps;

@@ -116,6 +116,13 @@ typedef struct {
     uint64_t pushed;
 } s_cuts;
 
+uint64_t est_one_epoch_steps(uint64_t T, int rows_known, uint64_t n)
+{
+    if (!rows_known)
+        return T ? 1 : 0;
+    return T < n ? T : n;
+}
+
 static s_cuts s_cuts_plan(const est_settings *s, const s_source *src, const dps_estimator *e)
 {
     s_cuts cut = {0, 0, 1, 0};
@@ -130,7 +137,7 @@ static s_cuts s_cuts_plan(const est_settings *s, const s_source *src, const dps_
         return cut;
     }
     cut.n = n;
-    cut.T = T < n ? T : n;
+    cut.T = est_one_epoch_steps(T, 1, n);
     return cut;
 }
 

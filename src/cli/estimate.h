@@ -137,6 +137,10 @@ est_json_fn est_method_json(est_method m);
    n rows in memory (the mean task). */
 int est_stream_run_reader(const est_settings *s, est_result *r);
 int est_stream_run_rows(const est_settings *s, est_result *r, const float *X, size_t n);
+/* The noisy power steps an epoch of every input row takes: its T blocks
+   (capped at the n rows) when the row count is known in advance, else one
+   step on every row.  What est_stream.c cuts and --plan prints. */
+uint64_t est_one_epoch_steps(uint64_t T, int rows_known, uint64_t n);
 /* est_central.c: the non-private top-k (NaN/Inf rows of X are zeroed),
    Analyze Gauss and its JSON members, the private mean task. */
 int est_central_topk(const est_settings *s, est_result *r, float *X, size_t n);
