@@ -53,6 +53,7 @@ typedef enum {
     DPS_EIO,      /* a file could not be read, written or synced            */
     DPS_ETIMEOUT, /* nothing arrived in time                                */
     DPS_ECANCELED, /* the caller's cancel flag ended a wait (dps_producer_set_cancel) */
+    DPS_EGONE,    /* the collector went silent for the collector timeout (dps_producer_set_collector_timeout) */
     DPS_ERR_COUNT_
 } dps_err;
 

@@ -101,9 +101,12 @@ DPS_EXPORT int dps_producer_new(dps_producer **out, const dps_producer_opts *o);
 /* Wait until the security handshake with the collector succeeded: DPS_OK,
    DPS_EAUTH (our key was refused), or DPS_ETIMEOUT. */
 DPS_EXPORT int dps_producer_wait_ready(dps_producer *p, int timeout_ms);
-/* Buffer n rows of dimension dim and send every full batch.  Blocks while the
+/* Buffer n rows of dimension dim and send every full batch (in pieces of
+   the collector's batch limit when it is lower: it says so to a producer with
+   a status endpoint).  Blocks while the
    collector is behind (its queue and ours are full): rows are never dropped.
    DPS_EDIM if dim differs, DPS_EAUTH if the collector refused our key,
+   DPS_EGONE if it went silent (dps_producer_set_collector_timeout),
    DPS_ETIMEOUT if send_timeout_ms passed (the rows not sent stay buffered),
    DPS_ECANCELED if the flag of dps_producer_set_cancel ended the wait,
    DPS_ESTATE after dps_producer_close. */
@@ -126,6 +129,22 @@ DPS_EXPORT int dps_producer_flush(dps_producer *p);
    dps_producer_opts: the options struct keeps its layout, so programs
    built against an older header keep working with this library.) */
 DPS_EXPORT int dps_producer_set_cancel(dps_producer *p, const volatile sig_atomic_t *flag);
+/* A collector that dies mid-stream: once it has been heard (a status reply;
+   without a status endpoint, a handshake), every wait of p for it -- credit,
+   a blocked send or flush, the drain -- ends with DPS_EGONE when it has been
+   silent for timeout_ms: with a status endpoint no answer to a question
+   (asked at least once a second while a send is blocked; the collector
+   answers while its ingest waits for a release), without one the connection
+   down that long.  A collector never heard is waited for as before.
+   Default DPS_PRODUCER_COLLECTOR_TIMEOUT_MS; 0: wait without limit.  A
+   status reply saying our key was revoked ends the waits with DPS_EAUTH. */
+#define DPS_PRODUCER_COLLECTOR_TIMEOUT_MS 15000
+DPS_EXPORT int dps_producer_set_collector_timeout(dps_producer *p, int timeout_ms);
+/* Times the collector ended our connection (a batch above its
+   --max-batch-rows, a restart): the batches in flight on it were lost.
+   Without a status endpoint dps_producer_close returns DPS_ENET when this is
+   not 0 (nothing else can say what was lost). */
+DPS_EXPORT uint64_t dps_producer_disconnects(const dps_producer *p);
 DPS_EXPORT void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent);
 /* Flush, then wait until the collector has answered for every batch we sent
    (asked on status_endpoint): DPS_OK when all were taken, DPS_EPROTO when it
@@ -149,10 +168,13 @@ DPS_EXPORT const char *dps_producer_id(const dps_producer *p);
    DPS_ETIMEOUT when the confirmation (or the last send) did not come within
    linger_ms -- the collector is gone or overloaded, and those rows may be
    lost; DPS_EPROTO when it refused some batches; DPS_EAUTH when it refused
-   our key; another code if a send or status query failed.  Without a status
-   endpoint nothing can be confirmed: DPS_OK after lingering up to linger_ms
-   to deliver, with every batch counted in *unconfirmed.  A second call
-   returns the first one's result. */
+   our key; DPS_EGONE when the collector went silent (see
+   dps_producer_set_collector_timeout); another code if a send or status
+   query failed.  Without a status endpoint nothing can be confirmed: DPS_OK
+   after lingering up to linger_ms to deliver, with every batch counted in
+   *unconfirmed, or DPS_ENET when the collector ended our connection while we
+   sent (dps_producer_disconnects).  A second call returns the first one's
+   result. */
 DPS_EXPORT int dps_producer_close(dps_producer *p, uint64_t *unconfirmed);
 /* Close (if dps_producer_close was not called; its result is lost: call it
    to know whether the rows arrived), free, and set *p to NULL. */
@@ -171,6 +193,10 @@ DPS_EXPORT void dps_subscriber_destroy(dps_subscriber **s);
    it starts and passes it here sees only bases learned from then on.  Call
    before the first recv/update; 0 (the default) skips nothing. */
 DPS_EXPORT int dps_subscriber_set_from_epoch(dps_subscriber *s, uint64_t epoch);
+/* 1 once a handshake with the collector succeeded (something answers at the
+   endpoint), else 0: a subscriber connects in the background and waits for
+   a collector for ever, so a program can say when none is there. */
+DPS_EXPORT int dps_subscriber_connected(dps_subscriber *s);
 /* The next snapshot not seen before (by sequence number) and not skipped by
    dps_subscriber_set_from_epoch: DPS_OK and *out
    (the caller owns it), DPS_ETIMEOUT, DPS_EAUTH (the collector refused our
@@ -221,6 +247,13 @@ typedef struct {
        rows split into R slices (dps_producer_opts.shards, dps-produce
        --shards R) -- whole rows are refused (wrong_dim).  (0.3) */
     uint32_t shards;
+    /* the most rows a batch of d coordinates may hold (libzmq drops a larger
+       one with its connection; a producer splits its batches to fit); 0 from
+       an older collector that does not say */
+    uint32_t max_batch_rows;
+    /* not empty: the collector refused the question, and why ("key_revoked":
+       our key left its authorized keys); nothing else is set */
+    char refused[32];
 } dps_collector_status;
 
 /* Ask a collector's status endpoint: DPS_OK, DPS_ETIMEOUT, DPS_EAUTH (our key

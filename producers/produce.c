@@ -81,7 +81,7 @@ typedef struct {
     const char *input, *format, *connect, *status, *id;
     size_t dim, batch, shards;
     double rate;
-    uint64_t rows_from, rows_to, repeat, wait_ready_ms, drain_ms;
+    uint64_t rows_from, rows_to, repeat, wait_ready_ms, drain_ms, collector_timeout_ms;
     int progress, help;
     cli_net_flags net;
     cli_format fmt;
@@ -291,6 +291,12 @@ static int s_pass(const produce_args *a, cli_reader *r, dps_producer *p, float *
             cli_error("%s", why);
             return CLI_EXIT_AUTH;
         }
+        if (rc == DPS_EGONE) {
+            cli_error("the collector at %s went silent for --collector-timeout %" PRIu64 " ms while we sent (killed, "
+                      "crashed or unreachable): stopped after %" PRIu64 " rows; the batches it did not confirm are "
+                      "counted below", a->status ? a->status : a->connect, a->collector_timeout_ms, rs->handed);
+            return CLI_EXIT_TIMEOUT;
+        }
         if (rc) {
             cli_error("sending to %s failed: %s", a->connect, dps_strerror(rc));
             return cli_net_exit_code(rc);
@@ -311,6 +317,20 @@ static int s_pass(const produce_args *a, cli_reader *r, dps_producer *p, float *
         return CLI_EXIT_INPUT;
     }
     return 0;
+}
+
+/* Rows taken after the collector's budget cap is spent are never released:
+   say so (confirmed is not the same as used). */
+static void s_warn_budget_spent(const produce_args *a, const dps_security *sec)
+{
+    dps_collector_status st;
+    if (dps_collector_status_query(a->status, sec, 2000, &st) != DPS_OK || strcmp(st.budget_unit, "none") == 0 ||
+        !st.budget_unit[0] || st.budget_left > 0)
+        return;
+    cli_error("warning: the collector at %s has spent its privacy budget cap (%s left 0, %g spent): it takes rows "
+              "but will release no further snapshot from them; an operator raises the cap or starts a new state "
+              "directory",
+              a->status, st.budget_unit, strcmp(st.budget_unit, "rho") == 0 ? st.rho_total : st.eps_total);
 }
 
 /* Connect, stream every pass, drain, print the summary.  Returns the exit code. */
@@ -349,6 +369,7 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
         return cli_net_exit_code(rc);
     }
     dps_producer_set_cancel(p, &s_cancel);
+    dps_producer_set_collector_timeout(p, (int)a->collector_timeout_ms);
     if (a->wait_ready_ms && (rc = dps_producer_wait_ready(p, (int)a->wait_ready_ms)) != DPS_OK) {
         char why[2048];
         if (rc == DPS_EAUTH)
@@ -411,7 +432,8 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
     /* Send the partial batch and wait for the collector's confirmation
        (close: both within linger_ms, so a collector that is gone cannot hold
        us longer). */
-    const char *confirmed = "not confirmed (no --status: nobody checked that the collector took them)";
+    const char *confirmed = "not confirmed (no --status: nobody checked that the collector took them, nor that its "
+                            "d is the rows')";
     char conf[256];
     uint64_t rows = 0, batches = 0, unconfirmed = 0, taken = 0, refused = 0;
     rc = dps_producer_close(p, &unconfirmed);
@@ -429,13 +451,21 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
             snprintf(conf, sizeof conf, "not confirmed (interrupted while waiting for the collector)");
         confirmed = conf;
     } else if (!a->status) {
-        if (rc && !code) {
+        uint64_t drops = dps_producer_disconnects(p);
+        if (rc == DPS_ENET && drops && !code) {
+            cli_error("the collector at %s ended our connection %" PRIu64 " time%s while we sent: the batches in "
+                      "flight on it were LOST (a --batch of %zu above its --max-batch-rows, or it restarted).  Give "
+                      "--status: the collector then names its limit, larger batches are split, and every batch is "
+                      "confirmed", a->connect, drops, drops == 1 ? "" : "s", a->batch);
+            code = CLI_EXIT_RUNTIME;
+        } else if (rc && !code) {
             cli_error("sending the last batch to %s failed: %s", a->connect, dps_strerror(rc));
             code = cli_net_exit_code(rc);
         }
     } else if (rc == DPS_OK) {
         snprintf(conf, sizeof conf, "the collector confirmed all %" PRIu64 " batches (drain)", batches);
         confirmed = conf;
+        s_warn_budget_spent(a, &ns->sec);
     } else {
         snprintf(conf, sizeof conf,
                  "NOT confirmed: %" PRIu64 " of %" PRIu64 " batches (the collector confirmed %" PRIu64 "%s)",
@@ -452,9 +482,9 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
                 cli_error("the collector at %s did not confirm %" PRIu64 " of our %" PRIu64
                           " batches within %" PRIu64 " ms (--drain-timeout): %s",
                           a->status, unconfirmed, taken + unconfirmed, a->drain_ms,
-                          rc == DPS_ETIMEOUT ? "it may be overloaded or gone, or --batch is above its "
-                                               "--max-batch-rows (such messages are dropped with the connection; "
-                                               "dps-status counts disconnects)"
+                          rc == DPS_ETIMEOUT ? "it may be overloaded or gone"
+                          : rc == DPS_EGONE  ? "it went silent for --collector-timeout (killed, crashed or "
+                                               "unreachable), and those rows may be lost"
                                              : dps_strerror(rc));
             code = cli_net_exit_code(rc);
         }
@@ -487,7 +517,7 @@ int main(int argc, char **argv)
 {
     cli_set_program("dps-produce");
     produce_args a = {.connect = "tcp://127.0.0.1:7780", .batch = 256, .shards = 1, .repeat = 1, .wait_ready_ms = 10000,
-                      .drain_ms = 30000};
+                      .drain_ms = 30000, .collector_timeout_ms = DPS_PRODUCER_COLLECTOR_TIMEOUT_MS};
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
         {"--format", CLI_OPT_STRING, &a.format, "npy|csv|raw", "from the extension",
@@ -516,9 +546,10 @@ int main(int argc, char **argv)
         {"--id", CLI_OPT_STRING, &a.id, "NAME", "dps-produce-PID-RANDOM",
          "producer id (1-64 printable bytes), unique per producer: the collector counts batches per id", 0},
         {"--batch", CLI_OPT_SIZE, &a.batch, "N", "256",
-         "rows per message; at most the collector's --max-batch-rows (256 or more: it is sized from the "
-         "collector's --ingest-buffer-mb, see dps-collector --help), larger messages are dropped with the "
-         "connection",
+         "rows per message.  With --status, a batch above the collector's --max-batch-rows (sized from its "
+         "--ingest-buffer-mb, see dps-collector --help) is sent in pieces of that limit, which the collector "
+         "names; without --status the collector drops a larger message with the connection (dps-produce says "
+         "so and exits 1 when it saw that before it ended)",
          0},
         {"--rate", CLI_OPT_DOUBLE, &a.rate, "ROWS_PER_S", "no limit",
          "hand rows to the producer at most this fast (they leave in batches of --batch)", 0},
@@ -528,6 +559,11 @@ int main(int argc, char **argv)
          0},
         {"--drain-timeout", CLI_OPT_U64, &a.drain_ms, "MS", "30000",
          "with --status: how long to wait for the collector's confirmation at the end", 0},
+        {"--collector-timeout", CLI_OPT_U64, &a.collector_timeout_ms, "MS", "15000",
+         "once the collector has answered, give up when it is silent this long (killed, crashed, unreachable): "
+         "with --status no answer to a question (asked every second while a send waits), without it the "
+         "connection down; exit 6 with the batches not confirmed.  0: wait for ever",
+         0},
         {"--progress", CLI_OPT_FLAG, &a.progress, NULL, NULL,
          "a progress line on standard error (at most 4 updates a second): rows sent, rows/s, percent when "
          "the total is known",

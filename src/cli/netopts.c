@@ -72,6 +72,7 @@ int cli_net_exit_code(int e)
     case DPS_OK: return CLI_EXIT_OK;
     case DPS_EAUTH: return CLI_EXIT_AUTH;
     case DPS_ETIMEOUT: return CLI_EXIT_TIMEOUT;
+    case DPS_EGONE: return CLI_EXIT_TIMEOUT;
     case DPS_EKEY: return CLI_EXIT_INPUT;
     case DPS_EINVAL: return CLI_EXIT_USAGE;
     default: return CLI_EXIT_RUNTIME;

@@ -55,6 +55,9 @@ static const struct {
     {"count_mismatch", "batches whose row count does not match their data: refused whole"},
     {"empty_batch", "batches with no rows: refused"},
     {"bad_producer_id", "batches whose producer id is too long or not printable: refused whole"},
+    {"replayed", "batches whose seq their producer's run had already sent (a replay or a reordering): refused "
+                 "whole, so no row enters an epoch twice"},
+    {"slice_not_sharded", "a sharded producer's slices sent to a one-process collector: refused whole"},
     {"rows_nan", "rows with a NaN: took their slot as the zero vector"},
     {"rows_inf", "rows with +-Inf (no NaN): took their slot as the zero vector"},
     {"rows_zero", "rows of zero norm: took their slot as the zero vector"},
@@ -67,12 +70,17 @@ static const struct {
     {"seq_gaps", "batches missing from a producer's sequence (lost in transit or a producer restarted)"},
     {"connections_dropped", "producer connections dropped while their producer kept running (a batch above "
                             "--max-batch-rows, or no memory for one): the batches in flight on them were lost"},
+    {"connections_empty", "producer connections that ended without delivering a batch: a producer that sent "
+                          "nothing or whose key was refused, or one whose batches were above --max-batch-rows "
+                          "(dropped with the connection; a producer with the status endpoint splits its batches)"},
     {"epochs_internal_error", "epochs charged whose mechanism then failed (LAPACK, memory): published as FAILED "
                               "with the reason; their budget stays spent"},
     {"credit_grants", "credit requests answered with more batches a producer may send (ingest flow control)"},
     {"credit_waits", "credit requests that got nothing new: the ingest buffer was full, the producer waits"},
     {"credit_reclaimed", "batches of credit taken back unused (a producer done, disconnected or silent 10 s)"},
     {"credit_overruns", "batches a producer sent beyond its credit (an old producer, or a stale grant)"},
+    {"credit_stalls", "producers left waiting for credit 5 s while some was free: a flaw of the credit rules "
+                      "(each is logged; please report it)"},
     {"batches_dropped_slice_missing", "sharded collector: batches dropped on every rank because some rank did not get "
                                       "its slice within --shard-wait"},
     {"slices_refused", "sharded collector: batches rank 0 refused (whole rows, another rank's slice, no stream)"},

@@ -236,6 +236,11 @@ expect_error "dps-status --interval 0: refused" 2 "--interval must be" "$STATUS"
 # one snapshot (the latest, sent on subscribing) and then silence: --timeout
 expect_error "dps-watch --timeout: exit 6" 6 "no snapshot .* for 1 s" "$WATCH" $PT --connect "$PUB" --count 5 --timeout 1
 check "... after printing the latest snapshot" grep -q "^snapshot seq 2  epoch 1" out.txt
+# pointed at nothing: one line says so after 5 s (at da6099d it waited without a word)
+run "$WATCH" $PT --connect "ipc://$T/nobody.pub" --count 1 --timeout 7
+[ "$rc" -eq 6 ] && grep -q "nothing answers at ipc://$T/nobody.pub after 5 s (still trying)" err.txt &&
+    [ "$(grep -c 'nothing answers' err.txt)" -eq 1 ]
+verdict "dps-watch at an endpoint where nothing answers: said once, then exit 6 at --timeout"
 # --from-epoch skips the latest (epoch 1) sent on subscribing when asked for epoch 2 on
 expect_error "dps-watch --from-epoch 2: the latest (epoch 1) skipped, exit 6" 6 "no snapshot .* for 1 s" \
     "$WATCH" $PT --connect "$PUB" --count 1 --timeout 1 --from-epoch 2

@@ -86,7 +86,10 @@ static const char s_epilogue[] =
     "1 runtime failure (network, memory, numerics, writing --save-dir);\n"
     "2 usage (unknown flag, missing or bad value, plaintext to a non-local\n"
     "endpoint); 3 --truth or a key file unreadable or malformed, or --truth's\n"
-    "shape differs from the snapshots'; 6 nothing arrived for --timeout seconds.\n";
+    "shape differs from the snapshots'; 6 nothing arrived for --timeout seconds.\n"
+    "While nothing answers at --connect (no collector there, or another security\n"
+    "setting), one line on standard error says so after 5 s; dps-watch keeps\n"
+    "trying.\n";
 
 typedef struct {
     const char *connect, *truth, *save_dir;
@@ -313,6 +316,9 @@ static int s_compare_released(const watch_args *a, const dps_snapshot_info *in, 
     return 0;
 }
 
+/* Seconds without a handshake before dps-watch says nothing answers. */
+#define WATCH_ABSENT_S 5.0
+
 /* Receive and print until --count, --timeout or a signal.  Returns the exit code. */
 static int s_run(const watch_args *a, const cli_net_sec *ns, const float *T, size_t tk, size_t td)
 {
@@ -335,10 +341,16 @@ static int s_run(const watch_args *a, const cli_net_sec *ns, const float *T, siz
     memset(&prev_in, 0, sizeof prev_in);
     uint64_t got = 0;
     double last = s_now();
-    int code = 0;
+    int code = 0, said_absent = 0;
     while (!s_stop && !code && !(a->count && got >= a->count)) {
         dps_snapshot *snap = NULL;
         rc = dps_subscriber_recv(sub, 250, &snap);
+        if (rc == DPS_ETIMEOUT && !said_absent && s_now() - last >= WATCH_ABSENT_S && !dps_subscriber_connected(sub)) {
+            said_absent = 1; /* once: the subscriber keeps trying, and says nothing more until something comes */
+            cli_error("nothing answers at %s after %g s (still trying): is a collector running with that --publish "
+                      "endpoint and the same security (CURVE keys vs --insecure-plaintext)?",
+                      a->connect, WATCH_ABSENT_S);
+        }
         if (rc == DPS_ETIMEOUT) {
             if (a->timeout > 0 && s_now() - last >= a->timeout) {
                 cli_error("no snapshot from %s for %g s (--timeout): is the collector publishing there? an epoch "

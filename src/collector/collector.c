@@ -208,6 +208,7 @@ static void s_teardown(collector *c)
     dps_snapshot_destroy(&c->latest);
     ptable_free(&c->producers);
     credit_free(&c->credit);
+    free(c->conn_state);
     ledger_close(&c->led);
 }
 
@@ -262,6 +263,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     }
     net_monitor_start(c->ctx, c->pull, &c->pull_mon, 1); /* dropped connections on ingest */
     c->pull_mon.on_disconnect = collector_on_disconnect;
+    c->pull_mon.on_accept = collector_on_accept;
     c->pull_mon.on_disconnect_arg = c;
     if (c->latest) {
         unsigned char *buf = NULL;
@@ -358,6 +360,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         if (n >= 0 && !(items[0].revents & ZMQ_POLLIN) && net_now_ms() - c->credit_swept_ms >= 1000) {
             c->credit_swept_ms = net_now_ms();
             credit_reclaim(&c->credit, c->credit_swept_ms, CREDIT_SILENCE_MS);
+            credit_stalled(&c->credit, c->credit_swept_ms);
         }
         if (c->o.epoch_seconds > 0 && net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
             dps_estimator_stats es;

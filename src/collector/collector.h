@@ -69,6 +69,9 @@ typedef struct {
     ingest_plan plan;          /* the ingest memory bound (options_ingest_plan) */
     int over_plan;             /* more producers connected than plan.producers */
     uint64_t connections_dropped; /* connections that ended with their producer still running */
+    uint64_t connections_empty; /* connections that ended without delivering a batch */
+    unsigned char *conn_state; /* by fd: CONN_NONE, CONN_OPEN (accepted), CONN_DELIVERED */
+    size_t conn_state_n;
     credit_pool credit;        /* the producers' credit (credit.h): capacity from plan */
     uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
     uint64_t watched_ms;       /* when s_ingest_watch last counted */
@@ -143,6 +146,7 @@ int collector_ingest_setup(collector *c);
 void collector_ingest_report(collector *c, const dps_config *cfg);
 void collector_ingest_watch(collector *c);
 void collector_on_disconnect(void *arg, int fd);
+void collector_on_accept(void *arg, int fd);
 void collector_lost(collector *c, const char *id, const char *how);
 
 /* status_reply.c: one status request (counters, or a producer's credit);
@@ -150,10 +154,10 @@ void collector_lost(collector *c, const char *id, const char *how);
 void collector_status(collector *c);
 void collector_subscriptions(collector *c);
 /* The parts every status reply shares: the next request (1, its fields and
-   st zeroed but for the asked producer's counts; 0 if none was waiting or
-   it was refused, and then answered), and the reply sent. */
-int collector_status_request(collector *c, char asked[WIRE_MAX_PRODUCER_ID + 1], uint64_t *from, uint64_t *want,
-                             dps_collector_status *st);
+   st zeroed but for the asked producer run's counts and the batch limit; 0
+   if none was waiting or it was refused, and then answered: a revoked key's
+   reply says so), and the reply sent. */
+int collector_status_request(collector *c, wire_status_request *q, dps_collector_status *st);
 void collector_status_send(collector *c, const dps_collector_status *st);
 
 /* reload.c: SIGHUP's configuration reload; binding the publish socket again

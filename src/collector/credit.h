@@ -25,6 +25,21 @@
    without credit (old producers, producers without a status endpoint) are
    not limited here: they only move taken on.
 
+   Accounts are per producer run (id, run: producers.h), never inferred from
+   sequence numbers: a question is answered out of order with the batches
+   (they travel on two sockets), so a question naming seqs the collector has
+   already taken is an ordinary late one, not a new run; a new run has a new
+   run number and opens its own account.  A producer naming no run (run 0, an
+   older one) starts a new run only by asking from seq 0.  Outstanding credit
+   is recomputed from the accounts at each question (never carried as a sum
+   that a missed update could leave wrong).  A watchdog (credit_stalled,
+   called while the ingest queue is empty) catches credit booked as in flight
+   that is not: a producer asking for more, having sent all it was granted,
+   with none of its batches taken for CREDIT_STALL_MS although the collector
+   has nothing left to take.  Those batches are not coming (lost in transit,
+   or a flaw of these rules): the stall is logged and counted, and the
+   account's credit is recomputed from what was taken, so that the producer
+   is granted again instead of waiting for good.
    Who owns what: the collector owns one pool; the accounts live in it, at
    most max_accounts (a new producer beyond that waits for one to leave). */
 #ifndef DPS_CREDIT_H
@@ -35,11 +50,13 @@
 
 #define CREDIT_ACTIVE_MS 1000   /* a producer waiting for credit asks at least every 50 ms */
 #define CREDIT_SILENCE_MS 10000 /* credit of a producer not heard for this long comes back */
+#define CREDIT_STALL_MS 5000    /* a producer asking this long while credit is free is a stall */
 
 typedef struct {
     char id[65];
+    uint64_t run;
     uint64_t granted, taken; /* seqs below granted may be sent; below taken were taken */
-    uint64_t heard_ms, asked_ms;
+    uint64_t heard_ms, asked_ms, taken_ms; /* last heard (a batch or a question), asked, batch taken */
     uint64_t waiting_ms; /* when it began to wait for credit (0: it has some) */
     int fd; /* the connection its last batch came on (-1: none known) */
 } credit_account;
@@ -48,18 +65,26 @@ typedef struct {
     credit_account *acc; /* acc[0 .. n) in use */
     size_t n, max;
     uint64_t capacity;    /* batches the ingest buffer holds */
-    uint64_t outstanding; /* sum of granted - taken */
-    uint64_t grants, waits, reclaimed, overruns;
+    uint64_t grants, waits, reclaimed, overruns, stalls;
 } credit_pool;
 
 int credit_init(credit_pool *p, uint64_t capacity, size_t max_accounts);
 void credit_free(credit_pool *p);
-/* Producer id has sent every seq below from and asks to send every seq below
-   want_end (>= from); returns its grant: it may send every seq below it. */
-uint64_t credit_request(credit_pool *p, const char *id, uint64_t from, uint64_t want_end, uint64_t now_ms);
-/* A batch of id with seq was taken, on connection fd (-1: unknown);
-   returns 1 if id takes credit (it has an account). */
-int credit_taken(credit_pool *p, const char *id, uint64_t seq, int fd, uint64_t now_ms);
+/* Producer run (id, run) has sent every seq below from and asks to send
+   every seq below want_end (>= from); returns its grant: it may send every
+   seq below it. */
+uint64_t credit_request(credit_pool *p, const char *id, uint64_t run, uint64_t from, uint64_t want_end,
+                        uint64_t now_ms);
+/* A batch of (id, run) with seq was taken, on connection fd (-1: unknown);
+   returns 1 if the run takes credit (it has an account). */
+int credit_taken(credit_pool *p, const char *id, uint64_t run, uint64_t seq, int fd, uint64_t now_ms);
+/* The batches granted and not yet taken, over every account. */
+uint64_t credit_outstanding(const credit_pool *p);
+/* With the ingest queue empty: accounts waiting (asking, all their grant
+   sent) that hold credit no batch of which was taken for CREDIT_STALL_MS;
+   each is logged and counted (stalls) and its credit comes back.  Returns
+   how many. */
+size_t credit_stalled(credit_pool *p, uint64_t now_ms);
 /* Connection fd ended: the credit of the producers whose batches came on it
    comes back.  Returns how many accounts were closed. */
 size_t credit_ended(credit_pool *p, int fd);

@@ -23,11 +23,17 @@
 
 
 /* --------------------------------------------------------------- ingest */
-static void s_reject(collector *c, wire_reject r, size_t len)
+static void s_reject(collector *c, wire_reject r, size_t len, const wire_rows *wr)
 {
     uint64_t n = ++c->rejected[r];
+    const char *why = r == WIRE_REPLAYED ? ": its producer's run already sent that seq (a replayed or reordered "
+                                           "batch), and its rows are in an epoch already"
+                      : r == WIRE_SLICE  ? ": it holds a slice of rows for a sharded collector (dps-collector "
+                                           "--sharded); this one takes whole rows"
+                                         : "";
     if (c->o.verbose || n <= 5 || n % 1000 == 0)
-        log_warn("refused a %zu-byte message: %s (%" PRIu64 " so far)", len, wire_reject_name(r), n);
+        log_warn("refused a %zu-byte message%s%s: %s%s (%" PRIu64 " so far)", len, wr->producer_id[0] ? " of " : "",
+                 wr->producer_id, wire_reject_name(r), why, n);
 }
 
 /* A producer's connection ended while it was still running: libzmq dropped
@@ -42,9 +48,50 @@ void collector_lost(collector *c, const char *id, const char *how)
              id, how, c->connections_dropped, c->o.max_batch_rows);
 }
 
+/* Connections by fd: one accepted that ends before it delivered a batch is
+   counted and logged (connections_empty).  It is what a producer that does
+   not ask the status endpoint and sends a batch above --max-batch-rows
+   leaves (libzmq drops the message with the connection and says only
+   "disconnected"), and also what a producer that sent nothing leaves, or
+   one whose key was refused at the handshake (auth_refused: libzmq names no
+   connection in that event): the collector cannot tell them apart.  A producer that says its run and
+   asks the status endpoint learns the limit there and never sends such a
+   batch; one that loses a connection after delivering is caught when it is
+   heard again (collector_lost). */
+enum { CONN_NONE, CONN_OPEN, CONN_DELIVERED };
+
+static void s_conn_set(collector *c, int fd, unsigned char state)
+{
+    if (fd < 0)
+        return;
+    if ((size_t)fd >= c->conn_state_n) {
+        size_t n = (size_t)fd * 2 + 64;
+        unsigned char *grown = realloc(c->conn_state, n);
+        if (!grown)
+            return; /* not tracked: a connection ending there is not counted */
+        memset(grown + c->conn_state_n, CONN_NONE, n - c->conn_state_n);
+        c->conn_state = grown;
+        c->conn_state_n = n;
+    }
+    c->conn_state[fd] = state;
+}
+
+void collector_on_accept(void *arg, int fd) { s_conn_set(arg, fd, CONN_OPEN); }
+
 void collector_on_disconnect(void *arg, int fd)
 {
     collector *c = arg;
+    if (fd >= 0 && (size_t)fd < c->conn_state_n && c->conn_state[fd] == CONN_OPEN) {
+        uint64_t n = ++c->connections_empty;
+        if (c->o.verbose || n <= 5 || n % 100 == 0)
+            log_warn("a producer connection ended without delivering a batch (%" PRIu64 " so far): a producer that "
+                     "sent nothing or whose key was refused (auth_refused), or one that sent a batch above "
+                     "--max-batch-rows (%" PRIu64 " rows at d %" PRIu64 "), which libzmq drops with its connection: "
+                     "those rows were LOST.  A producer given the status endpoint learns the limit and splits its "
+                     "batches",
+                     n, c->o.max_batch_rows, c->o.d);
+    }
+    s_conn_set(c, fd, CONN_NONE);
     ptable_ended(&c->producers, fd);
     credit_ended(&c->credit, fd);
 }
@@ -63,6 +110,10 @@ int collector_ingest(collector *c)
     wire_rows wr;
     size_t len = zmq_msg_size(&msg);
     int fd = zmq_msg_get(&msg, ZMQ_SRCFD); /* which connection: -1 if unknown */
+    /* connections that ended before this message arrived, first: the kernel
+       may have given its connection the fd of one of them */
+    net_monitor_poll(&c->pull_mon, 0);
+    s_conn_set(c, fd, CONN_DELIVERED);
     wire_reject r = wire_rows_decode(zmq_msg_data(&msg), len, c->o.d, &wr);
     if (zmq_msg_more(&msg)) { /* a multipart message is not ours: drop all parts */
         r = r == WIRE_OK ? WIRE_UNDECODABLE : r;
@@ -86,14 +137,19 @@ int collector_ingest(collector *c)
         if (c->o.verbose || n <= 5 || n % 1000 == 0)
             log_warn("refused a batch of %zu rows from producer '%s': its key is no longer in %s (%" PRIu64
                      " refused so far)", wr.n, wr.producer_id, c->o.authorized_keys, n);
-        ptable_refused(&c->producers, wr.producer_id, net_now_ms());
+        ptable_refused(&c->producers, wr.producer_id, wr.stream, net_now_ms());
         wire_rows_release(&wr);
         return 1;
     }
+    if (r == WIRE_OK && wr.shards) /* a slice of a row is not a row: only a sharded collector pairs slices */
+        r = WIRE_SLICE;
+    else if (r == WIRE_OK && !ptable_admit(&c->producers, wr.producer_id, wr.stream, wr.seq))
+        r = WIRE_REPLAYED; /* its rows are in an epoch already: used again, a row would count twice */
     if (r != WIRE_OK) {
-        s_reject(c, r, len);
+        s_reject(c, r, len, &wr);
         if (wr.producer_id[0]) /* a draining producer learns of it */
-            ptable_refused(&c->producers, wr.producer_id, net_now_ms());
+            ptable_refused(&c->producers, wr.producer_id, wr.stream, net_now_ms());
+        wire_rows_release(&wr); /* the rows of a batch refused after decoding (the others hold none) */
         return 1;
     }
     size_t done = 0;
@@ -126,19 +182,16 @@ int collector_ingest(collector *c)
         log_debug("a batch of %zu rows took %.1f ms in the estimator (epoch %" PRIu64 ", %" PRIu64 " rows in it)",
                   wr.n, took, es.epoch, es.rows_in_epoch);
     if (done == wr.n) { /* taken: a producer draining may now disconnect */
-        /* Connections that ended before this batch arrived, first: the kernel
-           may have given this batch's connection the fd of one of them. */
-        net_monitor_poll(&c->pull_mon, 0);
         uint64_t gaps = c->producers.total_gaps;
-        ptable_record(&c->producers, wr.producer_id, wr.seq, wr.n, net_now_ms());
-        int with_credit = credit_taken(&c->credit, wr.producer_id, wr.seq, fd, net_now_ms());
-        const producer_entry *pe = ptable_find(&c->producers, wr.producer_id);
+        ptable_record(&c->producers, wr.producer_id, wr.stream, wr.seq, wr.n, net_now_ms());
+        int with_credit = credit_taken(&c->credit, wr.producer_id, wr.stream, wr.seq, fd, net_now_ms());
+        const producer_entry *pe = ptable_find(&c->producers, wr.producer_id, wr.stream);
         c->watch_due |= !with_credit && pe && pe->fd != fd; /* a new connection without credit: count now */
-        ptable_set_credit(&c->producers, wr.producer_id, with_credit);
+        ptable_set_credit(&c->producers, wr.producer_id, wr.stream, with_credit);
         if (c->producers.total_gaps > gaps)
             log_warn("producer %s: %" PRIu64 " batches before seq %" PRIu64 " never arrived: LOST in transit",
                      wr.producer_id, c->producers.total_gaps - gaps, wr.seq);
-        if (ptable_batch_on(&c->producers, wr.producer_id, fd, wr.seq))
+        if (ptable_batch_on(&c->producers, wr.producer_id, wr.stream, fd, wr.seq))
             collector_lost(c, wr.producer_id, "sent again");
     }
     wire_rows_release(&wr);

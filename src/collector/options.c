@@ -482,7 +482,8 @@ void options_usage(FILE *to)
     fprintf(to,
             "\ningest memory: batches in transit are bounded in bytes for all producers together.\n"
             "A batch message is at most --max-batch-rows x 4d bytes + 1 KiB (a larger one is dropped\n"
-            "with its connection).  Producers that take credit (dps-produce and the C and Python\n"
+            "with its connection; the status endpoint names the limit, and producers given it split\n"
+            "their batches to fit).  Producers that take credit (dps-produce and the C and Python\n"
             "producers given the status endpoint) send only the batches the collector granted them,\n"
             "and it grants at most (buffer - 3 batches) / batch (one fewer with CURVE) to all of\n"
             "them together, a fair share each: the bound holds whatever their number, and they slow\n"
@@ -496,7 +497,10 @@ void options_usage(FILE *to)
             "process the kernel buffers up to 2 MB per tcp producer.  The estimator's memory (t, m,\n"
             "window, q; logged at start-up) comes on top.  A connection that libzmq drops with batches\n"
             "in flight on it (a batch above --max-batch-rows, or no memory for one) is logged and\n"
-            "counted (connections_dropped in dps-status), and so are sequence gaps.\n");
+            "counted (connections_dropped in dps-status, when its producer is heard again;\n"
+            "connections_empty when the connection delivered nothing), and so are sequence gaps.\n"
+            "While the loop waits for a release it still answers the status endpoint, so producers\n"
+            "that ask it tell a slow collector from a dead one.\n");
     fprintf(to, "\nformer names (0.1), still read on the command line and in config files: --rho-epoch and\n"
                 "--delta-epoch (now --rho and --delta); --split-search, --split-count, --split-mean (now\n"
                 "one --split S:C:M, as in dps-estimate; not together with it).\n");

@@ -1,15 +1,18 @@
-/* producers.c - per-producer counters in an open-addressing table. */
+/* producers.c - per-run counters in an open-addressing table keyed by
+   (producer id, run). */
 #include "producers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static size_t s_hash(const char *s)
+static size_t s_hash(const char *s, uint64_t run)
 {
     size_t h = 1469598103934665603ull;
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ ((run >> (8 * i)) & 0xff)) * 1099511628211ull;
     return h;
 }
 
@@ -27,16 +30,16 @@ void ptable_free(producer_table *t)
     t->slots = NULL;
 }
 
-static producer_entry *s_slot(const producer_table *t, const char *id, int *found)
+static producer_entry *s_slot(const producer_table *t, const char *id, uint64_t run, int *found)
 {
-    size_t i = s_hash(id) % t->cap;
+    size_t i = s_hash(id, run) % t->cap;
     for (size_t n = 0; n < t->cap; n++, i = (i + 1) % t->cap) {
         producer_entry *e = &t->slots[i];
         if (!e->used) {
             *found = 0;
             return e;
         }
-        if (strcmp(e->id, id) == 0) {
+        if (e->run == run && strcmp(e->id, id) == 0) {
             *found = 1;
             return e;
         }
@@ -45,22 +48,35 @@ static producer_entry *s_slot(const producer_table *t, const char *id, int *foun
     return NULL;
 }
 
-const producer_entry *ptable_find(const producer_table *t, const char *id)
+/* The entry of (id, run) for the collector's own bookkeeping (run 0 is a run
+   of its own: a producer that names none). */
+static producer_entry *s_exact(const producer_table *t, const char *id, uint64_t run)
 {
     int found = 0;
-    const producer_entry *e = s_slot(t, id, &found);
+    producer_entry *e = s_slot(t, id, run, &found);
     return found ? e : NULL;
 }
 
-/* The entry of id, created (evicting the least recently heard when full). */
-static producer_entry *s_entry(producer_table *t, const char *id, uint64_t seq, uint64_t now_ms)
+const producer_entry *ptable_find(const producer_table *t, const char *id, uint64_t run)
+{
+    if (run)
+        return s_exact(t, id, run);
+    const producer_entry *best = NULL; /* the most recently heard run of id */
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].used && strcmp(t->slots[i].id, id) == 0 && (!best || t->slots[i].heard > best->heard))
+            best = &t->slots[i];
+    return best;
+}
+
+/* The entry of (id, run), created (evicting the least recently heard when full). */
+static producer_entry *s_entry(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t now_ms)
 {
     int found = 0;
-    producer_entry *e = s_slot(t, id, &found);
-    if (!e) { /* full: forget the least recently heard producer, then rebuild */
+    producer_entry *e = s_slot(t, id, run, &found);
+    if (!e) { /* full: forget the least recently heard run, then rebuild */
         size_t old = 0;
         for (size_t i = 1; i < t->cap; i++)
-            if (t->slots[i].last_ms < t->slots[old].last_ms)
+            if (t->slots[i].heard < t->slots[old].heard)
                 old = i;
         producer_entry *keep = t->slots;
         t->slots = calloc(t->cap, sizeof *t->slots);
@@ -71,54 +87,61 @@ static producer_entry *s_entry(producer_table *t, const char *id, uint64_t seq, 
         for (size_t i = 0; i < t->cap; i++)
             if (i != old && keep[i].used) {
                 int f = 0;
-                *s_slot(t, keep[i].id, &f) = keep[i];
+                *s_slot(t, keep[i].id, keep[i].run, &f) = keep[i];
             }
         free(keep);
-        e = s_slot(t, id, &found);
+        e = s_slot(t, id, run, &found);
         if (!e)
             return NULL;
     }
     if (!found) {
         memset(e, 0, sizeof *e);
         snprintf(e->id, sizeof e->id, "%s", id);
+        e->run = run;
         e->used = 1;
-        e->next_seq = seq;
+        e->next_seq = seq; /* the first batch heard of a run: what came before is not ours to count */
         e->fd = -1;
     }
     e->last_ms = now_ms;
+    e->heard = ++t->events;
     return e;
 }
 
-void ptable_refused(producer_table *t, const char *id, uint64_t now_ms)
+int ptable_admit(const producer_table *t, const char *id, uint64_t run, uint64_t seq)
 {
-    producer_entry *e = s_entry(t, id, 0, now_ms);
+    const producer_entry *e = s_exact(t, id, run);
+    return !e || seq >= e->next_seq || (run == 0 && seq == 0);
+}
+
+void ptable_refused(producer_table *t, const char *id, uint64_t run, uint64_t now_ms)
+{
+    producer_entry *e = s_entry(t, id, run, 0, now_ms);
     if (e)
         e->refused++;
 }
 
-void ptable_record(producer_table *t, const char *id, uint64_t seq, uint64_t rows, uint64_t now_ms)
+void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows, uint64_t now_ms)
 {
-    producer_entry *e = s_entry(t, id, seq, now_ms);
+    producer_entry *e = s_entry(t, id, run, seq, now_ms);
     if (!e)
         return;
     if (seq > e->next_seq) {
         e->gaps += seq - e->next_seq;
         t->total_gaps += seq - e->next_seq;
-    } else if (seq < e->next_seq) {
-        e->restarts++; /* a producer that reused its id from 0 */
+    } else if (seq < e->next_seq) { /* admitted below next_seq: only seq 0 of a producer naming no run */
+        e->restarts++;
     }
     e->next_seq = seq + 1;
     e->batches++;
     e->rows += rows;
 }
 
-int ptable_batch_on(producer_table *t, const char *id, int fd, uint64_t seq)
+int ptable_batch_on(producer_table *t, const char *id, uint64_t run, int fd, uint64_t seq)
 {
-    int found = 0;
-    producer_entry *e = s_slot(t, id, &found);
-    if (!found || fd < 0)
+    producer_entry *e = s_exact(t, id, run);
+    if (!e || fd < 0)
         return 0;
-    int lost = e->ended && seq != 0; /* seq 0: a new run under the same id */
+    int lost = e->ended && (run != 0 || seq != 0); /* run 0, seq 0: a new run under the same id */
     e->fd = fd;
     e->ended = 0;
     return lost;
@@ -136,11 +159,10 @@ void ptable_ended(producer_table *t, int fd)
         }
 }
 
-int ptable_asked(producer_table *t, const char *id, uint64_t now_ms)
+int ptable_asked(producer_table *t, const char *id, uint64_t run, uint64_t now_ms)
 {
-    int found = 0;
-    producer_entry *e = s_slot(t, id, &found);
-    if (!found || !e->ended)
+    producer_entry *e = run ? s_exact(t, id, run) : NULL; /* questions naming no run may be anyone's */
+    if (!e || !e->ended)
         return 0;
     if (e->asked++ == 0)
         e->asked_ms = now_ms;
@@ -150,11 +172,10 @@ int ptable_asked(producer_table *t, const char *id, uint64_t now_ms)
     return 1;
 }
 
-void ptable_set_credit(producer_table *t, const char *id, int with_credit)
+void ptable_set_credit(producer_table *t, const char *id, uint64_t run, int with_credit)
 {
-    int found = 0;
-    producer_entry *e = s_slot(t, id, &found);
-    if (found)
+    producer_entry *e = s_exact(t, id, run);
+    if (e)
         e->no_credit = !with_credit;
 }
 

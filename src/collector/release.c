@@ -29,7 +29,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <zmq.h>
 
 /* Released and charged, but its snapshot could not be made (out of memory:
    collector_number says so): nothing to send.  Not a dps_err (those are >= 0). */
@@ -213,7 +215,11 @@ void collector_release_poll(collector *c)
    pipe alone: a byte the writer writes after this returns is for the next
    poll (draining here lost one when the writer handed over between the
    last check and the drain, and that snapshot waited for the next). */
-static void s_wait_while(collector *c, int (*busy)(collector *))
+/* answer: the loop waits in slices of 100 ms and answers the status
+   endpoint between them, so that producers waiting for credit are told to
+   wait and a producer's collector timeout (dps_producer_set_collector_timeout)
+   never mistakes a long release for a dead collector. */
+static void s_wait_while(collector *c, int (*busy)(collector *), int answer)
 {
     pthread_mutex_lock(&c->rel_mu);
     for (;;) {
@@ -223,7 +229,25 @@ static void s_wait_while(collector *c, int (*busy)(collector *))
         }
         if (!busy(c) || collector_stop)
             break;
-        pthread_cond_wait(&c->rel_cv, &c->rel_mu);
+        if (!answer) {
+            pthread_cond_wait(&c->rel_cv, &c->rel_mu);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+        until.tv_nsec += 100 * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        if (pthread_cond_timedwait(&c->rel_cv, &c->rel_mu, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&c->rel_mu);
+            for (int i = 0; i < 64; i++) { /* what is waiting, then back to the wait */
+                zmq_pollitem_t it = {c->rep, 0, ZMQ_POLLIN, 0};
+                if (zmq_poll(&it, 1, 0) <= 0)
+                    break;
+                collector_status(c);
+            }
+            pthread_mutex_lock(&c->rel_mu);
+        }
     }
     pthread_mutex_unlock(&c->rel_mu);
 }
@@ -239,12 +263,12 @@ static int s_any_busy(collector *c)
    again through s_take), or a ledger failure waits for the loop to stop. */
 static int s_sealed(collector *c) { return dps_estimator_release_pending(c->est) || c->rel_halt; }
 
-void collector_release_wait(collector *c) { s_wait_while(c, s_any_busy); }
+void collector_release_wait(collector *c) { s_wait_while(c, s_any_busy, 0); }
 
 void collector_backpressure(collector *c)
 {
     double t0 = net_clock_ms();
-    s_wait_while(c, s_sealed);
+    s_wait_while(c, s_sealed, 1);
     double w = net_clock_ms() - t0;
     c->waited_ms += w;
     c->waited_total_ms += w;

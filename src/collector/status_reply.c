@@ -72,17 +72,17 @@ static void s_status_counters(collector *c, dps_collector_status *st)
         {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
         {"rows_discarded", es.rows_discarded}, {"disconnects", c->pull_mon.disconnects},
         {"seq_gaps", c->producers.total_gaps}, {"epochs_internal_error", es.epochs_internal_error},
-        {"connections_dropped", c->connections_dropped},
+        {"connections_dropped", c->connections_dropped}, {"connections_empty", c->connections_empty},
         {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
         {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
+        {"credit_stalls", c->credit.stalls},
     };
     _Static_assert(sizeof other / sizeof *other <= DPS_STATUS_MAX_COUNTERS, "the counters fit the reply");
     for (size_t i = 0; i < sizeof other / sizeof *other; i++)
         s_count(st->counters, &st->n_counters, other[i].name, other[i].v);
 }
 
-int collector_status_request(collector *c, char asked[WIRE_MAX_PRODUCER_ID + 1], uint64_t *from, uint64_t *want,
-                             dps_collector_status *st)
+int collector_status_request(collector *c, wire_status_request *q, dps_collector_status *st)
 {
     zmq_msg_t msg;
     zmq_msg_init(&msg);
@@ -90,24 +90,28 @@ int collector_status_request(collector *c, char asked[WIRE_MAX_PRODUCER_ID + 1],
         zmq_msg_close(&msg);
         return 0;
     }
-    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), asked, from, want) == DPS_OK;
-    if (ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"))) {
-        ok = 0; /* a key removed since the connection was made */
-        c->revoked++;
-    }
+    int ok = wire_status_request_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), q) == DPS_OK;
+    int revoked = ok && c->zap && !zap_allowed(c->zap, "status", zmq_msg_gets(&msg, "User-Id"));
     zmq_msg_close(&msg);
+    memset(st, 0, sizeof *st);
+    if (revoked) { /* a key removed since the connection was made: the asker learns it and stops */
+        c->revoked++;
+        snprintf(st->refused, sizeof st->refused, "key_revoked");
+        collector_status_send(c, st);
+        return 0;
+    }
     if (!ok) {
         zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
         return 0;
     }
-    memset(st, 0, sizeof *st);
-    const producer_entry *pe = asked[0] ? ptable_find(&c->producers, asked) : NULL;
+    const producer_entry *pe = q->producer_id[0] ? ptable_find(&c->producers, q->producer_id, q->run) : NULL;
     if (pe) {
         st->producer_batches = pe->batches;
         st->producer_rows = pe->rows;
         st->producer_seq_gaps = pe->gaps;
         st->producer_refused = pe->refused;
     }
+    st->max_batch_rows = (uint32_t)c->o.max_batch_rows;
     return 1;
 }
 
@@ -125,18 +129,18 @@ void collector_status_send(collector *c, const dps_collector_status *st)
 
 void collector_status(collector *c)
 {
-    char asked[WIRE_MAX_PRODUCER_ID + 1];
-    uint64_t from = 0, want = 0;
+    wire_status_request q;
     dps_collector_status st;
-    if (!collector_status_request(c, asked, &from, &want, &st))
+    if (!collector_status_request(c, &q, &st))
         return;
-    if (asked[0] && ptable_asked(&c->producers, asked, net_now_ms()))
-        collector_lost(c, asked, "kept asking for its count");
+    if (q.producer_id[0] && ptable_asked(&c->producers, q.producer_id, q.run, net_now_ms()))
+        collector_lost(c, q.producer_id, "kept asking for its count");
     st.credit = 1;
     st.d = c->o.d;
     st.k = c->o.k_total;
-    if (want) /* a credit question: a producer waits for it, the counters are not for it */
-        st.credit_seq_end = credit_request(&c->credit, asked, from, want, net_now_ms());
+    if (q.credit_seq_end) /* a credit question: a producer waits for it, the counters are not for it */
+        st.credit_seq_end = credit_request(&c->credit, q.producer_id, q.run, q.credit_from, q.credit_seq_end,
+                                           net_now_ms());
     else
         s_status_counters(c, &st);
     collector_status_send(c, &st);

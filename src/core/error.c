@@ -25,6 +25,7 @@ static const char *s_sentences[DPS_ERR_COUNT_] = {
     [DPS_EIO] = "a file could not be read, written or synced",
     [DPS_ETIMEOUT] = "nothing arrived in time",
     [DPS_ECANCELED] = "canceled: the caller's cancel flag ended the wait",
+    [DPS_EGONE] = "the collector went silent (killed, crashed or unreachable) for longer than the collector timeout",
 };
 
 const char *dps_strerror(int err)

@@ -186,6 +186,7 @@ static int s_receive(sharded *s, held *h)
     }
     char id[WIRE_MAX_PRODUCER_ID + 1]; /* the refusal is counted for it after the batch is released */
     snprintf(id, sizeof id, "%s", out->producer_id);
+    uint64_t run = out->stream;
     if (r == WIRE_OK && s->size > 1 && out->stream == 0) {
         /* a slice pairs with its row's other slices by (id, stream, seq, key): a
            producer must name its stream (at random), or two producers under
@@ -194,6 +195,12 @@ static int s_receive(sharded *s, held *h)
                  s->rank, id);
         wire_rows_release(out);
         r = WIRE_DIM;
+    } else if (r == WIRE_OK && s->rank == 0 && !ptable_admit(&c->producers, id, run, out->seq)) {
+        /* rank 0 decides for every rank: a replayed batch is never announced */
+        log_warn("a batch %" PRIu64 " of %s refused: its run already sent that seq (a replayed or reordered batch)",
+                 out->seq, id);
+        wire_rows_release(out);
+        r = WIRE_REPLAYED;
     } else if (r == WIRE_OK && !s_slice_ok(s, out)) {
         log_warn("rank %d: a batch of %s is shard %" PRIu32 " of %" PRIu32 " of rows of %" PRIu32 " coordinates, "
                  "not this rank's (%d of %d, d = %zu): refused (is the producer's --shards %d?)",
@@ -210,7 +217,7 @@ static int s_receive(sharded *s, held *h)
         c->rejected[r]++;
         s->refused_slices++;
         if (s->rank == 0)
-            ptable_refused(&c->producers, id, net_now_ms());
+            ptable_refused(&c->producers, id, run, net_now_ms());
         log_debug("rank %d: batch refused: %s", s->rank, wire_reject_name(r));
         return 0;
     }
@@ -606,14 +613,14 @@ static int s_batch(sharded *s, const shard_cmd *cmd, held *mine)
             end = s_add(s, mine->wr.rows + (size_t)i * s->w);
         s->rows_accepted += cmd->n;
         if (s->rank == 0)
-            ptable_record(&s->c->producers, cmd->id, cmd->seq, cmd->n, net_now_ms());
+            ptable_record(&s->c->producers, cmd->id, cmd->stream, cmd->seq, cmd->n, net_now_ms());
     } else {
         s->dropped++;
         if (s->rank == 0) {
             log_warn("batch %" PRIu64 " of %s dropped on every rank: some rank did not get its slice within "
                      "--shard-wait %g s (a producer that is not sharded over %d ranks, or that died between its "
                      "parts' sends)", cmd->seq, cmd->id, s->c->o.shard_wait, s->size);
-            ptable_refused(&s->c->producers, cmd->id, net_now_ms());
+            ptable_refused(&s->c->producers, cmd->id, cmd->stream, net_now_ms());
         } else if (!have) {
             log_warn("rank %d: no slice of batch %" PRIu64 " of %s within --shard-wait", s->rank, cmd->seq, cmd->id);
         }
@@ -631,10 +638,9 @@ static int s_batch(sharded *s, const shard_cmd *cmd, held *mine)
 static void s_status(sharded *s)
 {
     collector *c = s->c;
-    char asked[WIRE_MAX_PRODUCER_ID + 1];
-    uint64_t from = 0, want = 0;
+    wire_status_request q;
     dps_collector_status st;
-    if (!collector_status_request(c, asked, &from, &want, &st))
+    if (!collector_status_request(c, &q, &st))
         return;
     dps_zcdp spent = dps_accountant_spent(s->acc);
     st.d = s->cfg->d;

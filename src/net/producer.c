@@ -45,7 +45,25 @@
    when someone does.  A flag the caller owns (a volatile sig_atomic_t, set
    from a signal handler) rather than a call into the producer from the
    handler: setting it is async-signal-safe, and one flag serves any number
-   of producers (the parts of a sharded one share their parent's). */
+   of producers (the parts of a sharded one share their parent's).
+   Run (issue 31): every producer draws a random nonzero run number and sends
+   it with every batch (RowBatch.stream) and status question, so that the
+   collector matches credit and counts to this run and refuses a seq of it
+   twice; the parts of a sharded producer share theirs (the stream).
+   A dead collector (issue 31): once the collector has been heard (a status
+   reply; without a status endpoint, a handshake), every wait for it --
+   credit, a blocked send, the drain -- ends with DPS_EGONE after
+   timeout_ms (DPS_PRODUCER_COLLECTOR_TIMEOUT_MS unless set) without a word
+   from it: with a status endpoint, a question at least once a second while
+   a send is blocked (the collector answers them while its ingest waits for a
+   release); without, the connection down that long.  A collector that
+   never answered is waited for as before (wait_ready bounds that).  A
+   reply that says our key was revoked ends every wait with DPS_EAUTH.
+   Batch limit: the collector's status reply names the most rows a batch
+   may hold (libzmq drops a larger message with its connection); a producer
+   with a status endpoint learns it with its first credit question and sends
+   larger batches in pieces (not a part of a sharded producer: its parts'
+   seqs must stay the same on every rank). */
 #include "dpsubspace_net.h"
 #include "transport.h"
 #include "wire.h"
@@ -87,6 +105,12 @@ struct dps_producer {
     float *split;            /* sharded: batch_rows x the widest slice, scratch   */
     int failed;              /* sharded: a part failed; nothing more is sent      */
     const volatile sig_atomic_t *cancel; /* the caller's flag: nonzero ends every wait */
+    uint64_t run;            /* our run (RowBatch.stream): shard.stream */
+    size_t limit;            /* the collector's max_batch_rows (0: not known) */
+    int timeout_ms;          /* the collector timeout (0: none) */
+    uint64_t heard_ms;       /* the collector's last status reply (0: none yet) */
+    uint64_t pinged_ms;      /* our last question while a send was blocked */
+    int revoked;             /* a reply said our key left the authorized keys */
 };
 
 #define CREDIT_AHEAD 64      /* batches asked for at a time (the collector grants at most a fair share) */
@@ -104,6 +128,17 @@ void dps_producer_opts_init(dps_producer_opts *o, const char *endpoint, size_t d
 }
 
 static int s_sharded_new(dps_producer **out, const dps_producer_opts *o);
+
+/* A random nonzero run number (the collector refuses a sharded batch naming
+   none, and 0 means "no run" to it). */
+static int s_draw_run(uint64_t *run)
+{
+    dps_rng *r = NULL;
+    int rc = dps_rng_new_secure(&r);
+    *run = rc ? 0 : dps_rng_u64(r) | 1;
+    dps_rng_destroy(&r);
+    return rc;
+}
 
 /* The caller's cancel flag is set: the wait in progress ends (DPS_ECANCELED). */
 static int s_canceled(const dps_producer *p) { return p->cancel && *p->cancel; }
@@ -157,6 +192,7 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
     if (!p)
         return DPS_ENOMEM;
     p->drained_at = UINT64_MAX;
+    p->timeout_ms = DPS_PRODUCER_COLLECTOR_TIMEOUT_MS;
     p->send_timeout_ms = o->send_timeout_ms;
     p->linger_ms = o->linger_ms;
     s_set_id(p, o->producer_id);
@@ -182,8 +218,8 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
                 zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
                 zmq_setsockopt(p->sock, ZMQ_SNDTIMEO, &slice, sizeof slice)))
         rc = DPS_ENET;
-    if (!rc)
-        rc = net_monitor_start(p->ctx, p->sock, &p->mon, 0);
+    if (!rc) /* with disconnects: a client's monitor tracks whether its connection is up */
+        rc = net_monitor_start(p->ctx, p->sock, &p->mon, 1);
     if (!rc && zmq_connect(p->sock, endpoint) != 0)
         rc = DPS_ENET;
     if (rc) {
@@ -193,8 +229,12 @@ int dps_producer_new(dps_producer **out, const dps_producer_opts *o)
     }
     if (o->full_dim) {
         p->shard = (wire_shard){(uint32_t)o->shard, (uint32_t)o->shards, (uint32_t)o->full_dim, o->stream};
-        p->sharded = &p->shard;
+    } else if ((rc = s_draw_run(&p->shard.stream)) != DPS_OK) {
+        dps_producer_destroy(&p);
+        return rc;
     }
+    p->sharded = &p->shard;
+    p->run = p->shard.stream;
     *out = p;
     return DPS_OK;
 }
@@ -208,10 +248,9 @@ static int s_sharded_new(dps_producer **out, const dps_producer_opts *o)
     if (!p)
         return DPS_ENOMEM;
     p->parts = o->shards;
-    dps_rng *r = NULL;
-    int rc = dps_rng_new_secure(&r);
-    uint64_t stream = rc ? 0 : dps_rng_u64(r) | 1; /* nonzero: the collector refuses a sharded batch without */
-    dps_rng_destroy(&r);
+    uint64_t stream = 0;
+    int rc = s_draw_run(&stream);
+    p->run = stream;
     s_set_id(p, o->producer_id);
     size_t c0, c1;
     dps_shard_slice(o->dim, o->shards, 0, &c0, &c1); /* shard 0 is a widest */
@@ -278,14 +317,45 @@ int dps_producer_wait_ready(dps_producer *p, int timeout_ms)
     }
 }
 
+int dps_producer_set_collector_timeout(dps_producer *p, int timeout_ms)
+{
+    if (!p || timeout_ms < 0)
+        return DPS_EINVAL;
+    p->timeout_ms = timeout_ms;
+    for (size_t r = 0; r < p->parts; r++)
+        if (p->part[r])
+            p->part[r]->timeout_ms = timeout_ms;
+    return DPS_OK;
+}
+
+/* A question on the kept status socket: credit up to want_end (0: none, a
+   question that only says we are here). */
+static int s_ask(dps_producer *p, uint64_t want_end)
+{
+    wire_status_request q = {.run = p->run, .credit_from = p->seq, .credit_seq_end = want_end};
+    snprintf(q.producer_id, sizeof q.producer_id, "%s", p->id);
+    int rc = net_status_send(p->cred, &q);
+    p->asking = rc == DPS_OK;
+    return rc;
+}
+
 /* Ask for credit up to p->seq + ahead (ahead doubling up to CREDIT_AHEAD);
    the reply is read by s_credit_reply. */
 static int s_credit_ask(dps_producer *p)
 {
     p->ahead = p->ahead ? (2 * p->ahead < CREDIT_AHEAD ? 2 * p->ahead : CREDIT_AHEAD) : 1;
-    int rc = net_status_send(p->cred, p->id, p->seq, p->seq + p->ahead);
-    p->asking = rc == DPS_OK;
-    return rc;
+    return s_ask(p, p->seq + p->ahead);
+}
+
+/* What a reply tells us whatever the question: the collector is there, its
+   batch limit, and whether our key was revoked. */
+static void s_heard(dps_producer *p, const dps_collector_status *st)
+{
+    p->heard_ms = net_now_ms();
+    if (st->refused[0])
+        p->revoked = 1;
+    else if (st->max_batch_rows && !p->shard.shards) /* a part keeps its batches: see the top of the file */
+        p->limit = st->max_batch_rows;
 }
 
 /* Read the reply to the question out, waiting up to wait_ms: DPS_OK when
@@ -297,7 +367,11 @@ static int s_credit_reply(dps_producer *p, int wait_ms)
     if (rc == DPS_ETIMEOUT)
         return rc;
     p->asking = 0;
-    if (rc == DPS_OK && !st.credit) {
+    if (rc == DPS_OK)
+        s_heard(p, &st);
+    if (rc == DPS_OK && st.refused[0]) {
+        /* nothing else in it */
+    } else if (rc == DPS_OK && !st.credit) {
         p->credit = -1;
     } else if (rc == DPS_OK) {
         p->credit = 1;
@@ -305,6 +379,39 @@ static int s_credit_reply(dps_producer *p, int wait_ms)
             p->credit_end = st.credit_seq_end;
     }
     return rc;
+}
+
+/* DPS_EGONE once the collector, heard before, has been silent for the
+   collector timeout; DPS_EAUTH once it said our key was revoked.  Only a
+   collector that grants credit answers while its ingest waits for a release
+   (a sharded one does not): for the others, the connection is what counts. */
+static int s_collector_alive(const dps_producer *p)
+{
+    if (p->revoked)
+        return DPS_EAUTH;
+    if (!p->timeout_ms)
+        return DPS_OK;
+    uint64_t now = net_now_ms(), limit = (uint64_t)p->timeout_ms;
+    if (p->status_ep[0] && p->credit > 0) /* it answers questions: the last answer */
+        return p->heard_ms && now - p->heard_ms >= limit ? DPS_EGONE : DPS_OK;
+    /* without questions: the connection itself, once it was up */
+    return !p->mon.up && p->mon.down_ms && now - p->mon.down_ms >= limit ? DPS_EGONE : DPS_OK;
+}
+
+/* While a send is blocked: a question once a second (its reply read when it
+   comes; one still unanswered is asked again, as a collector restarted
+   meanwhile never answers it), so that a collector that is gone is noticed. */
+static void s_ping(dps_producer *p)
+{
+    if (!p->cred || p->credit <= 0)
+        return;
+    if (p->asking)
+        s_credit_reply(p, 0);
+    uint64_t now = net_now_ms();
+    if (now - p->pinged_ms >= 1000) {
+        s_ask(p, 0);
+        p->pinged_ms = now;
+    }
 }
 
 /* Wait until the collector grants p->seq (DPS_OK at once when credit is
@@ -322,6 +429,8 @@ static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
     }
     if (p->asking)
         s_credit_reply(p, 0);
+    if (p->revoked)
+        return DPS_EAUTH;
     if (p->seq < p->credit_end) {
         if (p->credit > 0 && !p->asking && p->credit_end - p->seq <= p->ahead / 2)
             s_credit_ask(p);
@@ -332,6 +441,9 @@ static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
     for (;;) {
         if (s_canceled(p))
             return DPS_ECANCELED;
+        int alive = s_collector_alive(p);
+        if (alive)
+            return alive;
         uint64_t now = net_now_ms(), wait = p->credit ? 1000 : CREDIT_FIRST_MS;
         if (!p->asking || now - asked_ms >= 1000) { /* a question unanswered for 1 s is asked again */
             if (s_credit_ask(p) != DPS_OK) {
@@ -347,6 +459,8 @@ static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
         /* slices of 200 ms: the cancel flag is read between them (an
            unanswered question is still asked again only after 1 s) */
         int rc = s_credit_reply(p, (int)(wait < 200 ? wait : 200) + 1);
+        if (p->revoked)
+            return DPS_EAUTH;
         if (p->credit < 0 || p->seq < p->credit_end)
             return DPS_OK;
         if (rc != DPS_OK && !p->credit && net_now_ms() - start >= CREDIT_FIRST_MS) {
@@ -370,18 +484,16 @@ static void s_free_encoded(void *data, void *hint)
     free(data);
 }
 
-/* Send one encoded batch, blocking under backpressure: up to send_timeout_ms
-   (0: without limit), or until deadline (net_now_ms; 0: none) when given.
+/* Send one batch of n rows (at most the collector's limit), blocking under
+   backpressure: up to send_timeout_ms (0: without limit), or until deadline
+   (net_now_ms; 0: none) when given, or until the collector is gone.
    ZeroMQ takes the encoded buffer as it is (zmq_msg_init_data) and frees it
    when sent, instead of copying it once more (1 MB a batch by default). */
-static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadline)
+static int s_send_one(dps_producer *p, const float *rows, size_t n, uint64_t start, uint64_t deadline)
 {
     unsigned char *enc = NULL;
     size_t len = 0;
-    uint64_t start = net_now_ms();
-    int rc = s_credit(p, start, deadline);
-    if (!rc)
-        rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, p->sharded, &enc, &len);
+    int rc = wire_rows_encode(p->id, p->seq, rows, n, p->dim, p->sharded, &enc, &len);
     if (rc)
         return rc;
     zmq_msg_t msg;
@@ -405,6 +517,9 @@ static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadlin
             rc = DPS_ECANCELED;
             break;
         }
+        s_ping(p);
+        if ((rc = s_collector_alive(p)) != DPS_OK)
+            break;
         if ((p->send_timeout_ms > 0 && net_now_ms() - start >= (uint64_t)p->send_timeout_ms) ||
             (deadline && net_now_ms() >= deadline)) {
             rc = DPS_ETIMEOUT;
@@ -419,6 +534,27 @@ static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadlin
         p->batches_sent++;
     }
     return rc;
+}
+
+/* Send n rows as batches of at most the collector's limit, each once the
+   collector granted its seq (credit); *sent: the rows sent, also on error
+   (the caller keeps the rest). */
+static int s_send(dps_producer *p, const float *rows, size_t n, uint64_t deadline, size_t *sent)
+{
+    uint64_t start = net_now_ms();
+    *sent = 0;
+    while (*sent < n) {
+        int rc = s_credit(p, start, deadline); /* the first reply names the limit */
+        size_t m = n - *sent;
+        if (p->limit && m > p->limit)
+            m = p->limit;
+        if (!rc)
+            rc = s_send_one(p, rows + *sent * p->dim, m, start, deadline);
+        if (rc)
+            return rc;
+        *sent += m;
+    }
+    return DPS_OK;
 }
 
 /* ---------------------------------------------------------------- sharded */
@@ -464,6 +600,8 @@ static int s_sharded_close(dps_producer *p, uint64_t *unconfirmed)
     return p->close_rc;
 }
 
+static int s_flush(dps_producer *p, uint64_t deadline);
+
 int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t dim)
 {
     if (!p || (!rows && n))
@@ -477,9 +615,13 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
     size_t i = 0;
     while (i < n) {
         if (p->nbuf == 0 && n - i >= p->batch_rows) { /* whole batches straight from the caller */
-            int rc = s_send(p, rows + i * p->dim, p->batch_rows, 0);
-            if (rc)
+            size_t sent = 0;
+            int rc = s_send(p, rows + i * p->dim, p->batch_rows, 0, &sent);
+            if (rc) { /* the rows of this batch not sent stay buffered */
+                p->nbuf = p->batch_rows - sent;
+                memcpy(p->buf, rows + (i + sent) * p->dim, p->nbuf * p->dim * sizeof *rows);
                 return rc;
+            }
             i += p->batch_rows;
             continue;
         }
@@ -490,23 +632,24 @@ int dps_producer_send_rows(dps_producer *p, const float *rows, size_t n, size_t 
         p->nbuf += take;
         i += take;
         if (p->nbuf == p->batch_rows) {
-            int rc = s_send(p, p->buf, p->nbuf, 0);
+            int rc = s_flush(p, 0);
             if (rc)
                 return rc;
-            p->nbuf = 0;
         }
     }
     return DPS_OK;
 }
 
-/* Send the partial batch, if any, by deadline (0: none). */
+/* Send the buffered rows, if any, by deadline (0: none); those not sent stay. */
 static int s_flush(dps_producer *p, uint64_t deadline)
 {
     if (p->nbuf == 0)
         return DPS_OK;
-    int rc = s_send(p, p->buf, p->nbuf, deadline);
-    if (!rc)
-        p->nbuf = 0;
+    size_t sent = 0;
+    int rc = s_send(p, p->buf, p->nbuf, deadline, &sent);
+    p->nbuf -= sent;
+    if (sent && p->nbuf)
+        memmove(p->buf, p->buf + sent * p->dim, p->nbuf * p->dim * sizeof *p->buf);
     return rc;
 }
 
@@ -531,20 +674,26 @@ int dps_producer_flush(dps_producer *p)
 static int s_drain(dps_producer *p, uint64_t deadline)
 {
     int rc;
+    wire_status_request q = {.run = p->run};
+    snprintf(q.producer_id, sizeof q.producer_id, "%s", p->id);
     if (p->credit > 0 && p->credit_end > p->seq) { /* the credit we will not use goes back at once */
         dps_collector_status st;
         p->asking = 0; /* REQ_CORRELATE drops the reply to a question still out */
-        if (net_status_ask(p->cred, p->id, p->seq, p->seq, 100, &st) == DPS_OK)
+        wire_status_request back = q;
+        back.credit_from = back.credit_seq_end = p->seq;
+        if (net_status_ask(p->cred, &back, 100, &st) == DPS_OK) {
+            s_heard(p, &st);
             p->credit_end = st.credit_seq_end;
+        }
     }
     for (;;) {
         dps_collector_status st;
         if (s_canceled(p))
             return DPS_ECANCELED; /* not how the drain ended: a later one asks again */
         uint64_t now = net_now_ms(), left = deadline > now ? deadline - now : 0;
-        rc = dps_collector_status_query_producer(p->status_ep, &p->sec, (int)(left < 1000 ? left : 1000) + 1,
-                                                 p->id, &st);
+        rc = net_status_query(p->status_ep, &p->sec, (int)(left < 1000 ? left : 1000) + 1, &q, &st);
         if (rc == DPS_OK) {
+            s_heard(p, &st);
             p->taken = st.producer_batches;
             p->refused = st.producer_refused;
             if (st.producer_batches + st.producer_refused >= p->batches_sent) {
@@ -555,6 +704,11 @@ static int s_drain(dps_producer *p, uint64_t deadline)
             break;
         } else if (rc != DPS_ETIMEOUT) {
             return rc; /* not an answer about our batches: a later drain asks again */
+        }
+        net_monitor_poll(&p->mon, 0);
+        if (s_collector_alive(p) == DPS_EGONE) {
+            rc = DPS_EGONE;
+            break;
         }
         if (net_now_ms() >= deadline) {
             rc = DPS_ETIMEOUT;
@@ -585,6 +739,17 @@ int dps_producer_drain(dps_producer *p, int timeout_ms)
 }
 
 const char *dps_producer_id(const dps_producer *p) { return p ? p->id : ""; }
+
+uint64_t dps_producer_disconnects(const dps_producer *p)
+{
+    if (p && p->parts) {
+        uint64_t n = 0;
+        for (size_t r = 0; r < p->parts; r++)
+            n += p->part[r] ? dps_producer_disconnects(p->part[r]) : 0;
+        return n;
+    }
+    return p ? p->mon.disconnects : 0;
+}
 
 void dps_producer_counts(const dps_producer *p, uint64_t *rows_sent, uint64_t *batches_sent)
 {
@@ -637,6 +802,9 @@ int dps_producer_close(dps_producer *p, uint64_t *unconfirmed)
         }
         if (!rc)
             rc = drc;
+        net_monitor_poll(&p->mon, 0);
+        if (!rc && !p->status_ep[0] && p->mon.disconnects)
+            rc = DPS_ENET; /* nobody confirms, but the collector ended our connection: what was on it is lost */
         net_monitor_stop(p->sock, &p->mon);
         if (p->cred)
             zmq_close(p->cred);

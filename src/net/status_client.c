@@ -3,6 +3,7 @@
 #include "transport.h"
 #include "wire.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -16,8 +17,17 @@ int dps_collector_status_query(const char *endpoint, const dps_security *sec, in
 int dps_collector_status_query_producer(const char *endpoint, const dps_security *sec, int timeout_ms,
                                         const char *producer_id, dps_collector_status *out)
 {
-    if (!endpoint || !out)
+    if (!endpoint || !out || (producer_id && strlen(producer_id) > WIRE_MAX_PRODUCER_ID))
         return DPS_EINVAL;
+    wire_status_request q = {0};
+    if (producer_id)
+        snprintf(q.producer_id, sizeof q.producer_id, "%s", producer_id);
+    return net_status_query(endpoint, sec, timeout_ms, &q, out);
+}
+
+int net_status_query(const char *endpoint, const dps_security *sec, int timeout_ms, const wire_status_request *q,
+                     dps_collector_status *out)
+{
     void *ctx = zmq_ctx_new();
     if (!ctx)
         return DPS_ENOMEM;
@@ -32,7 +42,7 @@ int dps_collector_status_query_producer(const char *endpoint, const dps_security
                 net_monitor_start(ctx, sock, &mon, 0) != DPS_OK || zmq_connect(sock, endpoint)))
         rc = DPS_ENET;
     if (!rc)
-        rc = wire_status_request_encode(producer_id, 0, 0, &req, &len);
+        rc = wire_status_request_encode(q, &req, &len);
     if (!rc && zmq_send(sock, req, len, 0) < 0)
         rc = DPS_ENET;
     free(req);
@@ -59,6 +69,8 @@ int dps_collector_status_query_producer(const char *endpoint, const dps_security
             else
                 rc = wire_status_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), out);
             zmq_msg_close(&msg);
+            if (!rc && out->refused[0]) /* our key left its authorized keys since we connected */
+                rc = DPS_EAUTH;
         }
     }
     if (sock) {
@@ -83,11 +95,11 @@ void *net_status_socket(void *ctx, const char *endpoint, const dps_security *sec
     return sock;
 }
 
-int net_status_send(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end)
+int net_status_send(void *req, const wire_status_request *q)
 {
     unsigned char *buf = NULL;
     size_t len = 0;
-    int rc = wire_status_request_encode(producer_id, credit_from, credit_seq_end, &buf, &len);
+    int rc = wire_status_request_encode(q, &buf, &len);
     if (rc)
         return rc;
     rc = zmq_send(req, buf, len, 0) < 0 ? DPS_ENET : DPS_OK;
@@ -108,9 +120,8 @@ int net_status_recv(void *req, int timeout_ms, dps_collector_status *out)
     return rc;
 }
 
-int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
-                   int timeout_ms, dps_collector_status *out)
+int net_status_ask(void *req, const wire_status_request *q, int timeout_ms, dps_collector_status *out)
 {
-    int rc = net_status_send(req, producer_id, credit_from, credit_seq_end);
+    int rc = net_status_send(req, q);
     return rc ? rc : net_status_recv(req, timeout_ms, out);
 }

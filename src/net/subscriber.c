@@ -46,6 +46,14 @@ int dps_subscriber_new(dps_subscriber **out, const char *endpoint, const dps_sec
     return DPS_OK;
 }
 
+int dps_subscriber_connected(dps_subscriber *s)
+{
+    if (!s)
+        return 0;
+    net_monitor_poll(&s->mon, 0);
+    return s->mon.succeeded;
+}
+
 void dps_subscriber_destroy(dps_subscriber **ps)
 {
     if (!ps || !*ps)

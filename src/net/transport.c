@@ -143,12 +143,17 @@ void net_monitor_poll(net_monitor *m, int timeout_ms)
         }
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             m->succeeded = 1;
+            m->up = 1;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             m->disconnects++;
+            m->up = 0;
+            m->down_ms = net_now_ms();
             if (m->on_disconnect)
                 m->on_disconnect(m->on_disconnect_arg, value);
         } else if (event == ZMQ_EVENT_ACCEPTED) {
             m->accepted++;
+            if (m->on_accept)
+                m->on_accept(m->on_disconnect_arg, value);
         } else if (event) {
             m->failed = 1;
             m->handshake_failures++;

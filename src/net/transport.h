@@ -4,6 +4,7 @@
 #define DPS_TRANSPORT_H
 
 #include "dpsubspace_net.h"
+#include "wire.h"
 #include <stdint.h>
 
 /* Make sock a CURVE client of sec->server_public_key, or check that plaintext
@@ -19,10 +20,17 @@ typedef struct {
     int failed;     /* any handshake failure */
     uint64_t handshake_failures, disconnects;
     uint64_t accepted; /* connections accepted (with count_disconnects): accepted - disconnects are open */
+    /* a client's one connection (with count_disconnects): up after a handshake
+       succeeded, down after it ended, and when it went down (0: never up) */
+    int up;
+    uint64_t down_ms;
     /* Optional, with count_disconnects: called from net_monitor_poll with the
        file descriptor of each connection that ended. */
     void (*on_disconnect)(void *arg, int fd);
     void *on_disconnect_arg;
+    /* Optional, with count_disconnects: called with the file descriptor of
+       each connection accepted (with on_disconnect_arg). */
+    void (*on_accept)(void *arg, int fd);
 } net_monitor;
 
 /* Watch handshakes (and accepted and ended connections when count_disconnects). */
@@ -31,17 +39,20 @@ int net_monitor_start(void *ctx, void *sock, net_monitor *m, int count_disconnec
 void net_monitor_poll(net_monitor *m, int timeout_ms);
 void net_monitor_stop(void *sock, net_monitor *m);
 
+/* One question (wire.h's wire_status_request) on a socket of its own, its
+   reply within timeout_ms: DPS_OK, DPS_ETIMEOUT, DPS_EAUTH (our key refused
+   at the handshake, or revoked since: the reply says so), DPS_EPROTO. */
+int net_status_query(const char *endpoint, const dps_security *sec, int timeout_ms, const wire_status_request *q,
+                     dps_collector_status *out);
 /* A REQ socket to a status endpoint that a client keeps for repeated
    questions (credit): ZMQ_REQ_RELAXED and ZMQ_REQ_CORRELATE, so a question
    left unanswered does not block the next.  NULL on failure. */
 void *net_status_socket(void *ctx, const char *endpoint, const dps_security *sec);
-/* One question on such a socket (producer_id with its credit question, see
-   wire_status_request_encode), its reply within timeout_ms: DPS_OK,
-   DPS_ETIMEOUT, DPS_EPROTO. */
-int net_status_ask(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
-                   int timeout_ms, dps_collector_status *out);
+/* One question on such a socket (wire.h's wire_status_request), its reply
+   within timeout_ms: DPS_OK, DPS_ETIMEOUT, DPS_EPROTO. */
+int net_status_ask(void *req, const wire_status_request *q, int timeout_ms, dps_collector_status *out);
 /* The two halves of net_status_ask, for a question whose reply is read later. */
-int net_status_send(void *req, const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end);
+int net_status_send(void *req, const wire_status_request *q);
 int net_status_recv(void *req, int timeout_ms, dps_collector_status *out);
 
 /* 1 if the string is 40 characters of the Z85 alphabet that decode. */

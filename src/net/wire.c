@@ -10,7 +10,7 @@
 static const char *s_reject_names[WIRE_REJECT_COUNT_] = {
     [WIRE_OK] = "ok", [WIRE_UNDECODABLE] = "undecodable", [WIRE_VERSION] = "bad_version",
     [WIRE_DIM] = "wrong_dim", [WIRE_COUNT] = "count_mismatch", [WIRE_EMPTY] = "empty_batch",
-    [WIRE_PRODUCER_ID] = "bad_producer_id",
+    [WIRE_PRODUCER_ID] = "bad_producer_id", [WIRE_REPLAYED] = "replayed", [WIRE_SLICE] = "slice_not_sharded",
 };
 
 const char *wire_reject_name(wire_reject r)
@@ -77,9 +77,10 @@ wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect
         for (const char *c = m->producer_id; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f)
                 r = WIRE_PRODUCER_ID;
-    if (r != WIRE_OK) { /* keep the id (if printable) so the refusal can be counted for its producer */
+    if (r != WIRE_OK) { /* keep the id (if printable) and run so the refusal can be counted for its producer */
         if (r != WIRE_PRODUCER_ID && m->producer_id)
             snprintf(out->producer_id, sizeof out->producer_id, "%s", m->producer_id);
+        out->stream = m->stream;
         dps__wire__row_batch__free_unpacked(m, NULL);
         return r;
     }
@@ -299,14 +300,14 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
 }
 
 /* --------------------------------------------------------------- status */
-int wire_status_request_encode(const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
-                               unsigned char **out, size_t *len)
+int wire_status_request_encode(const wire_status_request *q, unsigned char **out, size_t *len)
 {
     Dps__Wire__StatusRequest m = DPS__WIRE__STATUS_REQUEST__INIT;
     m.version = DPS_WIRE_VERSION;
-    m.producer_id = (char *)(producer_id ? producer_id : "");
-    m.credit_from = credit_from;
-    m.credit_seq_end = credit_seq_end;
+    m.producer_id = (char *)q->producer_id;
+    m.run = q->run;
+    m.credit_from = q->credit_from;
+    m.credit_seq_end = q->credit_seq_end;
     size_t sz = dps__wire__status_request__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -315,11 +316,9 @@ int wire_status_request_encode(const char *producer_id, uint64_t credit_from, ui
     return DPS_OK;
 }
 
-int wire_status_request_decode(const unsigned char *buf, size_t len, char producer_id[WIRE_MAX_PRODUCER_ID + 1],
-                               uint64_t *credit_from, uint64_t *credit_seq_end)
+int wire_status_request_decode(const unsigned char *buf, size_t len, wire_status_request *q)
 {
-    producer_id[0] = 0;
-    *credit_from = *credit_seq_end = 0;
+    memset(q, 0, sizeof *q);
     Dps__Wire__StatusRequest *m = dps__wire__status_request__unpack(NULL, len, buf);
     if (!m)
         return DPS_EPROTO;
@@ -328,13 +327,14 @@ int wire_status_request_decode(const unsigned char *buf, size_t len, char produc
         if (strlen(m->producer_id) > WIRE_MAX_PRODUCER_ID)
             rc = DPS_EPROTO;
         else
-            snprintf(producer_id, WIRE_MAX_PRODUCER_ID + 1, "%s", m->producer_id);
+            snprintf(q->producer_id, sizeof q->producer_id, "%s", m->producer_id);
     }
+    q->run = m->run;
     if (!rc && m->credit_seq_end) { /* a question about credit needs an id, and asks from where it is */
-        if (!producer_id[0] || m->credit_seq_end < m->credit_from)
+        if (!q->producer_id[0] || m->credit_seq_end < m->credit_from)
             rc = DPS_EPROTO;
-        *credit_from = m->credit_from;
-        *credit_seq_end = m->credit_seq_end;
+        q->credit_from = m->credit_from;
+        q->credit_seq_end = m->credit_seq_end;
     }
     dps__wire__status_request__free_unpacked(m, NULL);
     return rc;
@@ -397,6 +397,8 @@ int wire_status_encode(const dps_collector_status *st, unsigned char **out, size
     m.credit = st->credit != 0;
     m.credit_seq_end = st->credit_seq_end;
     m.shards = st->shards;
+    m.max_batch_rows = st->max_batch_rows;
+    m.refused = (char *)st->refused;
     size_t sz = dps__wire__status_reply__get_packed_size(&m);
     *out = malloc(sz ? sz : 1);
     if (!*out)
@@ -437,6 +439,8 @@ int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_statu
     out->credit = m->credit;
     out->credit_seq_end = m->credit_seq_end;
     out->shards = m->shards;
+    out->max_batch_rows = m->max_batch_rows;
+    snprintf(out->refused, sizeof out->refused, "%s", m->refused ? m->refused : "");
     out->n_refusals = s_counts_decode(m->refusals, m->n_refusals, out->refusals);
     out->n_counters = s_counts_decode(m->counters, m->n_counters, out->counters);
     dps__wire__status_reply__free_unpacked(m, NULL);

@@ -19,6 +19,8 @@ typedef enum {
     WIRE_COUNT,        /* rows * dim * 4 != bytes of data, or overflow  */
     WIRE_EMPTY,        /* rows == 0                                    */
     WIRE_PRODUCER_ID,  /* producer id too long or not printable         */
+    WIRE_REPLAYED,     /* a seq of its run the collector already passed (set by the collector) */
+    WIRE_SLICE,        /* a sharded producer's slice at a one-process collector (set by it) */
     WIRE_REJECT_COUNT_
 } wire_reject;
 
@@ -27,7 +29,8 @@ const char *wire_reject_name(wire_reject r);
 
 /* A decoded batch.  rows points into the decoded message or into owned
    (an aligned, host-order copy); release with wire_rows_release.  A batch
-   refused after it decoded still carries its producer_id (and nothing else). */
+   refused after it decoded still carries its producer_id and stream (and
+   nothing else), so that the refusal is counted for its producer's run. */
 typedef struct {
     void *msg;
     float *owned;
@@ -39,7 +42,8 @@ typedef struct {
     uint64_t stream;
 } wire_rows;
 
-/* Which slice of its rows a batch holds (a sharded producer's). */
+/* Which slice of its rows a batch holds (a sharded producer's; shards 0:
+   whole rows), and the producer's run (stream, proto's RowBatch). */
 typedef struct {
     uint32_t shard, shards, full_dim;
     uint64_t stream;
@@ -47,17 +51,23 @@ typedef struct {
 
 wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect_dim, wire_rows *out);
 void wire_rows_release(wire_rows *r);
-/* *out is malloc'd; the caller frees it.  shard: NULL for whole rows. */
+/* *out is malloc'd; the caller frees it.  shard: NULL for whole rows of a
+   producer that names no run. */
 int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, size_t n, size_t dim,
                      const wire_shard *shard, unsigned char **out, size_t *len);
 
-/* credit_seq_end 0: no question about credit (proto/dpsubspace.proto). */
-int wire_status_request_encode(const char *producer_id, uint64_t credit_from, uint64_t credit_seq_end,
-                               unsigned char **out, size_t *len);
-/* DPS_OK and the producer id asked ("" if none) with its credit question
-   (0, 0: none), or DPS_EPROTO. */
-int wire_status_request_decode(const unsigned char *buf, size_t len, char producer_id[WIRE_MAX_PRODUCER_ID + 1],
-                               uint64_t *credit_from, uint64_t *credit_seq_end);
+/* A status question (proto/dpsubspace.proto's StatusRequest): producer_id
+   ("" : none), the producer's run (0: none named), and its credit question
+   (credit_seq_end 0: none). */
+typedef struct {
+    char producer_id[WIRE_MAX_PRODUCER_ID + 1];
+    uint64_t run, credit_from, credit_seq_end;
+} wire_status_request;
+
+int wire_status_request_encode(const wire_status_request *q, unsigned char **out, size_t *len);
+/* DPS_OK and the question (a credit question needs an id and credit_from <=
+   credit_seq_end), or DPS_EPROTO. */
+int wire_status_request_decode(const unsigned char *buf, size_t len, wire_status_request *q);
 int wire_status_encode(const dps_collector_status *st, unsigned char **out, size_t *len);
 int wire_status_decode(const unsigned char *buf, size_t len, dps_collector_status *out);
 

@@ -34,9 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(out);
         dps_snapshot_destroy(&s);
     }
-    char pid[WIRE_MAX_PRODUCER_ID + 1];
-    uint64_t from, want;
-    wire_status_request_decode(data, size, pid, &from, &want);
+    wire_status_request q;
+    wire_status_request_decode(data, size, &q);
     dps_collector_status st;
     wire_status_decode(data, size, &st);
     return 0;

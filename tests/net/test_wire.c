@@ -374,21 +374,35 @@ int main(void)
     CHECK(st2.n_counters == 1 && strcmp(st2.counters[0].name, "rows_nan") == 0 && st2.counters[0].value == 2,
           "... the other counters");
     free(buf);
-    char pid[WIRE_MAX_PRODUCER_ID + 1];
-    uint64_t from = 9, want = 9;
-    CHECK(wire_status_request_encode("p7", 0, 0, &buf, &len) == DPS_OK &&
-          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_OK && strcmp(pid, "p7") == 0 &&
-          from == 0 && want == 0, "request with producer id, no credit question");
+    wire_status_request q = {.producer_id = "p7"}, got;
+    CHECK(wire_status_request_encode(&q, &buf, &len) == DPS_OK && wire_status_request_decode(buf, len, &got) == DPS_OK &&
+              strcmp(got.producer_id, "p7") == 0 && got.credit_from == 0 && got.credit_seq_end == 0 && got.run == 0,
+          "request with producer id, no credit question, no run");
     free(buf);
-    CHECK(wire_status_request_encode("p7", 5, 69, &buf, &len) == DPS_OK &&
-          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_OK && from == 5 && want == 69,
-          "credit question: from %llu want %llu", (unsigned long long)from, (unsigned long long)want);
+    q.credit_from = 5;
+    q.credit_seq_end = 69;
+    q.run = 0xfedcba9876543211ull;
+    CHECK(wire_status_request_encode(&q, &buf, &len) == DPS_OK && wire_status_request_decode(buf, len, &got) == DPS_OK &&
+              got.credit_from == 5 && got.credit_seq_end == 69 && got.run == q.run,
+          "credit question of a run: from %llu want %llu", (unsigned long long)got.credit_from,
+          (unsigned long long)got.credit_seq_end);
     free(buf);
-    CHECK(wire_status_request_encode("", 5, 69, &buf, &len) == DPS_OK &&
-          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_EPROTO, "credit question without an id");
+    q.producer_id[0] = 0;
+    CHECK(wire_status_request_encode(&q, &buf, &len) == DPS_OK &&
+              wire_status_request_decode(buf, len, &got) == DPS_EPROTO, "credit question without an id");
     free(buf);
-    CHECK(wire_status_request_encode("p7", 70, 69, &buf, &len) == DPS_OK &&
-          wire_status_request_decode(buf, len, pid, &from, &want) == DPS_EPROTO, "credit question ending before it starts");
+    snprintf(q.producer_id, sizeof q.producer_id, "p7");
+    q.credit_from = 70;
+    CHECK(wire_status_request_encode(&q, &buf, &len) == DPS_OK &&
+              wire_status_request_decode(buf, len, &got) == DPS_EPROTO, "credit question ending before it starts");
+    free(buf);
+    /* the batch limit and a refusal travel in the reply */
+    dps_collector_status lim = {0}, lim2;
+    lim.max_batch_rows = 1643;
+    snprintf(lim.refused, sizeof lim.refused, "key_revoked");
+    CHECK(wire_status_encode(&lim, &buf, &len) == DPS_OK && wire_status_decode(buf, len, &lim2) == DPS_OK &&
+              lim2.max_batch_rows == 1643 && strcmp(lim2.refused, "key_revoked") == 0,
+          "max_batch_rows and refused round trip");
     free(buf);
     st.credit = 1;
     st.credit_seq_end = 12;

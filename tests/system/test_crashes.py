@@ -137,9 +137,10 @@ def test_lost_batches_loud():
     Issue 9 item 5: the collector took no notice when libzmq dropped a producer's connection (a batch it
     could not allocate, or one above --max-batch-rows) and exited 0.  Producer A sends seq 0 and 1, then a
     batch above --max-batch-rows (the connection is dropped), then seq 3 on the connection libzmq makes
-    again: the collector sees A again after its connection ended, and seq 2 missing.  Producer B is
-    dropped the same way and then asks for its count: once (an operator's question, not counted), then
-    again and again, as a draining producer does.  The buffer holds one
+    again: the collector sees A again after its connection ended, and seq 2 missing.  Producer B (its
+    batches name its run, as every producer's now do) is dropped the same way and then asks for its count:
+    once, then again and again as a draining producer does, naming its run; questions naming no run (an
+    operator's dps-status --producer, issue 31) never count, however many.  The buffer holds one
     producer ((20971 - 3 x 2944) / (3 x 2944) bytes): the second to connect is let in with a warning."""
     d = 60
     c = Collector("lost", d=d, k=2, t=60, extra=["--max-batch-rows", "8", "--ingest-buffer-mb", "0.02",
@@ -147,8 +148,21 @@ def test_lost_batches_loud():
     ctx = zmq.Context()
 
     def batch(pid, seq, rows):
-        return wire.RowBatch(version=1, producer_id=pid, seq=seq, dim=d, rows=rows,
+        run = 5 if pid == "lost-b" else 0
+        return wire.RowBatch(version=1, producer_id=pid, seq=seq, dim=d, rows=rows, stream=run,
                              data=np.full(rows * d, 0.5, "<f4").tobytes()).SerializeToString()
+
+    def ask(pid, run):
+        """A status question for pid naming run (0: none, an operator's)."""
+        s = ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(c.status)
+        s.send(wire.StatusRequest(version=1, producer_id=pid, run=run).SerializeToString())
+        got = s.poll(2000)
+        if got:
+            s.recv()
+        s.close()
+        return got
 
     def drop(sock, pid, seq, taken):
         sock.send(batch(pid, 0, 4))
@@ -167,11 +181,14 @@ def test_lost_batches_loud():
     b = ctx.socket(zmq.PUSH)
     b.connect(c.ingest)
     drop(b, "lost-b", 0, 16)
-    query_status(c.status, 2000, plaintext=True, producer_id="lost-b")  # once: an operator's question
+    for _ in range(10):  # an operator's questions, naming no run, spread over a second: never a drain
+        ask("lost-b", 0)
+        time.sleep(0.1)
+    check(c.query()["counters"].get("connections_dropped") == 1, "questions naming no run are not a drain")
+    ask("lost-b", 5)  # once: not yet a drain
     check(c.query()["counters"].get("connections_dropped") == 1, "one question after the end is not a drain")
     # a drain asks again and again (every 20 ms) for a count that does not come
-    wait_for(lambda: query_status(c.status, 2000, plaintext=True, producer_id="lost-b") and
-             c.query()["counters"].get("connections_dropped") == 2, 5, 0.05)
+    wait_for(lambda: ask("lost-b", 5) and c.query()["counters"].get("connections_dropped") == 2, 5, 0.05)
     st = c.query()
     check(st["counters"].get("connections_dropped") == 2 and st["counters"]["seq_gaps"] == 1,
           f"2 connections dropped, 1 batch missing: {st['counters']}")
