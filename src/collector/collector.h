@@ -121,7 +121,9 @@ int collector_number(collector *c, dps_snapshot *snap, collector_outgoing *out);
 /* The same from a snapshot's info and basis (NULL unless released): one copy
    fewer where no snapshot exists yet (the sharded collector's rank 0). */
 int collector_number_info(collector *c, const dps_snapshot_info *info, const float *basis, collector_outgoing *out);
-void collector_store(collector *c, collector_outgoing *out);
+/* Store and write the outcome line: DPS_OK, or DPS_EIO (said in the log;
+   the ledger halted; out freed, so collector_send sends nothing). */
+int collector_store(collector *c, collector_outgoing *out);
 void collector_send(collector *c, collector_outgoing *out);
 
 /* release.c: the release thread.  start it (before the loop; -1 if it

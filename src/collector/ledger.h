@@ -12,8 +12,18 @@
    totals are the ledger's when it was written, so then they include that
    commit),
    "refused" (the cap refused the epoch, cost 0).  check is BLAKE2b of the rest
-   of the line.  A torn last line (crash mid-write, so the mechanism never ran)
-   is cut off with a warning; any other damage stops the collector. */
+   of the line.
+
+   Damage and tears: only a last line without its newline is a tear (an
+   append that never completed: see ledger.c for why cutting it is safe); it
+   is cut off with a warning, or kept when its check holds.  A complete line
+   whose check or fields fail, the last one included, stops the collector at
+   open with the line's number: its epoch may have been released, and
+   dropping it would forget budget already spent.
+   Write failures: an append that fails (disk full, EIO) removes its partial
+   line, or, if that fails too, leaves it without its newline (a tear); and
+   the ledger then takes no more lines (halted), so nothing is ever written
+   after a partial line.  The caller stops the collector. */
 #ifndef DPS_LEDGER_H
 #define DPS_LEDGER_H
 
@@ -28,13 +38,23 @@ typedef struct {
     uint64_t next_epoch; /* 1 + the largest epoch named, 0 if none */
     uint64_t last_seq;   /* the largest seq of an outcome line */
     uint64_t lines;
+    uint64_t end;        /* the byte after the last complete line: where the next one goes */
     int torn_cut;        /* 1 if a torn last line was cut off at open */
+    int halted;          /* a write failed: every append fails at once (DPS_EIO), writing nothing */
+    char why[4096 + 1024]; /* what failed and what was left on disk, for the log ("" if nothing) */
 } ledger;
 
-/* Open (create) STATE/ledger and read it back.  On error err says why. */
+/* Open (create) STATE/ledger and read it back.  On error err says why:
+   the file and the line number, and what to do. */
 int ledger_open(ledger *l, const char *state_dir, char *err, size_t errlen);
-/* Append one entry and fsync it.  total is kept in l for commits. */
+/* Append one entry and fsync it.  total is kept in l for commits.  On
+   failure (DPS_EIO) nothing of the line is counted, l->why says what
+   happened, and the ledger is halted; DPS_EINVAL for a line too long
+   (nothing written, not halted). */
 int ledger_append(ledger *l, const char *kind, uint64_t epoch, dps_zcdp cost, const char *extra);
+/* Halt the ledger after another write of the state directory failed (the
+   snapshot store): it takes no more lines.  why is kept for the log. */
+void ledger_halt(ledger *l, const char *why);
 /* 1 if a commit line exists for epoch (reads the file again). */
 int ledger_has_commit(const ledger *l, uint64_t epoch);
 void ledger_close(ledger *l);

@@ -26,23 +26,50 @@
 
 
 /* ---------------------------------------------------------------- ledger */
+/* The error line of a failed write of the state directory: what failed
+   (why: the file, the line, what is left on disk), and what to do. */
+static void s_log_write_failed(const collector *c, const char *what, const char *why)
+{
+    log_error("%s%s.  The collector stops and writes nothing more; make room in (or repair) the file system of %s, "
+              "then start it again", what, why, c->o.state_dir);
+}
+
+/* Append a ledger line; on failure the first one logs why (after it the
+   ledger is halted, and a later append fails without writing). */
+static int s_append(collector *c, const char *kind, uint64_t epoch, dps_zcdp cost, const char *extra)
+{
+    char why[sizeof c->led.why];
+    pthread_mutex_lock(&c->led_mu);
+    int was_halted = c->led.halted;
+    int rc = ledger_append(&c->led, kind, epoch, cost, extra);
+    memcpy(why, c->led.why, sizeof why);
+    pthread_mutex_unlock(&c->led_mu);
+    if (rc && !was_halted)
+        s_log_write_failed(c, "could not write the ledger: ", why[0] ? why : dps_strerror(rc));
+    return rc;
+}
+
 int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
 {
     collector *c = arg;
     (void)after;
     collector_fault("before-commit");
-    pthread_mutex_lock(&c->led_mu);
     int rc;
     if (collector_fault_here("commit-fails")) { /* slowly: the next epoch fills meanwhile */
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
+        const char *why = "fault injection (DPS_FAULT=commit-fails)";
+        pthread_mutex_lock(&c->led_mu);
+        ledger_halt(&c->led, why);
+        pthread_mutex_unlock(&c->led_mu);
+        s_log_write_failed(c, "could not write the ledger: ", why);
         rc = DPS_EIO;
     } else {
-        rc = ledger_append(&c->led, "commit", epoch, cost, NULL);
+        rc = s_append(c, "commit", epoch, cost, NULL);
     }
-    pthread_mutex_unlock(&c->led_mu);
     if (rc) {
-        log_error("could not write the ledger (%s): epoch %" PRIu64 " is not released", dps_strerror(rc), epoch);
+        log_error("epoch %" PRIu64 " is not released: its cost is not in the ledger, and nothing of it was spent",
+                  epoch);
         return -1;
     }
     collector_fault("after-commit");
@@ -115,6 +142,14 @@ static void s_weak_groups(const dps_snapshot *snap, const dps_snapshot_info *in,
     }
 }
 
+/* Free what an outgoing snapshot holds (one that will not be sent). */
+static void s_outgoing_free(collector_outgoing *out)
+{
+    dps_snapshot_destroy(&out->numbered);
+    free(out->buf);
+    out->buf = NULL;
+}
+
 /* Number and encode (the release thread); the ledger already holds the
    cost.  Numbers come from rel_seq, the thread's own counter (the loop reads
    last_seq). */
@@ -142,42 +177,80 @@ int collector_number_info(collector *c, const dps_snapshot_info *info, const flo
     if (rc) { /* only memory for the numbered copy or its encoding (sizes public): a resource failure, loud */
         log_error("epoch %" PRIu64 " was charged and computed but could not be published (%s): its charge stays "
                   "in the ledger, its snapshot is lost", in->epoch, dps_strerror(rc));
-        dps_snapshot_destroy(&out->numbered);
+        s_outgoing_free(out);
         return rc;
     }
+    if (in->status == DPS_SNAP_REFUSED && s_append(c, "refused", in->epoch, (dps_zcdp){0, 0}, NULL) != DPS_OK) {
+        /* nothing of it was spent; the collector stops (DPS_ECOMMIT: the ledger took no line) */
+        log_error("epoch %" PRIu64 "'s refusal by the cap is not published", in->epoch);
+        s_outgoing_free(out);
+        return DPS_ECOMMIT;
+    }
     c->rel_seq = in->seq;
-    pthread_mutex_lock(&c->led_mu);
-    if (in->status == DPS_SNAP_REFUSED)
-        ledger_append(&c->led, "refused", in->epoch, (dps_zcdp){0, 0}, NULL);
-    pthread_mutex_unlock(&c->led_mu);
     return DPS_OK;
 }
 
 /* The snapshot durable in the store, then its outcome line (after the next
    epoch's commit line when that release began meanwhile: each line names its
-   epoch); the loop publishes it after. */
-void collector_store(collector *c, collector_outgoing *out)
+   epoch); the loop publishes it after.
+   A write that fails here (disk full, EIO) stops the collector, and the
+   snapshot is not published: a snapshot leaves only once stored with its
+   outcome line.  Publishing it would cost no privacy (its commit line holds
+   its cost), but a restart republishes the latest stored snapshot and
+   numbers from the largest seq of the store and the ledger, so one sent
+   unstored could be followed, after a restart, by another under its seq;
+   and a file system that refused this write would refuse the next commit.
+   Withheld, the epoch is charged and not released: the safe side.  The
+   ledger is halted, so nothing more is written in this run.
+   Returns DPS_OK, or DPS_EIO with out's bytes and snapshot freed
+   (collector_send sends nothing then). */
+int collector_store(collector *c, collector_outgoing *out)
 {
     dps_snapshot_info *in = &out->info;
-    if (store_put(c->o.state_dir, in->epoch, out->buf, out->len) != DPS_OK)
-        log_error("could not store the snapshot of epoch %" PRIu64 " in %s/snapshots (publishing it anyway)",
-                  in->epoch, c->o.state_dir);
+    pthread_mutex_lock(&c->led_mu);
+    int halted = c->led.halted;
+    pthread_mutex_unlock(&c->led_mu);
+    if (halted) { /* its commit came before the failure: charged; nothing is written after the failure */
+        log_error("epoch %" PRIu64 " is charged (its commit line is in the ledger) but neither stored nor published: "
+                  "the state directory failed a write (above)", in->epoch);
+        s_outgoing_free(out);
+        return DPS_EIO;
+    }
+    if (store_put(c->o.state_dir, in->epoch, out->buf, out->len) != DPS_OK) {
+        char why[sizeof c->led.why];
+        snprintf(why, sizeof why, "the snapshot of epoch %" PRIu64 " could not be stored in %s/snapshots (%s)",
+                 in->epoch, c->o.state_dir, strerror(errno));
+        pthread_mutex_lock(&c->led_mu);
+        ledger_halt(&c->led, why);
+        pthread_mutex_unlock(&c->led_mu);
+        s_log_write_failed(c, "", why);
+        log_error("epoch %" PRIu64 " is not published: charged, not released (its cost stays in the ledger)",
+                  in->epoch);
+        s_outgoing_free(out);
+        return DPS_EIO;
+    }
     char extra[96];
     snprintf(extra, sizeof extra, "status=%s seq=%" PRIu64, dps_snapshot_status_name(in->status), in->seq);
-    pthread_mutex_lock(&c->led_mu);
-    ledger_append(&c->led, "outcome", in->epoch, (dps_zcdp){0, 0}, extra);
-    pthread_mutex_unlock(&c->led_mu);
+    if (s_append(c, "outcome", in->epoch, (dps_zcdp){0, 0}, extra) != DPS_OK) {
+        log_error("epoch %" PRIu64 "'s snapshot is stored but not published now (a restart publishes the latest "
+                  "stored one)", in->epoch);
+        s_outgoing_free(out);
+        return DPS_EIO;
+    }
     collector_fault("after-store");
     long gone = store_prune(c->o.state_dir, c->o.keep_snapshots, c->o.keep_days, (double)net_unix_ms() / 1000.0);
     if (gone > 0)
         log_debug("retention: %ld stored snapshot%s deleted (--keep-snapshots %" PRIu64 ", --keep-days %g)", gone,
                   gone == 1 ? "" : "s", c->o.keep_snapshots, c->o.keep_days);
+    return DPS_OK;
 }
 
 /* Send a stored snapshot to the subscribers (the loop: it owns the socket). */
 void collector_send(collector *c, collector_outgoing *out)
 {
     dps_snapshot_info *in = &out->info;
+    if (!out->buf) /* collector_store failed (and said so): not stored, so not sent */
+        return;
     if (zmq_send(c->xpub, out->buf, out->len, 0) < 0)
         log_warn("publishing epoch %" PRIu64 " failed: %s", in->epoch, zmq_strerror(errno));
     if (zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, out->buf, out->len) != 0)

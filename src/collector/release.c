@@ -19,6 +19,11 @@
    restart reads totals from commit lines only).  Backpressure: only when the
    open epoch is full (or, for a warm mechanism, begins) while the last is
    still sealed does the loop wait, until the release thread has released it.
+   A failed write of the state directory (a commit, refused or outcome line,
+   a snapshot) halts the releases (rel_halt) and the loop stops with exit
+   code 3; the ledger takes no more lines from then on (ledger.h), so
+   nothing is written after the failure and nothing charged meanwhile is
+   sent unstored.
    Who owns what: the threads own nothing but the hand-over fields (under
    rel_mu); the ledger is shared under led_mu. */
 #include "collector.h"
@@ -36,6 +41,9 @@
 /* Released and charged, but its snapshot could not be made (out of memory:
    collector_number says so): nothing to send.  Not a dps_err (those are >= 0). */
 #define REL_LOST (-1)
+/* Charged, but the state directory failed a write of its snapshot or its
+   outcome line (collector_store says which): not sent; the loop stops. */
+#define REL_WRITE_FAILED (-2)
 
 static void *s_release_thread(void *arg)
 {
@@ -66,13 +74,17 @@ static void *s_release_thread(void *arg)
         pthread_mutex_unlock(&c->rel_mu);
         collector_result r;
         memset(&r, 0, sizeof r);
-        if (!rc && collector_number(c, snap, &r.out) != DPS_OK)
-            rc = REL_LOST;
+        if (!rc) {
+            int nrc = collector_number(c, snap, &r.out);
+            rc = nrc == DPS_ECOMMIT ? DPS_ECOMMIT : nrc ? REL_LOST : DPS_OK; /* ECOMMIT: its refused line failed */
+        }
         dps_snapshot_destroy(&snap);
         r.rc = rc;
         r.epoch = epoch;
         r.release_ms = net_now_ms() - t0;
         pthread_mutex_lock(&c->rel_mu);
+        if (rc == DPS_ECOMMIT)
+            c->rel_halt = 1;
         while (c->wr_has) /* the writer still has the one before */
             pthread_cond_wait(&c->rel_cv, &c->rel_mu);
         c->wr_in = r;
@@ -109,10 +121,12 @@ static void *s_writer_thread(void *arg)
         pthread_mutex_unlock(&c->rel_mu);
         collector_hold("slow-store", 2000);
         uint64_t t0 = net_now_ms();
-        if (!r.rc)
-            collector_store(c, &r.out);
+        if (!r.rc && collector_store(c, &r.out) != DPS_OK)
+            r.rc = REL_WRITE_FAILED;
         r.store_ms = net_now_ms() - t0;
         pthread_mutex_lock(&c->rel_mu);
+        if (r.rc == REL_WRITE_FAILED)
+            c->rel_halt = 1; /* no new release: the ledger takes no more lines */
         while (c->rel_has && !c->rel_stop) /* the loop still has the one before */
             pthread_cond_wait(&c->rel_cv, &c->rel_mu);
         if (c->rel_has) { /* stopping and the loop takes no more: stored and in the ledger, not sent */
@@ -168,8 +182,12 @@ static void s_take(collector *c)
     pthread_cond_broadcast(&c->rel_cv); /* the writer may hand over the next */
     pthread_mutex_unlock(&c->rel_mu);
     int rc = r.rc;
-    if (rc == DPS_ECOMMIT) {
-        log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", r.epoch);
+    if (rc == DPS_ECOMMIT || rc == REL_WRITE_FAILED) {
+        if (rc == DPS_ECOMMIT)
+            log_error("epoch %" PRIu64 " dropped: the ledger could not be written; stopping", r.epoch);
+        else
+            log_error("epoch %" PRIu64 " charged and not published: the state directory could not be written; "
+                      "stopping", r.epoch);
         c->ledger_failed = 1;
         collector_stop = 1;
     } else if (rc == REL_LOST) {
@@ -188,7 +206,7 @@ static void s_take(collector *c)
     }
     s_result_free(&r);
     pthread_mutex_lock(&c->rel_mu);
-    if (rc && rc != DPS_ECOMMIT)
+    if (rc && rc != DPS_ECOMMIT && rc != REL_WRITE_FAILED)
         c->rel_asked = 1;
     pthread_cond_broadcast(&c->rel_cv);
 }

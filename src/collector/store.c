@@ -34,6 +34,36 @@ int store_init(const char *state_dir, char *err, size_t errlen)
     return DPS_OK;
 }
 
+/* Write len bytes to fd (open on tmp), fsync, close, rename tmp to fin,
+   fsync dir; on failure tmp is removed and errno says why. */
+static int s_write_atomic(int fd, const char *tmp, const char *fin, const char *dir, const void *buf, size_t len)
+{
+    size_t off = 0;
+    int e = 0;
+    while (!e && off < len) {
+        ssize_t w = write(fd, (const char *)buf + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            e = w < 0 ? errno : EIO;
+        else
+            off += (size_t)w;
+    }
+    if (!e && fsync(fd) != 0)
+        e = errno;
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, fin) != 0)
+        e = errno;
+    if (!e && store_fsync_dir(dir) != 0)
+        e = errno;
+    if (e) {
+        unlink(tmp);
+        errno = e;
+    }
+    return e ? DPS_EIO : DPS_OK;
+}
+
 int store_put(const char *state_dir, uint64_t epoch, const unsigned char *buf, size_t len)
 {
     char dir[4096], tmp[4200], fin[4200];
@@ -43,25 +73,9 @@ int store_put(const char *state_dir, uint64_t epoch, const unsigned char *buf, s
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return DPS_EIO;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, buf + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            unlink(tmp);
-            return DPS_EIO;
-        }
-        off += (size_t)w;
-    }
-    int ok = fsync(fd) == 0;
-    ok &= close(fd) == 0;
-    ok = ok && rename(tmp, fin) == 0 && store_fsync_dir(dir) == 0;
-    if (!ok)
-        unlink(tmp);
-    return ok ? DPS_OK : DPS_EIO;
+    return s_write_atomic(fd, tmp, fin, dir, buf, len);
 }
+
 
 /* 1 and the epoch if name is a stored snapshot's (epoch-<20 digits>.snap). */
 static int s_snap_epoch(const char *name, uint64_t *epoch)

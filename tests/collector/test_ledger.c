@@ -1,6 +1,9 @@
 /* test_ledger - the privacy ledger and the snapshot store: totals survive a
-   reopen, a torn last line is cut, a damaged middle line stops the collector,
-   snapshot files round trip and the latest is found. */
+   reopen; only a last line without its newline is a tear (cut, or kept when
+   its check holds); a damaged line anywhere, the last one included, stops
+   the collector and names the line; a failed append leaves no partial line
+   and nothing written after it; snapshot files round trip and the latest is
+   found. */
 #include "check.h"
 #include "dpsubspace.h"
 #include "dpsubspace_net.h"
@@ -8,11 +11,34 @@
 #include "store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+static long s_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Flip the digit at offset from_end from the end of the file (-1: the
+   last byte) to another digit (0 <-> 1, 2 <-> 3, ...: twice restores it);
+   the byte it found. */
+static int s_flip_digit(const char *path, long from_end)
+{
+    FILE *f = fopen(path, "r+");
+    fseek(f, from_end, SEEK_END);
+    int ch = fgetc(f);
+    fseek(f, from_end, SEEK_END);
+    fputc(ch ^ 1, f);
+    fclose(f);
+    return ch;
+}
 
 int main(void)
 {
@@ -49,13 +75,71 @@ int main(void)
     CHECK(ledger_open(&l, dir, err, sizeof err) == DPS_OK && l.total.rho == 2.0 && !l.torn_cut, "clean after cut");
     ledger_close(&l);
 
-    /* A damaged middle line: refuse to start. */
+    /* A flipped digit in the last line, newline present: damage, not a tear
+       (it may be the commit of an epoch already released).  The last line is
+       line 6, the commit of epoch 4: "...time_unix_ms=<13 digits> check=<16 hex>\n";
+       its time's last digit is the 25th byte from the end. */
+    long whole = s_size(path);
+    int digit = s_flip_digit(path, -25);
+    CHECK(digit >= '0' && digit <= '9', "a digit flipped (%c)", digit);
+    CHECK(ledger_open(&l, dir, err, sizeof err) == DPS_EIO, "a damaged last line is refused, not cut as a tear");
+    CHECK(strstr(err, "line 6 is damaged") != NULL && strstr(err, "Restore the ledger from a backup") != NULL,
+          "names the line and what to do: %s", err);
+    ledger_close(&l);
+    CHECK(s_size(path) == whole, "nothing cut");
+    s_flip_digit(path, -25);
+
+    /* The last line without its newline but with its whole check: every byte
+       of it but the newline reached the disk, so it is kept (counted) and the
+       newline added. */
+    CHECK(truncate(path, whole - 1) == 0, "drop the newline");
+    CHECK(ledger_open(&l, dir, err, sizeof err) == DPS_OK && !l.torn_cut && l.lines == 6 && l.total.rho == 2.0,
+          "a complete last line without its newline is kept: %s", err);
+    ledger_close(&l);
+    CHECK(s_size(path) == whole, "its newline added (%ld of %ld bytes)", s_size(path), whole);
+
+    /* An append that fails partway (the file size limit, as a full disk
+       would): its partial line removed, the ledger halted, so the next
+       append writes nothing (before: written onto the partial line, one
+       merged line a restart refused, or cut as a tear with a released
+       epoch's cost in it). */
+    char dir2[] = "/tmp/dps-test-ledger2-XXXXXX", path2[600];
+    CHECK(mkdtemp(dir2) != NULL, "tmpdir for the failed append");
+    snprintf(path2, sizeof path2, "%s/ledger", dir2);
+    CHECK(ledger_open(&l, dir2, err, sizeof err) == DPS_OK, "open: %s", err);
+    for (uint64_t e = 0; e < 2; e++)
+        CHECK(ledger_append(&l, "commit", e, (dps_zcdp){0.5, 1e-6}, NULL) == DPS_OK, "commit %llu", (unsigned long long)e);
+    long two = s_size(path2);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit was, lim;
+    getrlimit(RLIMIT_FSIZE, &was);
+    lim = was;
+    lim.rlim_cur = (rlim_t)two + 60;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0, "set the file size limit");
+    int rc1 = ledger_append(&l, "commit", 2, (dps_zcdp){0.5, 1e-6}, NULL);
+    setrlimit(RLIMIT_FSIZE, &was);
+    CHECK(rc1 == DPS_EIO && strstr(l.why, "line 3 of") && strstr(l.why, "after 60 of its") &&
+              strstr(l.why, "the partial line was removed"),
+          "the failed append says what happened: %s", l.why);
+    CHECK(s_size(path2) == two, "no partial line left (%ld bytes, %ld before)", s_size(path2), two);
+    int rc2 = ledger_append(&l, "commit", 3, (dps_zcdp){0.5, 1e-6}, NULL);
+    int rc3 = ledger_append(&l, "outcome", 1, (dps_zcdp){0, 0}, "status=released seq=2");
+    CHECK(rc2 == DPS_EIO && rc3 == DPS_EIO && s_size(path2) == two, "nothing is written after a failed append");
+    CHECK(l.total.rho == 1.0 && l.lines == 2, "the failed commit is not counted");
+    ledger_close(&l);
+    CHECK(ledger_open(&l, dir2, err, sizeof err) == DPS_OK && !l.torn_cut && l.lines == 2 && l.total.rho == 1.0,
+          "the restart accepts it as before the failure: %s", err);
+    ledger_close(&l);
+    unlink(path2);
+    rmdir(dir2);
+
+    /* A damaged middle line: refuse to start, naming it. */
     FILE *f = fopen(path, "r+");
     fseek(f, 40, SEEK_SET);
     fputc('X', f);
     fclose(f);
     CHECK(ledger_open(&l, dir, err, sizeof err) == DPS_EIO, "damaged line refused");
-    CHECK(strstr(err, "damaged") != NULL, "says why: %s", err);
+    CHECK(strstr(err, "line 1 is damaged") != NULL, "says which: %s", err);
     ledger_close(&l);
 
     /* A ledger begun by a 0.1 collector (v1 lines: rho= delta= total_rho=
@@ -128,6 +212,7 @@ int main(void)
     dps_snapshot_get_info(latest, &li);
     CHECK(count == 3 && bad == 1 && li.epoch == 7 && max_seq == 17, "latest epoch %llu count %zu bad %zu",
           (unsigned long long)li.epoch, count, bad);
+
     dps_snapshot_destroy(&latest);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
