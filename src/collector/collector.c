@@ -143,6 +143,8 @@ static int s_restore(collector *c, char *err, size_t errlen)
     store_latest(c->o.state_dir, &c->latest, &max_seq, &max_epoch, &count, &bad);
     if (bad)
         log_warn("%zu snapshot files in %s/snapshots do not decode; ignored", bad, c->o.state_dir);
+    if (store_check_shape(c->o.state_dir, c->o.d, c->latest, err, errlen) != DPS_OK)
+        return -1; /* another d: its snapshots and ledger are another stream's */
     c->last_seq = max_seq > c->led.last_seq ? max_seq : c->led.last_seq;
     uint64_t next = c->led.next_epoch;
     if (count && max_epoch + 1 > next)

@@ -206,3 +206,62 @@ int store_latest(const char *state_dir, dps_snapshot **latest, uint64_t *max_seq
     closedir(dp);
     return DPS_OK;
 }
+
+/* What a state directory's contents depend on, and so what a collector
+   must share to use it: the row dimension d alone.  Rows of another d are
+   another stream (another model's gradients, another table), and the
+   stored snapshots, k x d bases, would be republished to its subscribers as
+   the latest (the welcome message); a restart with another d is a mistake
+   of the --state-dir or of the --d.  k, t, m, rho, the aggregator and the
+   groups are settings an operator may change between runs: each snapshot
+   states its own, and the ledger adds the costs whatever they were. */
+#define SHAPE_MAGIC "dps-state-v1 d="
+
+int store_check_shape(const char *state_dir, uint64_t d, const dps_snapshot *latest, char *err, size_t errlen)
+{
+    char path[4200], from[4300];
+    snprintf(path, sizeof path, "%s/shape", state_dir);
+    uint64_t was = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char line[128] = "";
+        int ok = fgets(line, sizeof line, f) && strncmp(line, SHAPE_MAGIC, strlen(SHAPE_MAGIC)) == 0 &&
+                 sscanf(line + strlen(SHAPE_MAGIC), "%" SCNu64, &was) == 1 && was > 0;
+        fclose(f);
+        if (!ok) {
+            snprintf(err, errlen, "%s is damaged (it holds one line, \"" SHAPE_MAGIC "<d>\"): write into it the --d of "
+                     "the collector that made this state directory, or restore it from a backup", path);
+            return DPS_EIO;
+        }
+        snprintf(from, sizeof from, "recorded in %s", path);
+    } else if (errno != ENOENT) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return DPS_EIO;
+    } else if (latest) { /* a state directory of a collector before the file: its snapshots say */
+        dps_snapshot_info in;
+        dps_snapshot_get_info(latest, &in);
+        was = in.d;
+        snprintf(from, sizeof from, "the d of its latest stored snapshot, epoch %" PRIu64, in.epoch);
+    }
+    if (was && was != d) {
+        snprintf(err, errlen,
+                 "--state-dir %s was made by a collector of --d %" PRIu64 " (%s), and this one was given --d %" PRIu64
+                 ": its ledger and snapshots are those of rows of d = %" PRIu64 ".  Start with --d %" PRIu64 " to go "
+                 "on with that stream, or give another --state-dir for rows of d = %" PRIu64 " (a new state "
+                 "directory starts an empty ledger: use one only for rows of other examples than those this ledger "
+                 "has spent budget on)",
+                 state_dir, was, from, d, was, was, d);
+        return DPS_EINVAL;
+    }
+    if (f)
+        return DPS_OK;
+    char tmp[4200], body[64];
+    snprintf(tmp, sizeof tmp, "%s/.shape.tmp", state_dir);
+    int n = snprintf(body, sizeof body, SHAPE_MAGIC "%" PRIu64 "\n", d);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || s_write_atomic(fd, tmp, path, state_dir, body, (size_t)n) != DPS_OK) {
+        snprintf(err, errlen, "cannot write %s: %s (make room in, or repair, its file system)", path, strerror(errno));
+        return DPS_EIO;
+    }
+    return DPS_OK;
+}

@@ -3,7 +3,7 @@
    its check holds); a damaged line anywhere, the last one included, stops
    the collector and names the line; a failed append leaves no partial line
    and nothing written after it; snapshot files round trip and the latest is
-   found. */
+   found; a state directory of another d is refused. */
 #include "check.h"
 #include "dpsubspace.h"
 #include "dpsubspace_net.h"
@@ -213,6 +213,32 @@ int main(void)
     CHECK(count == 3 && bad == 1 && li.epoch == 7 && max_seq == 17, "latest epoch %llu count %zu bad %zu",
           (unsigned long long)li.epoch, count, bad);
 
+    /* The state directory's d.  One made before STATE/shape existed: its
+       latest snapshot (d 3) says, and it opens with that d (the file is
+       written then); another d is refused, naming both and what to do. */
+    char shape[700], line[64] = "";
+    snprintf(shape, sizeof shape, "%s/shape", dir);
+    CHECK(store_check_shape(dir, 4, latest, err, sizeof err) == DPS_EINVAL && s_size(shape) < 0, "another d refused");
+    CHECK(strstr(err, "made by a collector of --d 3 (the d of its latest stored snapshot, epoch 7)") &&
+              strstr(err, "this one was given --d 4") && strstr(err, "Start with --d 3") &&
+              strstr(err, "another --state-dir for rows of d = 4"),
+          "says both and what to do: %s", err);
+    CHECK(store_check_shape(dir, 3, latest, err, sizeof err) == DPS_OK, "the same d opens: %s", err);
+    f = fopen(shape, "r");
+    CHECK(f && fgets(line, sizeof line, f) && strcmp(line, "dps-state-v1 d=3\n") == 0, "d recorded: %s", line);
+    if (f)
+        fclose(f);
+    CHECK(store_check_shape(dir, 3, NULL, err, sizeof err) == DPS_OK, "the record alone: the same d opens");
+    CHECK(store_check_shape(dir, 5, NULL, err, sizeof err) == DPS_EINVAL && strstr(err, "--d 3 (recorded in"),
+          "the record alone: another d refused: %s", err);
+    f = fopen(shape, "w");
+    fputs("d=3\n", f);
+    fclose(f);
+    CHECK(store_check_shape(dir, 3, latest, err, sizeof err) == DPS_EIO && strstr(err, "is damaged"),
+          "a damaged record stops: %s", err);
+    unlink(shape);
+    CHECK(store_check_shape(dir, 5, NULL, err, sizeof err) == DPS_OK && s_size(shape) > 0,
+          "no record at all (no snapshot): opens and records");
     dps_snapshot_destroy(&latest);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

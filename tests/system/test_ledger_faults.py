@@ -3,7 +3,8 @@
 a damaged last ledger line stops the restart (it is not cut as a crash tear); a write that fails at
 any point (the ledger's commit, outcome or refused line, a snapshot) stops the collector by itself
 with exit code 3, publishes nothing it did not store, writes nothing after the failure, and leaves
-a ledger a restart accepts with totals that cover every stored snapshot.
+a ledger a restart accepts with totals that cover every stored snapshot; a state directory of
+another --d is refused.
 
 A full disk is made with RLIMIT_FSIZE (SIGXFSZ ignored) in the collector's process: a write that
 would take a file past the limit fails with EFBIG after the bytes below it, as a full file system
@@ -248,8 +249,43 @@ def test_disk_full():
               want_total=2.0, want_stored=stored2)
 
 
+def test_other_d():
+    """Issue 31 item 7: a restart on the same state directory with another --d was accepted silently
+    (its stored snapshots, of the other d, published as the welcome message).  Refused now with exit
+    code 3, naming both values and what to do; also a state directory made before the d was recorded
+    (its latest snapshot says); one with no record at all opens."""
+    rng = np.random.default_rng(13)
+    c = Collector("other-d", d=40, k=2, t=60).start()
+    fill_epochs(c, 1, rng)
+    check(wait_for(lambda: len(c.snapshots()) == 1), "one epoch stored")
+    c.stop()
+
+    args = Collector("other-d", d=50, k=2, t=60, state=c.state).args
+    code, err = run_refused(args)
+    check(code == 3 and "made by a collector of --d 40" in err and "given --d 50" in err and
+          "Start with --d 40" in err and "another --state-dir for rows of d = 50" in err,
+          f"another d refused (exit {code}): {err.strip()[-500:]}")
+    shape = os.path.join(c.state, "shape")
+    if os.path.exists(shape):
+        os.unlink(shape)  # as a state directory of a collector that did not record it
+    code, err = run_refused(args)
+    check(code == 3 and "the d of its latest stored snapshot" in err,
+          f"without the record, the latest snapshot's d (exit {code}): {err.strip()[-300:]}")
+    c2 = Collector("other-d", d=40, k=2, t=60, state=c.state).start()  # the same d opens, and records it
+    c2.stop()
+    check(os.path.exists(shape) and open(shape).read() == "dps-state-v1 d=40\n", "the d recorded")
+    empty = Collector("other-d-empty", d=40, k=2, t=60).start()  # nothing stored yet: no record to refuse
+    empty.stop()
+    if os.path.exists(os.path.join(empty.state, "shape")):
+        os.unlink(os.path.join(empty.state, "shape"))
+    again = Collector("other-d-empty", d=50, k=2, t=60, state=empty.state).start()
+    check(again.query()["d"] == 50, "a state directory with no record opens with any d")
+    again.stop()
+
+
 if __name__ == "__main__":
     sys.exit(run([
         test_damaged_last_line,
         test_disk_full,
+        test_other_d,
     ]))
