@@ -11,6 +11,8 @@
                   not shake hands before its first batch
     UnconfirmedBatchesError -- raised by Producer.close() when the collector
                   did not confirm taking every batch (gone, overloaded, refused)
+    CollectorGoneError -- an UnconfirmedBatchesError: the collector went
+                  silent for collector_timeout_ms while the producer waited
     Subscriber -- receive its private subspace snapshots, project vectors
     load_keypair, load_public_key -- CURVE keys made by dps-keygen
     Accountant -- one Renyi-DP ledger for DP-SGD steps (Poisson-subsampled
@@ -31,6 +33,7 @@ from .estimator import Release, SubspaceEstimator
 # first use, so that the in-process parts work without them.
 _LAZY = {"Producer": "producer", "ShardedProducer": "producer", "shard_slice": "producer",
          "shard_endpoint": "producer", "UnconfirmedBatchesError": "producer", "RanksNotReadyError": "producer",
+         "CollectorGoneError": "producer",
          "Subscriber": "subscriber",
          "Snapshot": "subscriber", "load_keypair": "keys", "load_public_key": "keys", "endpoint_is_local": "keys",
          "WIRE_VERSION": "wire"}
@@ -44,5 +47,6 @@ def __getattr__(name: str):
 
 
 __all__ = ["SubspaceEstimator", "Release", "Accountant", "noise_multiplier", "rho_for_eps", "Producer",
-           "ShardedProducer", "shard_slice", "shard_endpoint", "UnconfirmedBatchesError", "Subscriber", "Snapshot", "load_keypair", "load_public_key",
+           "ShardedProducer", "shard_slice", "shard_endpoint", "UnconfirmedBatchesError", "CollectorGoneError",
+           "Subscriber", "Snapshot", "load_keypair", "load_public_key",
            "endpoint_is_local", "WIRE_VERSION", "__version__"]
