@@ -190,6 +190,13 @@ void collector_config(const collector_options *o, const ledger *led, dps_config 
 
 /* Free whatever exists, in reverse order of creation; every exit of main
    after the state directory was opened comes through here. */
+void collector_log_state_failed(const collector *c)
+{
+    log_error("stopped because the state directory could not be written (a ledger line or a snapshot: see above): "
+              "nothing was released without its charge on disk, nothing unstored was sent; make room in %s (or fix "
+              "the disk) and start again", c->o.state_dir);
+}
+
 static void s_teardown(collector *c)
 {
     collector_release_stop(c);
@@ -393,8 +400,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
              "next epoch full while the last one releases): the longest wait %.2f ms, %.1f ms in all",
              c->stall_batch_ms, c->stall_warm_ms, c->stall_publish_ms, c->waited_max_ms, c->waited_total_ms);
     if (c->ledger_failed) {
-        log_error("stopped because the ledger could not be written (see above): nothing was released without "
-                  "its charge on disk; fix the state directory (%s) and start again", c->o.state_dir);
+        collector_log_state_failed(c);
         return 3;
     }
     if (c->connections_dropped || c->producers.total_gaps) {

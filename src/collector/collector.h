@@ -170,6 +170,8 @@ int collector_rebind_publish(collector *c);
 /* collector.c: the estimator's configuration from the options; a server
    socket bound to endpoint (CURVE under ZAP domain, or the plaintext rule). */
 void collector_config(const collector_options *o, const ledger *led, dps_config *cfg);
+/* The stop's error line when a write of the state directory failed (exit 3). */
+void collector_log_state_failed(const collector *c);
 int collector_server_socket(collector *c, void *sock, const char *endpoint, const char *domain,
                             const dps_keypair *kp, char *err, size_t errlen);
 

@@ -505,7 +505,8 @@ void options_usage(FILE *to)
                 "--delta-epoch (now --rho and --delta); --split-search, --split-count, --split-mean (now\n"
                 "one --split S:C:M, as in dps-estimate; not together with it).\n");
     fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem (at\n"
-                "start, or a ledger write that failed while running: the collector stops),\n"
+                "start: a damaged ledger line, another --d; or a write of a ledger line or a snapshot that\n"
+                "failed while running, e.g. a full disk: the collector stops, nothing more is written),\n"
                 "4 stopped cleanly, but batches were lost in transit this run (connections_dropped, seq_gaps)\n");
 }
 

@@ -216,7 +216,9 @@ int collector_store(collector *c, collector_outgoing *out)
         s_outgoing_free(out);
         return DPS_EIO;
     }
-    if (store_put(c->o.state_dir, in->epoch, out->buf, out->len) != DPS_OK) {
+    int stored = collector_fault_here("store-fails") ? (errno = EIO, DPS_EIO)
+                                                      : store_put(c->o.state_dir, in->epoch, out->buf, out->len);
+    if (stored != DPS_OK) {
         char why[sizeof c->led.why];
         snprintf(why, sizeof why, "the snapshot of epoch %" PRIu64 " could not be stored in %s/snapshots (%s)",
                  in->epoch, c->o.state_dir, strerror(errno));

@@ -389,13 +389,22 @@ static void s_begin(sharded *s)
 static uint64_t s_bytes(const sharded *s) { return s->p.traffic.bytes + s->ref.traffic.bytes; }
 static uint64_t s_calls(const sharded *s) { return s->p.traffic.calls + s->ref.traffic.calls; }
 
+/* Rank 0: number, store and send an epoch's snapshot.  A write of the state
+   directory that fails (a refused line, the snapshot, its outcome line:
+   logged by publish.c, the ledger halted) stops the collector with exit
+   code 3 at the loop's next turn, as the single-process collector does:
+   nothing more is written, and nothing unstored is sent. */
 static void s_publish(sharded *s, dps_snapshot_info *info, const float *basis)
 {
-    collector_outgoing out; /* collector_number_info logs a failure (memory only: sizes are public) */
-    if (collector_number_info(s->c, info, basis, &out) != DPS_OK)
+    collector_outgoing out; /* collector_number_info logs a failure (memory, or its refused line) */
+    int rc = collector_number_info(s->c, info, basis, &out);
+    if (rc == DPS_ECOMMIT || (rc == DPS_OK && collector_store(s->c, &out) != DPS_OK)) {
+        s->c->ledger_failed = 1;
+        collector_stop = 1; /* s_next tells every rank to stop */
         return;
-    collector_store(s->c, &out);
-    collector_send(s->c, &out);
+    }
+    if (rc == DPS_OK)
+        collector_send(s->c, &out);
 }
 
 /* Rank 0, before the charge: is there memory to publish a k x d basis (the
@@ -950,8 +959,7 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
                  "there)", rank, s.expired);
     }
     if (c->ledger_failed && rank == 0)
-        log_error("stopped because the ledger could not be written (see above): nothing was released without "
-                  "its charge on disk; fix the state directory (%s) and start again", c->o.state_dir);
+        collector_log_state_failed(c);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     log_info("rank %d: peak RSS %.1f MB; %.3f MB moved through MPI in %" PRIu64 " collective calls by the %s",

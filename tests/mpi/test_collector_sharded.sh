@@ -374,5 +374,22 @@ PY
 [ "$res" = "failed 0 8.0 0.0 not run" ] && ok || ko "reference, too few buckets: status, buckets, rho total, rho epoch: $res"
 n=$(grep -c "kind=commit" "$tmp/r3/ledger"); [ "$n" = 2 ] && ok || ko "reference, too few buckets: $n commit lines, not 2"
 
+# 9. A write of the state directory that fails while running (here the
+#    snapshot store, DPS_FAULT=store-fails; a full disk in life): rank 0 stops
+#    every rank at once with exit code 3; the epoch is charged (its commit
+#    line), its snapshot neither stored nor sent (the single-process rule).
+#    At the issue's commit the sharded collector ignored the failure and ran on.
+port=$((base + 120))
+DPS_FAULT=store-fails collector 2 "$port" "$tmp/s9" >"$tmp/c9.log" 2>&1 &
+cpid=$!
+wait_up "$tmp/s9" || ko "the store-failing collector did not come up: $(cat "$tmp/c9.log")"
+"$produce" "$tmp/rows.npy" --insecure-plaintext --rows-to 2000 --shards 2 --connect "tcp://127.0.0.1:$port" \
+  --status "ipc://$tmp/s9.status" >"$tmp/p9.out" 2>&1
+wait "$cpid"; rc=$?
+[ "$rc" = 3 ] && grep -q "stopped because the state directory could not be written" "$tmp/c9.log" && ok ||
+  ko "a failed snapshot store on 2 ranks: exit $rc, not 3: $(tail -5 "$tmp/c9.log")"
+n=$(grep -c "kind=commit" "$tmp/s9/ledger"); [ "$n" = 1 ] && ok || ko "a failed store: $n commit lines, not 1"
+[ -z "$(ls "$tmp/s9/snapshots" 2>/dev/null)" ] && ok || ko "a failed store left snapshots: $(ls "$tmp/s9/snapshots")"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
