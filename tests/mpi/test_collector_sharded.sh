@@ -247,8 +247,9 @@ kill "$sink" 2>/dev/null
 #     than loopback's buffers hold) with a queue of one batch: its parts take
 #     turns batch by batch, so no slice waits for another part's backlog and
 #     nothing is dropped (were part 0 to send all its batches first, rank 1
-#     would wait --shard-wait, 1 s here, for each and drop it)
-res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" <<'PY' 2>&1
+#     would wait --shard-wait, 1 s here, for each and drop it).  Its 10
+#     epochs spend the cap (10): the producer warns so on stderr (kept apart)
+res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" <<'PY' 2>"$tmp/p4b.err"
 import sys
 import numpy as np
 from dpsubspace import ShardedProducer
@@ -262,7 +263,7 @@ st = query_status(f"ipc://{t}/s5.status", 5000, plaintext=True)
 print(st["rows_accepted"], st["counters"]["batches_dropped_slice_missing"])
 PY
 )
-[ "$res" = "20000 1" ] && ok || ko "a large send from ShardedProducer: rows accepted, batches dropped: $res"
+[ "$res" = "20000 1" ] && ok || ko "a large send from ShardedProducer: rows accepted, batches dropped: $res $(cat "$tmp/p4b.err")"
 # stop it as an operator would: SIGTERM to rank 0, which tells the others;
 # exit 4: batches were lost (the dropped one)
 kill -TERM "$(sed -n 's/.*rank 0 of 2 (pid \([0-9]*\)).*/\1/p' "$tmp/c5.log")" 2>/dev/null
