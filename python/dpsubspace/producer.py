@@ -370,9 +370,20 @@ class Producer:
     def _read_reply(self, timeout_ms):
         """The reply to the question out, if it comes within timeout_ms (else None), and what it tells: the
         collector heard, its limit, its grant (or credit off: an old collector), our batches taken."""
-        if not self._asking or not self._creq.poll(timeout_ms):
+        if not self._asking:
             return None
-        m = wire.StatusReply.FromString(self._creq.recv())
+        end = time.monotonic() + timeout_ms / 1000
+        while True:
+            if not self._creq.poll(max(0, int((end - time.monotonic()) * 1000))):
+                return None
+            # without waiting: the poll also wakes for a late reply to a question asked again since, which
+            # REQ_CORRELATE drops inside recv; a blocking recv would then wait for ever on a collector gone
+            try:
+                data = self._creq.recv(zmq.NOBLOCK)
+                break
+            except zmq.Again:
+                pass
+        m = wire.StatusReply.FromString(data)
         self._asking = False
         self._heard_from(m.refused, m.max_batch_rows)
         if m.refused:  # nothing else in it

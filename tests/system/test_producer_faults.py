@@ -177,6 +177,64 @@ def test_collector_frozen_during_drain():
     c.stop()
 
 
+def test_late_reply_then_silence():
+    """A reply that comes after the producer asked again (the question before it dropped by REQ_CORRELATE),
+    from a collector that then goes silent: close() ends with CollectorGoneError after collector_timeout_ms,
+    instead of waiting in a receive for the answer that never comes.  A fake collector: a PULL socket and a
+    REP thread that answers d = 8 and credit, then, told to, answers the next question 1.3 s late (after the
+    producer's PING_S of 1 s) and no more."""
+    CollectorGoneError = producer_mod.CollectorGoneError
+    ctx = zmq.Context()
+    pull, rep = ctx.socket(zmq.PULL), ctx.socket(zmq.REP)
+    ingest, status = f"ipc://{TMP}/late.in", f"ipc://{TMP}/late.st"
+    pull.bind(ingest)
+    rep.bind(status)
+    fake = {"late": False, "stop": False}
+
+    def serve():
+        while not fake["stop"]:
+            while pull.poll(0):
+                pull.recv()
+            if rep.poll(5):
+                q = wire.StatusRequest.FromString(rep.recv())
+                if fake["late"]:
+                    time.sleep(1.3)
+                r = wire.StatusReply(version=1, d=8, credit=True, credit_seq_end=max(q.credit_seq_end, 1000))
+                rep.send(r.SerializeToString())
+                if fake["late"]:
+                    return  # silent from now on
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    p = Producer(ingest, 8, batch_rows=4, plaintext=True, status_endpoint=status, linger_ms=30000,
+                 collector_timeout_ms=2000)
+    p.send(np.ones((8, 8), np.float32))
+    fake["late"] = True
+    out = {}
+
+    def close():
+        try:
+            p.close()
+            out["exc"] = None
+        except Exception as e:  # what the test looks at
+            out["exc"] = e
+
+    t0 = time.time()
+    closer = threading.Thread(target=close, daemon=True)
+    closer.start()
+    closer.join(20)
+    took = time.time() - t0
+    # the margin: the timeout (2 s) counted from the drain's start, its reply slices (0.2 s), a loaded machine
+    check(isinstance(out.get("exc"), CollectorGoneError) and took < 2 + 3,
+          f"CollectorGoneError after {took:.1f} s: {out.get('exc', 'close() still blocked after 20 s')!r}")
+    fake["stop"] = True
+    th.join(5)
+    pull.close(0)
+    rep.close(0)
+    if not closer.is_alive():  # a producer blocked in a receive keeps the context busy
+        ctx.term()
+
+
 def test_idle_is_not_silence():
     """A producer that sends nothing for longer than collector_timeout_ms (a training step between batches)
     is not told its live collector is gone: the silence counts from the start of a wait, not from the last
@@ -276,5 +334,5 @@ def test_budget_spent_warns():
 
 if __name__ == "__main__":
     sys.exit(run([test_timeout_default_is_the_c_producers, test_run_sent, test_collector_dies,
-                  test_collector_frozen_during_drain, test_idle_is_not_silence, test_batch_limit, test_revoked_key,
-                  test_budget_spent_warns]))
+                  test_collector_frozen_during_drain, test_late_reply_then_silence, test_idle_is_not_silence,
+                  test_batch_limit, test_revoked_key, test_budget_spent_warns]))
