@@ -520,7 +520,9 @@ class Producer:
                         ok = True
                         break
                     fresh = True
-                self._check_alive(start, by_questions=True)
+                # a collector that grants no credit (a sharded one) does not answer while it releases an
+                # epoch: its connection, not its answers, tells whether it is there (as the C producer)
+                self._check_alive(start)
                 if time.monotonic() > deadline:
                     break
                 if m is not None:  # not all taken yet: ask again soon

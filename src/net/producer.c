@@ -382,20 +382,25 @@ static int s_credit_reply(dps_producer *p, int wait_ms)
 }
 
 /* DPS_EGONE once the collector, heard before, has been silent for the
-   collector timeout; DPS_EAUTH once it said our key was revoked.  Only a
+   collector timeout, counted from its last word or from since (when the
+   wait in progress began), whichever is later: a producer idle for longer
+   than the timeout has not heard the collector because it asked nothing;
+   DPS_EAUTH once it said our key was revoked.  Only a
    collector that grants credit answers while its ingest waits for a release
    (a sharded one does not): for the others, the connection is what counts. */
-static int s_collector_alive(const dps_producer *p)
+static int s_collector_alive(const dps_producer *p, uint64_t since)
 {
     if (p->revoked)
         return DPS_EAUTH;
     if (!p->timeout_ms)
         return DPS_OK;
     uint64_t now = net_now_ms(), limit = (uint64_t)p->timeout_ms;
-    if (p->status_ep[0] && p->credit > 0) /* it answers questions: the last answer */
-        return p->heard_ms && now - p->heard_ms >= limit ? DPS_EGONE : DPS_OK;
-    /* without questions: the connection itself, once it was up */
-    return !p->mon.up && p->mon.down_ms && now - p->mon.down_ms >= limit ? DPS_EGONE : DPS_OK;
+    uint64_t last = p->status_ep[0] && p->credit > 0 ? p->heard_ms /* it answers questions: the last answer */
+                    : p->mon.up ? 0 : p->mon.down_ms; /* without questions: the connection, once it was up */
+    if (!last)
+        return DPS_OK;
+    last = last > since ? last : since;
+    return now - last >= limit ? DPS_EGONE : DPS_OK;
 }
 
 /* While a send is blocked: a question once a second (its reply read when it
@@ -437,11 +442,11 @@ static int s_credit(dps_producer *p, uint64_t start, uint64_t deadline)
         return DPS_OK;
     }
     int backoff = 2;
-    uint64_t asked_ms = 0;
+    uint64_t asked_ms = 0, waited_from = net_now_ms();
     for (;;) {
         if (s_canceled(p))
             return DPS_ECANCELED;
-        int alive = s_collector_alive(p);
+        int alive = s_collector_alive(p, waited_from);
         if (alive)
             return alive;
         uint64_t now = net_now_ms(), wait = p->credit ? 1000 : CREDIT_FIRST_MS;
@@ -518,7 +523,7 @@ static int s_send_one(dps_producer *p, const float *rows, size_t n, uint64_t sta
             break;
         }
         s_ping(p);
-        if ((rc = s_collector_alive(p)) != DPS_OK)
+        if ((rc = s_collector_alive(p, start)) != DPS_OK)
             break;
         if ((p->send_timeout_ms > 0 && net_now_ms() - start >= (uint64_t)p->send_timeout_ms) ||
             (deadline && net_now_ms() >= deadline)) {
@@ -674,6 +679,7 @@ int dps_producer_flush(dps_producer *p)
 static int s_drain(dps_producer *p, uint64_t deadline)
 {
     int rc;
+    uint64_t drain_from = net_now_ms();
     wire_status_request q = {.run = p->run};
     snprintf(q.producer_id, sizeof q.producer_id, "%s", p->id);
     if (p->credit > 0 && p->credit_end > p->seq) { /* the credit we will not use goes back at once */
@@ -706,7 +712,7 @@ static int s_drain(dps_producer *p, uint64_t deadline)
             return rc; /* not an answer about our batches: a later drain asks again */
         }
         net_monitor_poll(&p->mon, 0);
-        if (s_collector_alive(p) == DPS_EGONE) {
+        if (s_collector_alive(p, drain_from) == DPS_EGONE) {
             rc = DPS_EGONE;
             break;
         }

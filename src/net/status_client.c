@@ -3,6 +3,7 @@
 #include "transport.h"
 #include "wire.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,17 +108,30 @@ int net_status_send(void *req, const wire_status_request *q)
     return rc;
 }
 
+/* Never a blocking receive: with ZMQ_REQ_CORRELATE a late reply to a
+   question asked again since wakes the poll and is then dropped inside the
+   receive, which would wait for ever on a collector that is gone. */
 int net_status_recv(void *req, int timeout_ms, dps_collector_status *out)
 {
-    zmq_pollitem_t it = {req, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, timeout_ms > 0 ? timeout_ms : 0) <= 0)
-        return DPS_ETIMEOUT;
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    int rc = zmq_msg_recv(&msg, req, 0) < 0 ? DPS_ENET
-                                            : wire_status_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), out);
-    zmq_msg_close(&msg);
-    return rc;
+    uint64_t end = net_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        uint64_t now = net_now_ms();
+        zmq_pollitem_t it = {req, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, now < end ? (long)(end - now) : 0) <= 0)
+            return DPS_ETIMEOUT;
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, req, ZMQ_DONTWAIT) >= 0) {
+            int rc = wire_status_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), out);
+            zmq_msg_close(&msg);
+            return rc;
+        }
+        zmq_msg_close(&msg);
+        if (errno != EAGAIN && errno != EINTR)
+            return DPS_ENET;
+        if (net_now_ms() >= end)
+            return DPS_ETIMEOUT;
+    }
 }
 
 int net_status_ask(void *req, const wire_status_request *q, int timeout_ms, dps_collector_status *out)

@@ -80,6 +80,18 @@ def test_collector_dies():
         c.log.close()
 
 
+def test_idle_producer_not_gone():
+    """A producer that sends less often than its --collector-timeout (here 20 rows every 2 s against 1 s) is not
+    taken for one whose collector died: the silence is counted from the start of each wait.  At 1e0f5e4 it
+    exited 6 "went silent" with the collector running."""
+    d = 40
+    c = Collector("idle", d=d, k=2, t=1000).start()
+    path = rows_file("idle", 60, d)
+    code, out, _ = finish(produce(c, path, "--rate", "10", "--batch", "20", "--collector-timeout", "1000"), 60)
+    check(code == 0 and "confirmed all 3 batches" in out, f"exit {code}: {out}")
+    c.stop()
+
+
 def test_batch_limit():
     """--batch above the collector's --max-batch-rows: with --status the producer learns the limit at its
     first question and splits its batches (every row confirmed); without --status the collector drops the
@@ -195,5 +207,5 @@ def test_budget_spent_warns():
 
 
 if __name__ == "__main__":
-    sys.exit(run([test_collector_dies, test_batch_limit, test_replayed_batches, test_revoked_key_ends_producer,
+    sys.exit(run([test_collector_dies, test_idle_producer_not_gone, test_batch_limit, test_replayed_batches, test_revoked_key_ends_producer,
                   test_operator_questions_and_foreign_batches, test_budget_spent_warns]))
