@@ -156,8 +156,8 @@ static int s_validate(produce_args *a, const cli_opt *opts, size_t n_opts)
         cli_error("--repeat %" PRIu64 " needs a file: standard input can be read only once", a->repeat);
         return CLI_EXIT_USAGE;
     }
-    if (a->wait_ready_ms > 3600000 || a->drain_ms > 86400000) {
-        cli_error("--wait-ready is at most 3600000 ms and --drain-timeout at most 86400000 ms");
+    if (a->wait_ready_ms > 3600000 || a->drain_ms > 86400000 || a->collector_timeout_ms > 86400000) {
+        cli_error("--wait-ready is at most 3600000 ms, --drain-timeout and --collector-timeout at most 86400000 ms");
         return CLI_EXIT_USAGE;
     }
     if (a->id) {

@@ -79,8 +79,9 @@ static const struct {
     {"credit_waits", "credit requests that got nothing new: the ingest buffer was full, the producer waits"},
     {"credit_reclaimed", "batches of credit taken back unused (a producer done, disconnected or silent 10 s)"},
     {"credit_overruns", "batches a producer sent beyond its credit (an old producer, or a stale grant)"},
-    {"credit_stalls", "producers left waiting for credit 5 s while some was free: a flaw of the credit rules "
-                      "(each is logged; please report it)"},
+    {"credit_stalls", "producers that asked for credit 5 s holding credit for batches that never came, with "
+                      "nothing queued: those batches were lost or the credit rules erred; the credit came back "
+                      "(each is logged)"},
     {"batches_dropped_slice_missing", "sharded collector: batches dropped on every rank because some rank did not get "
                                       "its slice within --shard-wait"},
     {"slices_refused", "sharded collector: batches rank 0 refused (whole rows, another rank's slice, no stream)"},

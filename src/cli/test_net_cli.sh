@@ -275,6 +275,8 @@ expect_error "plaintext to a non-local address: exit 2" 2 "refuses tcp://10.1.2.
 expect_error "dps-watch plaintext to a non-local address: exit 2" 2 "refuses tcp://192.0.2.1:7781" \
     "$WATCH" $PT --connect tcp://192.0.2.1:7781
 expect_error "dps-produce unknown flag: exit 2" 2 "unknown flag '--frobnicate'" "$PROD" rows.npy --frobnicate
+expect_error "dps-produce --collector-timeout above a day: exit 2" 2 "--collector-timeout at most 86400000 ms" \
+    "$PROD" rows.npy --collector-timeout 99999999999
 # wrong --dim: with --status the mismatch is caught before sending ...
 expect_error "wrong dim with --status: exit 3, nothing sent" 3 "length 100 but the collector .* expects d = 200" \
     "$PROD" rows2.f32 --format raw --dim 100 $PT --connect "$IN" --status "$ST"
