@@ -320,12 +320,13 @@ static int s_pass(const produce_args *a, cli_reader *r, dps_producer *p, float *
 }
 
 /* Rows taken after the collector's budget cap is spent are never released:
-   say so (confirmed is not the same as used). */
+   say so when rows wait in its open epoch (confirmed is not the same as
+   used; rows of the epoch that spent the cap were released). */
 static void s_warn_budget_spent(const produce_args *a, const dps_security *sec)
 {
     dps_collector_status st;
     if (dps_collector_status_query(a->status, sec, 2000, &st) != DPS_OK || strcmp(st.budget_unit, "none") == 0 ||
-        !st.budget_unit[0] || st.budget_left > 0)
+        !st.budget_unit[0] || st.budget_left > 0 || st.rows_in_epoch == 0)
         return;
     cli_error("warning: the collector at %s has spent its privacy budget cap (%s left 0, %g spent): it takes rows "
               "but will release no further snapshot from them; an operator raises the cap or starts a new state "

@@ -534,9 +534,10 @@ class Producer:
         return ok
 
     def _warn_if_budget_spent(self, st):
-        """Once: the collector took our rows, but its budget cap is spent (st: its status reply), so no
-        snapshot will come of them."""
-        if self._warned_spent or st.budget_unit in ("", "none") or st.budget_left > 0:
+        """Once: the collector took our rows, but its budget cap is spent (st: its status reply) and rows
+        wait in its open epoch, so no snapshot will come of them (rows of an epoch already released, the one
+        that spent the cap, need no warning)."""
+        if self._warned_spent or st.budget_unit in ("", "none") or st.budget_left > 0 or not st.rows_in_epoch:
             return
         self._warned_spent = True
         spent = st.rho_total if st.budget_unit == "rho" else st.eps_total

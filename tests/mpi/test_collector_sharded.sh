@@ -248,7 +248,7 @@ kill "$sink" 2>/dev/null
 #     turns batch by batch, so no slice waits for another part's backlog and
 #     nothing is dropped (were part 0 to send all its batches first, rank 1
 #     would wait --shard-wait, 1 s here, for each and drop it).  Its 10
-#     epochs spend the cap (10): the producer warns so on stderr (kept apart)
+#     epochs spend the cap (10): a producer's warnings go to stderr (kept apart)
 res=$(PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$port" <<'PY' 2>"$tmp/p4b.err"
 import sys
 import numpy as np

@@ -197,12 +197,17 @@ def test_operator_questions_and_foreign_batches():
 
 def test_budget_spent_warns():
     """Rows sent after the collector's cap is spent are confirmed, and dps-produce says no snapshot will
-    come of them.  At da6099d it said only "confirmed"."""
+    come of them; rows all in the epoch that spent the cap (released) draw no warning.  At da6099d it said
+    only "confirmed"."""
     d = 40
     c = Collector("spent", d=d, k=2, t=100, extra=["--cap-rho", "1"]).start()  # one epoch of rho 1
-    path = rows_file("spent", 2000, d)
+    path = rows_file("spent", 2100, d)  # 5 epochs of 400 rows and 100 in the open one
     code, out, _ = finish(produce(c, path, "--batch", "100"), 60)
     check(code == 0 and "confirmed all" in out and "spent its privacy budget cap" in out, f"exit {code}: {out}")
+    c.stop()
+    c = Collector("spent-exact", d=d, k=2, t=100, extra=["--cap-rho", "1"]).start()
+    code, out, _ = finish(produce(c, rows_file("spent-exact", 400, d), "--batch", "100"), 60)
+    check(code == 0 and "confirmed all" in out and "spent its" not in out, f"one released epoch: {out}")
     c.stop()
 
 

@@ -322,7 +322,7 @@ def test_budget_spent_warns():
     """Rows confirmed after the collector's cap is spent: close() warns that no snapshot will come of them.
     At da6099d it said nothing."""
     c = Collector("pyspent", d=40, k=2, t=100, extra=["--cap-rho", "1"]).start()  # one epoch of rho 1
-    rows = np.random.default_rng(8).standard_normal((2000, 40)).astype(np.float32)
+    rows = np.random.default_rng(8).standard_normal((2100, 40)).astype(np.float32)  # 5 epochs and 100 rows open
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with c.producer(batch_rows=100) as p:
