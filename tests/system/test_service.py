@@ -493,8 +493,11 @@ def test_producer_confirmation():
     except UnconfirmedBatchesError as e:
         raised = e
     took = time.time() - t0
-    check(raised is not None and raised.unconfirmed == 2 and raised.sent == 2,
-          f"collector killed: close() raises, 2 of 2 batches not confirmed ({raised})")
+    # the collector may take the first batch before the kill, and the credit replies say so (issue 31): what
+    # was not confirmed is every batch but those its last reply counted, at least the one after it
+    taken = p.batches_taken
+    check(raised is not None and raised.sent == 2 and 1 <= raised.unconfirmed == 2 - taken,
+          f"collector killed: close() raises, {2 - taken} of 2 batches not confirmed ({raised})")
     # linger 1.5 s, then one status query cut to ~1 ms; 2 s more is ample for the rest
     check(took < 3.5, f"... after about linger_ms ({took:.1f} s)")
     # a partial batch left when the collector is gone: close() must not block on sending it
