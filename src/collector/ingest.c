@@ -137,7 +137,7 @@ int collector_ingest(collector *c)
         if (c->o.verbose || n <= 5 || n % 1000 == 0)
             log_warn("refused a batch of %zu rows from producer '%s': its key is no longer in %s (%" PRIu64
                      " refused so far)", wr.n, wr.producer_id, c->o.authorized_keys, n);
-        ptable_refused(&c->producers, wr.producer_id, wr.stream, net_now_ms());
+        ptable_refused(&c->producers, wr.producer_id, wr.stream);
         wire_rows_release(&wr);
         return 1;
     }
@@ -148,7 +148,7 @@ int collector_ingest(collector *c)
     if (r != WIRE_OK) {
         s_reject(c, r, len, &wr);
         if (wr.producer_id[0]) /* a draining producer learns of it */
-            ptable_refused(&c->producers, wr.producer_id, wr.stream, net_now_ms());
+            ptable_refused(&c->producers, wr.producer_id, wr.stream);
         wire_rows_release(&wr); /* the rows of a batch refused after decoding (the others hold none) */
         return 1;
     }
@@ -183,7 +183,7 @@ int collector_ingest(collector *c)
                   wr.n, took, es.epoch, es.rows_in_epoch);
     if (done == wr.n) { /* taken: a producer draining may now disconnect */
         uint64_t gaps = c->producers.total_gaps;
-        ptable_record(&c->producers, wr.producer_id, wr.stream, wr.seq, wr.n, net_now_ms());
+        ptable_record(&c->producers, wr.producer_id, wr.stream, wr.seq, wr.n);
         int with_credit = credit_taken(&c->credit, wr.producer_id, wr.stream, wr.seq, fd, net_now_ms());
         const producer_entry *pe = ptable_find(&c->producers, wr.producer_id, wr.stream);
         c->watch_due |= !with_credit && pe && pe->fd != fd; /* a new connection without credit: count now */

@@ -69,7 +69,7 @@ const producer_entry *ptable_find(const producer_table *t, const char *id, uint6
 }
 
 /* The entry of (id, run), created (evicting the least recently heard when full). */
-static producer_entry *s_entry(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t now_ms)
+static producer_entry *s_entry(producer_table *t, const char *id, uint64_t run, uint64_t seq)
 {
     int found = 0;
     producer_entry *e = s_slot(t, id, run, &found);
@@ -102,7 +102,6 @@ static producer_entry *s_entry(producer_table *t, const char *id, uint64_t run, 
         e->next_seq = seq; /* the first batch heard of a run: what came before is not ours to count */
         e->fd = -1;
     }
-    e->last_ms = now_ms;
     e->heard = ++t->events;
     return e;
 }
@@ -113,16 +112,16 @@ int ptable_admit(const producer_table *t, const char *id, uint64_t run, uint64_t
     return !e || seq >= e->next_seq || (run == 0 && seq == 0);
 }
 
-void ptable_refused(producer_table *t, const char *id, uint64_t run, uint64_t now_ms)
+void ptable_refused(producer_table *t, const char *id, uint64_t run)
 {
-    producer_entry *e = s_entry(t, id, run, 0, now_ms);
+    producer_entry *e = s_entry(t, id, run, 0);
     if (e)
         e->refused++;
 }
 
-void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows, uint64_t now_ms)
+void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows)
 {
-    producer_entry *e = s_entry(t, id, run, seq, now_ms);
+    producer_entry *e = s_entry(t, id, run, seq);
     if (!e)
         return;
     if (seq > e->next_seq) {

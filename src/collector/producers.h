@@ -17,7 +17,7 @@
 typedef struct {
     char id[65];
     uint64_t run;
-    uint64_t next_seq, batches, rows, gaps, restarts, refused, last_ms;
+    uint64_t next_seq, batches, rows, gaps, restarts, refused;
     uint64_t heard; /* the table's count of events when it was last heard: the most recent is the largest */
     int used;
     int fd;    /* the connection its last batch came on (-1: none known) */
@@ -40,9 +40,9 @@ void ptable_free(producer_table *t);
    no run (run 0) starts a new run with seq 0. */
 int ptable_admit(const producer_table *t, const char *id, uint64_t run, uint64_t seq);
 /* Record a batch taken (all its rows pushed; ptable_admit said 1). */
-void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows, uint64_t now_ms);
+void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows);
 /* Record a batch of (id, run) refused as a whole (it carried no rows). */
-void ptable_refused(producer_table *t, const char *id, uint64_t run, uint64_t now_ms);
+void ptable_refused(producer_table *t, const char *id, uint64_t run);
 /* The entry of (id, run), or NULL.  run 0 names the most recently heard run
    of id (an operator's question names no run). */
 const producer_entry *ptable_find(const producer_table *t, const char *id, uint64_t run);

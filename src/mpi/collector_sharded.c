@@ -217,7 +217,7 @@ static int s_receive(sharded *s, held *h)
         c->rejected[r]++;
         s->refused_slices++;
         if (s->rank == 0)
-            ptable_refused(&c->producers, id, run, net_now_ms());
+            ptable_refused(&c->producers, id, run);
         log_debug("rank %d: batch refused: %s", s->rank, wire_reject_name(r));
         return 0;
     }
@@ -622,14 +622,14 @@ static int s_batch(sharded *s, const shard_cmd *cmd, held *mine)
             end = s_add(s, mine->wr.rows + (size_t)i * s->w);
         s->rows_accepted += cmd->n;
         if (s->rank == 0)
-            ptable_record(&s->c->producers, cmd->id, cmd->stream, cmd->seq, cmd->n, net_now_ms());
+            ptable_record(&s->c->producers, cmd->id, cmd->stream, cmd->seq, cmd->n);
     } else {
         s->dropped++;
         if (s->rank == 0) {
             log_warn("batch %" PRIu64 " of %s dropped on every rank: some rank did not get its slice within "
                      "--shard-wait %g s (a producer that is not sharded over %d ranks, or that died between its "
                      "parts' sends)", cmd->seq, cmd->id, s->c->o.shard_wait, s->size);
-            ptable_refused(&s->c->producers, cmd->id, cmd->stream, net_now_ms());
+            ptable_refused(&s->c->producers, cmd->id, cmd->stream);
         } else if (!have) {
             log_warn("rank %d: no slice of batch %" PRIu64 " of %s within --shard-wait", s->rank, cmd->seq, cmd->id);
         }
