@@ -181,10 +181,10 @@ def main():
     except UnconfirmedBatchesError as e:
         sys.exit(f"train_loop.py: {e}")
     sub.close()
-    eps, order = acct.get_privacy_spent(a.delta)
+    eps = acct.get_epsilon(a.delta)
     print(f"privacy, this run: (eps {eps:.4g}, delta {a.delta:g}) for the whole run: {a.steps} steps "
           f"(q {q:.4g}, sigma {sigma:.4g}) and {basis.releases} basis releases at rho {a.basis_rho:g} each "
-          f"({basis.cut} samples cut to one epoch); Renyi order {order}")
+          f"({basis.cut} samples cut to one epoch); {acct.method} accountant")
     end = query_status(a.status, 3000, **sec)
     eps_c = lambda st: f"eps {st['eps_total']:.3g} at delta {st['delta_target']:g}"  # noqa: E731
     print(f"privacy, the collector's ledger total: rho {end['rho_total']:g} ({eps_c(end)}) after "
