@@ -62,6 +62,7 @@ GRID = 1e-4            # h: the default width of the loss grid
 TAIL_MASS = 1e-15      # mass a truncation may move (per truncation)
 SPLIT_MARGIN = 1e-6    # share of an interval's mass moved up to cover the CDFs' rounding
 FFT_ERROR_FACTOR = 10.0
+FAR = 500.0            # losses above this count as +inf when eps is read (e^FAR stays finite)
 _U = 2.0 ** -53
 
 _erfc = np.frompyfunc(math.erfc, 1, 1)
@@ -128,21 +129,30 @@ class Pld:
             return math.inf
         m = self.mass
         x = (self.offset + np.arange(len(m))) * self.h
-        # at eps = x_j: the points strictly above x_j, i > j
-        sp = np.concatenate([np.cumsum(m[::-1])[::-1][1:], [0.0]])
+        above0 = x > 0
+        if self.inf + float(np.sum(m[above0] * -np.expm1(-x[above0]))) <= target:
+            return 0.0
+        # eps > 0: only the points above 0 matter; those above FAR count as +inf (f <= 1: pessimistic),
+        # which keeps e^(top - x) finite
+        far = x > FAR
+        inf = self.inf + float(m[far].sum())
+        if inf >= target:
+            return math.inf
+        keep = above0 & ~far
+        m, x = m[keep], x[keep]
         top = x[-1]
-        sq = np.concatenate([np.cumsum((m * np.exp(top - x))[::-1])[::-1][1:], [0.0]])  # sum_{i>j} m_i e^(top - x_i)
-        d = self.inf + sp - np.exp(x - top) * sq
-        ok = np.nonzero(d <= target)[0]
-        j = int(ok[0])
-        if j == 0:
-            # every eps >= x_0 works; below x_0 every point is above eps
-            eps = math.log((self.inf + m.sum() - target) / float(np.sum(m * np.exp(-x)))) if m.sum() + self.inf > target else -math.inf
-            return max(0.0, min(eps, x[0]))
-        # in (x_(j-1), x_j]: delta(eps) = inf + sp[j-1] - e^eps sq[j-1] e^-top
-        num = self.inf + sp[j - 1] - target
-        eps = top + math.log(num / sq[j - 1]) if sq[j - 1] > 0 and num > 0 else x[j]
-        return max(0.0, min(max(eps, x[j - 1]), x[j]))
+        # at eps = x_j the points strictly above it, i > j: their P-mass sp and sum m_i e^(top - x_i) sq
+        sp = np.concatenate([np.cumsum(m[::-1])[::-1][1:], [0.0]])
+        sq = np.concatenate([np.cumsum((m * np.exp(top - x))[::-1])[::-1][1:], [0.0]])
+        d = inf + sp - np.exp(x - top) * sq
+        j = int(np.nonzero(d <= target)[0][0])  # the last point has d = inf < target
+        # on (x_(j-1), x_j] (on (0, x_0] for j = 0) every point from j up is above eps:
+        # delta(eps) = inf + P-mass(i >= j) - e^eps sum_(i >= j) m_i e^-x_i
+        lo = x[j - 1] if j else 0.0
+        num = inf + sp[j] + m[j] - target
+        den = (sq[j] + m[j] * math.exp(top - x[j])) * math.exp(-top)
+        eps = math.log(num / den) if num > 0 and den > 0 else x[j]
+        return min(max(eps, lo), x[j])
 
 
 def _truncate(p: Pld, tail: float) -> Pld:
@@ -184,6 +194,14 @@ def compose(a: Pld, b: Pld, tail: float = TAIL_MASS) -> Pld:
         rounding = (FFT_ERROR_FACTOR * math.log2(size) * _U * math.sqrt(size)
                     * (float(np.linalg.norm(a.mass)) + float(np.linalg.norm(b.mass))))
     np.maximum(c, 0.0, out=c)  # the true masses are >= 0: clipping only shrinks the error
+    if n > 64 and min(len(a.mass), len(b.mass)) > 64:
+        # entries within the FFT's rounding of 0 are set to 0 (else the noise floor would stop the
+        # tails' truncation and the support would grow with every product); what is zeroed joins the
+        # l1 error bound
+        floor = rounding / math.sqrt(n)
+        small = c < floor
+        rounding += float(c[small].sum())
+        c[small] = 0.0
     inf = a.inf + b.inf - a.inf * b.inf
     error = a.error + b.error + a.error * b.error + rounding
     return _truncate(Pld(a.h, a.offset + b.offset, c, inf, error), tail)

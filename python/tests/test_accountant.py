@@ -161,9 +161,10 @@ def test_abadi_settings():
 
 
 @pytest.mark.parametrize("q,sigma,steps,rho", [(0.01, 1.0, 500, 0.0), (0.1, 2.0, 50, 0.3), (0.5, 1.2, 3, 0.05),
-                                               (0.004, 0.8, 3000, 0.0)])
+                                               (0.004, 0.8, 3000, 0.0), (0.001, 0.8, 100000, 0.0)])
 def test_pld_never_above_rdp(q, sigma, steps, rho):
     # both are upper bounds and the PLD is within 1e-3 of the exact value: it must not exceed RDP
+    # (the last case: 1e5 rare steps, whose FFT noise floor must not widen the composed law)
     a, b = acct("pld", q, sigma, steps), acct("rdp", q, sigma, steps)
     a.add_zcdp(rho)
     b.add_zcdp(rho)
