@@ -1,9 +1,10 @@
 """dps_build.py - the PEP 517 build backend of the dpsubspace Python package,
 standard library only (pip installs it with nothing from an index).
 
-A wheel holds the package's sources (dpsubspace/*.py, py.typed) from this
-tree and what the project's build makes (the protocol classes protoc
-generates, the core library the estimator loads), taken from
+A wheel holds the package's sources (dpsubspace/*.py, py.typed, the
+subpackage dpsubspace/torch/) from this tree and what the project's build
+makes (the protocol classes protoc generates, the core library the
+estimator loads), taken from
 $DPSUBSPACE_BUILD_DIR/python/dpsubspace, default ../build/python/dpsubspace.
 It carries a native library, so it is tagged for this platform
 (py3-none-<platform>).  An sdist holds the sources only.
@@ -58,11 +59,21 @@ def _tag():
     return "py3-none-" + sysconfig.get_platform().replace("-", "_").replace(".", "_")
 
 
+def _sources():
+    """The package's source files, relative to it: dpsubspace/*.py, py.typed,
+    and the *.py of its subpackages (directories with an __init__.py: the
+    PyTorch layer, dpsubspace/torch/), '/'-separated as in an archive."""
+    src = os.path.join(HERE, PKG)
+    out = [n for n in sorted(os.listdir(src)) if n.endswith(".py") or n == "py.typed"]
+    for sub in sorted(os.listdir(src)):
+        if os.path.isfile(os.path.join(src, sub, "__init__.py")):
+            out += [f"{sub}/{n}" for n in sorted(os.listdir(os.path.join(src, sub))) if n.endswith(".py")]
+    return out
+
+
 def _wheel_files(p):
     """(path in the wheel, bytes) of every file but RECORD."""
-    src = os.path.join(HERE, PKG)
-    files = [(f"{PKG}/{n}", os.path.join(src, n)) for n in sorted(os.listdir(src))
-             if n.endswith(".py") or n == "py.typed"]
+    files = [(f"{PKG}/{rel}", os.path.join(HERE, PKG, rel)) for rel in _sources()]
     built = _built_dir()
     files += [(f"{PKG}/{g}", os.path.join(built, g)) for g in GENERATED]
     out = []
@@ -121,8 +132,7 @@ def build_sdist(sdist_directory, config_settings=None):
     name = f"{base}.tar.gz"
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as t:
         for rel in ["pyproject.toml", "README.md", "build_backend/dps_build.py"] + \
-                [f"{PKG}/{n}" for n in sorted(os.listdir(os.path.join(HERE, PKG)))
-                 if n.endswith(".py") or n == "py.typed"]:
+                [f"{PKG}/{rel}" for rel in _sources()]:
             t.add(os.path.join(HERE, rel), arcname=f"{base}/{rel}")
         pkg_info = tarfile.TarInfo(f"{base}/PKG-INFO")
         data = _metadata(p).encode()
