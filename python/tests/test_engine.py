@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import dpsubspace as dp  # noqa: E402
 from dpsubspace import torch as dpt  # noqa: E402
 from dpsubspace.torch import PrivacyEngine  # noqa: E402
 
@@ -360,7 +361,7 @@ def test_every_step_is_charged_once():
             opt.step()
             n_steps += 1
     assert n_steps == 12 and calls == [(0.25, 1.0, 1)] * 12
-    ref = dpt.new_accountant("rdp")
+    ref = dp.Accountant("rdp")
     ref.add_steps(0.25, 1.0, 12)
     assert engine.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
 
@@ -393,7 +394,7 @@ def test_make_private_with_epsilon_spends_the_target(accountant, share):
     if subspace is not None:
         # releases at steps 0, 10, 20; alone they spend the eps of 20% of the budget's zCDP rho
         assert subspace.releases == 3 and subspace.rho == engine.plan["basis_rho"]
-        alone = dpt.new_accountant(accountant)
+        alone = dp.Accountant(accountant)
         subspace.plan(alone, 30, 53)
         assert alone.get_epsilon(1e-5) == pytest.approx(engine.plan["basis_eps"])
         plain = _small_model()
@@ -443,7 +444,7 @@ def test_bases_sample_from_the_loader_dataset_and_charge_the_engine():
         _train(model, opt, dl, 1)
     V = basis.V
     assert opt.last["k"] == 2 and V.shape == (2, 53) and torch.allclose(V @ V.T, torch.eye(2), atol=1e-5)
-    ref = dpt.new_accountant("rdp")
+    ref = dp.Accountant("rdp")
     ref.add_steps(0.25, 1.0, 4)
     ref.add_zcdp(0.4)
     assert engine.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))

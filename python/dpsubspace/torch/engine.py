@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import torch
 
-from ..accountant import Accountant, noise_multiplier
+from ..accountant import Accountant, boundary, noise_multiplier, rho_for_eps
 from .bases import PrivateBasis
 from .data import DatasetExamples, DPDataLoader, FixedBatchWarning
 from .gradients import GradSampler, SampleGradients
@@ -57,25 +57,6 @@ SUBSPACE_MODES = ("gep", "projection")
 # The modules make_private hooked (weakly: a module's life is its owner's), so that a second make_private of
 # one module is refused rather than hooked twice.
 _HOOKED: "weakref.WeakKeyDictionary[torch.nn.Module, GradSampler]" = weakref.WeakKeyDictionary()
-
-
-def new_accountant(method: str) -> Accountant:
-    """An Accountant of `method` ("pld" or "rdp")."""
-    return Accountant(method=method)
-
-
-def _increasing_root(f: Callable[[float], float], target: float, lo: float, hi: float, rel: float = 1e-4) -> float:
-    """The largest x (to relative `rel`) with f(x) <= target, for f
-    increasing: hi doubles until f(hi) > target, then bisection; returns
-    the lower end (f there is at most target)."""
-    while f(hi) <= target:
-        lo, hi = hi, hi * 2
-        if hi > 1e12:
-            raise ValueError("no value reaches the target")
-    while hi - lo > rel * hi:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if f(mid) <= target else (lo, mid)
-    return lo
 
 
 class PrivacyEngine:
@@ -93,7 +74,7 @@ class PrivacyEngine:
             why = " (a central limit approximation, not an upper bound)" if accountant == "gdp" else ""
             raise ValueError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}{why}")
         self.method = ACCOUNTANTS[accountant]
-        self.accountant = new_accountant(self.method)
+        self.accountant = Accountant(self.method)
         self.secure_mode = secure_mode
         self.plan: dict = {}
 
@@ -240,7 +221,7 @@ class PrivacyEngine:
                                  noise_multiplier=sigma, max_grad_norm=max_grad_norm, **kwargs)
 
     def _eps_of(self, basis: Any, steps: int, d: int, delta: float, rho: Optional[float] = None) -> float:
-        acc = new_accountant(self.method)
+        acc = Accountant(self.method)
         if rho is None:
             basis.plan(acc, steps, d)
         else:
@@ -250,11 +231,11 @@ class PrivacyEngine:
     def _share_rho(self, basis: PrivateBasis, eps: float, delta: float, steps: int, d: int) -> float:
         """Each release's rho such that the releases, charged as planned,
         spend alone the eps of share * rho_total as zCDP."""
-        def zcdp_eps(rho: float) -> float:
-            acc = new_accountant(self.method)
-            acc.add_zcdp(rho)
-            return acc.get_epsilon(delta)
+        share_eps = self._eps_of_zcdp(basis.share * rho_for_eps(eps, delta, method=self.method), delta)
+        # the largest rho whose planned releases spend at most share_eps
+        return boundary(lambda r: self._eps_of(basis, steps, d, delta, rho=r) > share_eps, 1e-9, 1e-3, 1e-4)[0]
 
-        rho_total = _increasing_root(zcdp_eps, eps, 1e-9, 1.0)
-        share_eps = zcdp_eps(basis.share * rho_total)
-        return _increasing_root(lambda r: self._eps_of(basis, steps, d, delta, rho=r), share_eps, 1e-9, 1e-3)
+    def _eps_of_zcdp(self, rho: float, delta: float) -> float:
+        acc = Accountant(self.method)
+        acc.add_zcdp(rho)
+        return acc.get_epsilon(delta)
