@@ -114,33 +114,106 @@ DPS_EXPORT dps_zcdp dps_zcdp_from_pure(double eps);
 /* Tight conversion of rho-zCDP to (eps, delta)-DP (Canonne-Kamath-Steinke 2020):
    delta(eps) = min_{a>1} exp((a-1)(a rho - eps) + a ln(1 - 1/a)) / (a - 1). */
 DPS_EXPORT double dps_zcdp_delta_at(double rho, double eps);
-/* The smallest eps with delta(eps) <= delta_conv (bisection on the above). */
+/* The smallest eps with delta(eps) <= delta_conv (the minimum over orders of
+   the above solved for eps); 0 for rho <= 0 or delta_conv >= 1, INFINITY for
+   delta_conv <= 0. */
 DPS_EXPORT double dps_zcdp_eps_at(double rho, double delta_conv);
 /* eps of a spent (rho, delta_mech) shown at total delta_total: the conversion
-   gets delta_total - delta_mech; INFINITY when delta_mech >= delta_total. */
+   gets delta_total - delta_mech; INFINITY when delta_mech >= delta_total.
+   Valid for any mechanisms; for Gaussian ones alone see
+   dps_zcdp_eps_total_kind. */
 DPS_EXPORT double dps_zcdp_eps_total(dps_zcdp spent, double delta_total);
 
+/* The exact privacy profile of the Gaussian mechanism whose l2 sensitivity
+   over its noise's standard deviation is mu (mu-GDP, Dong-Roth-Su 2022),
+   under the adjacency the sensitivity is taken over (the library's: replacing
+   one row):
+       delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)
+   (Balle-Wang 2018, Thm. 8): the mechanism is (eps, delta(eps))-DP for every
+   eps >= 0, and no smaller delta holds for neighbours that attain the
+   sensitivity.  Such a mechanism is mu^2/2-zCDP,
+   and an adaptive composition of Gaussian mechanisms of mu_i is one of
+   mu = sqrt(sum mu_i^2): a total rho charged by Gaussian mechanisms alone
+   is the Gaussian mechanism of mu = sqrt(2 rho), whose eps at delta is below
+   the CKS conversion's of that rho (rho 1, delta 1e-5: 6.57, not 7.08).
+   Computed in log space: no overflow for any eps or mu.
+   delta_at: delta(max(eps, 0)); 0 for mu 0, 1 for mu INFINITY, NAN for mu
+   or eps NaN or mu < 0. */
+DPS_EXPORT double dps_gaussian_delta_at(double mu, double eps);
+/* The smallest eps >= 0 with delta(eps) <= delta (to 1e-13 relative, from
+   above: delta at the eps returned is <= delta); 0 for mu 0 or delta >= 1,
+   INFINITY for delta <= 0 (no finite eps reaches it for mu > 0) or mu
+   INFINITY, NAN for mu NaN or mu < 0. */
+DPS_EXPORT double dps_gaussian_eps_at(double mu, double delta);
+
+/* What a charge is, for the eps stated of a total (the charges' rho and delta
+   add whatever their kind). */
+typedef enum {
+    DPS_CHARGE_ZCDP = 0,    /* any delta-approximate rho-zCDP mechanism (pure or
+                               (eps, delta)-DP ones entered by dps_zcdp_from_dp,
+                               the sample-and-aggregate and histogram
+                               aggregators, ...): a total with one of them is
+                               stated by the CKS conversion                 */
+    DPS_CHARGE_GAUSSIAN = 1 /* a Gaussian mechanism, or an adaptive composition
+                               of them, charged (rho, 0) with rho = sum of
+                               (l2 sensitivity / noise sd)^2 / 2 (given the
+                               earlier outputs): the gaussian and power
+                               aggregators.  A total of these alone is stated
+                               by dps_gaussian_eps_at(sqrt(2 rho), delta)   */
+} dps_charge_kind;
+/* eps of spent at total delta_total: for kind DPS_CHARGE_GAUSSIAN and
+   spent.delta 0, dps_gaussian_eps_at(sqrt(2 spent.rho), delta_total); else
+   (a kind out of range too) dps_zcdp_eps_total(spent, delta_total). */
+DPS_EXPORT double dps_zcdp_eps_total_kind(dps_zcdp spent, dps_charge_kind kind, double delta_total);
+
 /* A budget cap.  Either rho_cap > 0 (spent rho must stay <= rho_cap and spent
-   delta <= delta_target), or eps_cap > 0 (eps_total(spent, delta_target) must
-   stay <= eps_cap), or both zero: no cap. */
+   delta <= delta_target), or eps_cap > 0 (the eps of the spent total at
+   delta_target, by the accountant's rule (dps_accountant_eps), must stay
+   <= eps_cap), or both zero: no cap. */
 typedef struct { double rho_cap; double eps_cap; double delta_target; } dps_budget;
 
+/* Composes charges: their rho and delta add.  It keeps whether every charge
+   with a non-zero cost was DPS_CHARGE_GAUSSIAN (dps_accountant_kind); the eps
+   it states (dps_accountant_eps, dps_accountant_left, the eps cap) is then
+   the exact Gaussian one, else the CKS conversion's. */
 typedef struct dps_accountant dps_accountant;
-/* cap may be NULL (no cap); spent_before resumes a ledger (may be NULL). */
+/* cap may be NULL (no cap); spent_before resumes a ledger (may be NULL),
+   taken as DPS_CHARGE_ZCDP unless it is zero. */
 DPS_EXPORT int  dps_accountant_new(dps_accountant **out, const dps_budget *cap,
                                    const dps_zcdp *spent_before);
+/* The same with the kind of the charges spent_before holds: GAUSSIAN only if
+   every one of them was a Gaussian mechanism (then its delta must be 0).
+   DPS_EINVAL for a kind out of range, a Gaussian spent_before with a delta,
+   and what dps_accountant_new refuses. */
+DPS_EXPORT int  dps_accountant_new_resumed(dps_accountant **out, const dps_budget *cap,
+                                           const dps_zcdp *spent_before, dps_charge_kind spent_kind);
 DPS_EXPORT void dps_accountant_destroy(dps_accountant **acc);
-/* 1 if charging cost keeps the total within the cap, else 0. */
+/* 1 if charging cost of kind DPS_CHARGE_ZCDP keeps the total within the cap,
+   else 0. */
 DPS_EXPORT int  dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost);
-/* Add cost; DPS_EBUDGET (and no change) if it would pass the cap. */
+/* The same for a charge of kind kind (0 for a kind out of range, or a
+   Gaussian one with a delta). */
+DPS_EXPORT int  dps_accountant_fits_kind(const dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind);
+/* Add cost as a DPS_CHARGE_ZCDP charge; DPS_EBUDGET (and no change) if it
+   would pass the cap. */
 DPS_EXPORT int  dps_accountant_charge(dps_accountant *acc, dps_zcdp cost);
+/* Add cost as a charge of kind kind; DPS_EBUDGET as above, DPS_EINVAL (no
+   change) for a negative cost, a kind out of range or a Gaussian cost with a
+   delta. */
+DPS_EXPORT int  dps_accountant_charge_kind(dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind);
 /* Replace the cap (NULL: none); what was spent stays.  DPS_EINVAL for a cap
    out of range, as in dps_accountant_new, and then nothing changes. */
 DPS_EXPORT int  dps_accountant_set_cap(dps_accountant *acc, const dps_budget *cap);
 DPS_EXPORT dps_zcdp dps_accountant_spent(const dps_accountant *acc);
-/* eps spent at the cap's delta_target (or at delta_total if the cap has none). */
+/* DPS_CHARGE_GAUSSIAN while every charge with a non-zero cost (and the
+   resumed spent_before) was Gaussian, also when nothing was spent; else
+   DPS_CHARGE_ZCDP. */
+DPS_EXPORT dps_charge_kind dps_accountant_kind(const dps_accountant *acc);
+/* eps spent at delta_total (at the cap's delta_target if delta_total <= 0):
+   dps_zcdp_eps_total_kind(spent, dps_accountant_kind, delta). */
 DPS_EXPORT double dps_accountant_eps(const dps_accountant *acc, double delta_total);
-/* What is left: rho (if rho-capped) or eps (if eps-capped); INFINITY if no cap. */
+/* What is left: rho (if rho-capped) or eps (if eps-capped, by the rule of
+   dps_accountant_eps); INFINITY if no cap. */
 DPS_EXPORT double dps_accountant_left(const dps_accountant *acc);
 /* The unit dps_accountant_left counts in for cap: "rho", "eps", or "none"
    (no cap, or cap NULL).  A static string. */
@@ -185,6 +258,13 @@ DPS_EXPORT const char *dps_aggregator_name(dps_aggregator a);
 /* The aggregator named name (as dps_aggregator_name spells it) into *out;
    DPS_EINVAL for another name. */
 DPS_EXPORT int dps_aggregator_from_name(const char *name, dps_aggregator *out);
+/* What one release of aggregator a is charged as: DPS_CHARGE_GAUSSIAN for
+   gaussian and power, with or without parameter groups (each release a
+   composition of Gaussian mechanisms whose squared sensitivities over the
+   noise's variance add up to 2 rho_epoch: src/mechanisms/moment_groups.c);
+   DPS_CHARGE_ZCDP for the others (reference, projection and histogram carry
+   a delta, covariance is pure eps-DP) and for a value that names none. */
+DPS_EXPORT dps_charge_kind dps_aggregator_charge_kind(dps_aggregator a);
 
 typedef struct dps_snapshot dps_snapshot;
 
@@ -214,7 +294,9 @@ typedef struct {
     double w_hat;            /* noisy friend weight (0 if not run)             */
     dps_zcdp epoch_cost;     /* spent by this epoch (0 if refused)             */
     dps_zcdp total;          /* spent so far including this epoch              */
-    double eps_total;        /* total as eps at delta_target                   */
+    double eps_total;        /* total as eps at delta_target, by the rule of
+                                dps_accountant_eps (exact Gaussian while every
+                                charge was Gaussian, else the CKS conversion) */
     double delta_target;     /* the delta at which eps_total is stated         */
     int seeded;              /* 1 if made with a seeded (non-secure) generator  */
     uint64_t public_seed;    /* seed of the public randomness (reference points) */
@@ -402,7 +484,8 @@ typedef struct {
    is spent: the bucket count is public); dps_config_check refuses t below it. */
 DPS_EXPORT size_t dps_config_min_buckets(const dps_config *cfg);
 /* What one released epoch is charged: (rho_epoch, delta_epoch), or
-   (rho_epoch, 0) for the covariance, Gaussian and power mechanisms. */
+   (rho_epoch, 0) for the covariance, Gaussian and power mechanisms; of kind
+   dps_aggregator_charge_kind(cfg->aggregator). */
 DPS_EXPORT dps_zcdp dps_config_epoch_cost(const dps_config *cfg);
 /* 1 if the aggregator works on buckets of m rows (reference, projection,
    histogram), 0 if every row of the epoch goes to it (covariance, Gaussian,
@@ -460,8 +543,16 @@ typedef struct dps_estimator dps_estimator;
 
 /* The caller owns *out.  Copies cfg.  A configuration that dps_config_check
    refuses gets its code (DPS_EINVAL or DPS_ELIMIT), and nothing is made:
-   dps_config_check(cfg, &why) names the rule. */
+   dps_config_check(cfg, &why) names the rule.  Each release is charged with
+   its aggregator's kind (dps_aggregator_charge_kind); cfg->spent_before, if
+   not zero, is taken as DPS_CHARGE_ZCDP. */
 DPS_EXPORT int  dps_estimator_new(dps_estimator **out, const dps_config *cfg);
+/* The same with the kind of the charges cfg->spent_before holds (a ledger
+   resumed: DPS_CHARGE_GAUSSIAN only if every one of them was a Gaussian
+   mechanism, and then spent_before.delta is 0); DPS_EINVAL otherwise, as
+   dps_accountant_new_resumed. */
+DPS_EXPORT int  dps_estimator_new_resumed(dps_estimator **out, const dps_config *cfg,
+                                          dps_charge_kind spent_before_kind);
 /* Waits for the workers and frees everything; pending rows are discarded. */
 DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);
 /* Push n_rows rows of dimension dim (row-major).  Rows are validated (NaN, Inf,
@@ -545,6 +636,13 @@ DPS_EXPORT int  dps_estimator_release_pending(const dps_estimator *est);
 /* From the pushing thread (dps_estimator_spent: any thread). */
 DPS_EXPORT void dps_estimator_get_stats(const dps_estimator *est, dps_estimator_stats *out);
 DPS_EXPORT dps_zcdp dps_estimator_spent(const dps_estimator *est);
+/* eps of dps_estimator_spent at delta_total (at cfg.cap.delta_target if
+   delta_total <= 0), by its accountant's rule (dps_accountant_eps): the exact
+   Gaussian one while every charge was Gaussian.  Any thread. */
+DPS_EXPORT double dps_estimator_eps(const dps_estimator *est, double delta_total);
+/* The kind of dps_estimator_spent (dps_accountant_kind), for a caller that
+   goes on charging it elsewhere (dps_accountant_new_resumed).  Any thread. */
+DPS_EXPORT dps_charge_kind dps_estimator_spent_kind(const dps_estimator *est);
 /* Replace the budget cap (cfg.cap), e.g. when a collector reloads its
    configuration: the next close checks against it; what was spent stays, and
    a cap below it refuses every later epoch.  DPS_EINVAL for a cap out of range

@@ -27,6 +27,8 @@ DPS_MAX_GROUPS = 256
 # dps_err codes used here by name (include/dpsubspace.h)
 DPS_OK, DPS_EINVAL, DPS_ENOMEM, DPS_EDIM, DPS_EEMPTY, DPS_EFULL = 0, 1, 2, 3, 4, 5
 DPS_ELIMIT, DPS_EBUDGET = 8, 9
+# dps_charge_kind: what a charge is, for the eps of a total (include/dpsubspace.h)
+DPS_CHARGE_ZCDP, DPS_CHARGE_GAUSSIAN = 0, 1
 STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
 
 
@@ -123,6 +125,17 @@ _SIGNATURES = {
     "dps_analyze_gauss": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, ctypes.c_void_p, c_float_p,
                                   ctypes.POINTER(c_int)]),
     "dps_zcdp_eps_total": (c_dbl, [Zcdp, c_dbl]),
+    "dps_zcdp_eps_total_kind": (c_dbl, [Zcdp, c_int, c_dbl]),
+    "dps_gaussian_eps_at": (c_dbl, [c_dbl, c_dbl]),
+    "dps_gaussian_delta_at": (c_dbl, [c_dbl, c_dbl]),
+    "dps_aggregator_charge_kind": (c_int, [c_int]),
+    "dps_estimator_eps": (c_dbl, [ctypes.c_void_p, c_dbl]),
+    "dps_accountant_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Budget), ctypes.POINTER(Zcdp)]),
+    "dps_accountant_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
+    "dps_accountant_fits_kind": (c_int, [ctypes.c_void_p, Zcdp, c_int]),
+    "dps_accountant_charge_kind": (c_int, [ctypes.c_void_p, Zcdp, c_int]),
+    "dps_accountant_spent": (Zcdp, [ctypes.c_void_p]),
+    "dps_accountant_eps": (c_dbl, [ctypes.c_void_p, c_dbl]),
     "dps_zcdp_from_dp": (Zcdp, [c_dbl, c_dbl]),
     "dps_zcdp_from_pure": (Zcdp, [c_dbl]),
     "dps_cov_accumulate": (c_int, [c_float_p, c_size, c_size, c_dbl_p, ctypes.POINTER(c_u64)]),

@@ -107,8 +107,8 @@ def test_budget_adds_up_over_calls_and_the_cap_refuses(planted):
     assert est.releases_[-1].status == "refused" and est.releases_[-1].basis is None
     assert est.spent_ == (1.0, 0.0)
     assert [r.epoch for r in est.releases_] == [0, 1, 2]
-    # eps at delta of rho = 1 zCDP: rho + 2 sqrt(rho ln(1/delta)) = 7.79 is the classical bound;
-    # the library's conversion (Canonne-Kamath-Steinke) is tighter but above rho
+    # eps at delta of rho = 1 zCDP: rho + 2 sqrt(rho ln(1/delta)) = 7.79 is the classical bound; the
+    # library's statement for Gaussian releases (the exact Gaussian profile) is tighter but above rho
     eps = est.eps_at(1e-5)
     assert 1.0 < eps < 1 + 2 * math.sqrt(math.log(1e5))
     # the former name of the cap (0.1) caps the same; both at once is refused
@@ -117,6 +117,39 @@ def test_budget_adds_up_over_calls_and_the_cap_refuses(planted):
     assert [r.status for r in old.releases_] == ["released", "refused"] and old.spent_ == (0.5, 0.0)
     with pytest.raises(ValueError, match="not both"):
         dp.SubspaceEstimator(K, rho=0.5, cap_rho=1, budget_rho=1)
+
+
+def test_eps_is_the_librarys_exact_for_gaussian_releases(planted):
+    """eps_at and the eps cap are the library's (not a copy of its formula): gaussian and power releases
+    are Gaussian mechanisms, whose total of rho 1 is the Gaussian of mu = sqrt 2 (eps 6.57 at 1e-5, where
+    the CKS conversion of rho 1 gives 7.08), so four releases of rho 0.25 fit an eps cap of 6.6; the
+    covariance mechanism (pure eps-DP) and the central ones are stated by the CKS conversion: three fit."""
+    X, _ = planted
+    L = dp.native.lib()
+    exact, cks = L.dps_gaussian_eps_at(math.sqrt(2), 1e-5), L.dps_zcdp_eps_total(dp.native.Zcdp(1, 0), 1e-5)
+    assert round(exact, 2) == 6.57 and round(cks, 2) == 7.08
+    for mech in ("gaussian", "power"):
+        est = dp.SubspaceEstimator(K, rho=0.25, mechanism=mech, cap_eps=6.6, seed=1)
+        for _ in range(5):
+            est.fit(X[:500])
+        assert [r.status for r in est.releases_] == ["released"] * 4 + ["refused"], mech
+        assert est.spent_ == (1.0, 0.0) and est.eps_at(1e-5) == pytest.approx(exact, rel=1e-12)
+        # add/remove: the same releases cost rho_add_remove(), Gaussian too
+        ar = est.rho_add_remove()
+        assert est.eps_at(1e-5, adjacency="add-remove") == pytest.approx(
+            L.dps_gaussian_eps_at(math.sqrt(2 * ar), 1e-5), rel=1e-12)
+    cov = dp.SubspaceEstimator(2, rho=0.25, mechanism="covariance", cap_eps=6.6, seed=1)
+    for _ in range(4):
+        cov.fit(X[:200, :10])
+    assert [r.status for r in cov.releases_] == ["released"] * 3 + ["refused"]
+    assert cov.eps_at(1e-5) == pytest.approx(L.dps_zcdp_eps_total(dp.native.Zcdp(0.75, 0), 1e-5), rel=1e-12)
+    # a central mechanism's cap: the library's accountant; cov-laplace at eps 1 is rho 0.5 a release, and
+    # rho 1 of pure eps-DP is 7.08 by CKS (past 6.6; a Gaussian rule would have let it through at 6.57)
+    lap = dp.SubspaceEstimator(2, mechanism="cov-laplace", eps=1.0, cap_eps=6.6, seed=1)
+    lap.fit(X[:200, :10]).fit(X[:200, :10])
+    assert [r.status for r in lap.releases_] == ["released", "refused"] and lap.spent_ == (0.5, 0.0)
+    assert lap.eps_at(1e-5) == pytest.approx(L.dps_zcdp_eps_total(dp.native.Zcdp(0.5, 0), 1e-5), rel=1e-12)
+    assert dp.SubspaceEstimator(2, mechanism="cov-laplace", eps=1.0).eps_at(1e-5) == 0.0  # nothing spent
 
 
 def test_rho_add_remove_states_the_bound(planted):

@@ -126,7 +126,9 @@ static double s_dist(const double *a, const double *b, size_t d)
 
 /* DESIGN 3.8: x~ = Gaussian mean with rho/2 (dps_gaussian_mean: sigma =
    (2/n)/sqrt(2 rho/2) = 2/(n sqrt(rho))), released as Pi~ x~ with Pi~ the
-   subspace just released.  Charged against the same cap as the subspace. */
+   subspace just released.  Charged against the same cap as the subspace, as
+   a Gaussian mechanism (l2 sensitivity 2/n over sigma: mu = sqrt(2 rho/2)):
+   after a gaussian or power subspace the run's total is Gaussian too. */
 int est_mean_run(const est_settings *s, est_result *r, const float *X, size_t n, dps_rng *rng)
 {
     est_mean_result *mr = &r->mean;
@@ -148,19 +150,21 @@ int est_mean_run(const est_settings *s, est_result *r, const float *X, size_t n,
     dps_accountant *acc = NULL;
     double *xt = malloc(d * sizeof *xt), *exact = malloc(d * sizeof *exact), *tmp = malloc(d * sizeof *tmp);
     mr->released = malloc(d * sizeof *mr->released);
-    int rc = (xt && exact && tmp && mr->released) ? dps_accountant_new(&acc, &s->cfg.cap, &r->spent) : DPS_ENOMEM;
+    int rc = (xt && exact && tmp && mr->released)
+                 ? dps_accountant_new_resumed(&acc, &s->cfg.cap, &r->spent, r->spent_kind)
+                 : DPS_ENOMEM;
     int code = 0;
     if (rc) {
         cli_error("cannot set up the mean: %s", dps_strerror(rc));
         code = CLI_EXIT_RUNTIME;
-    } else if (!dps_accountant_fits(acc, cost)) {
+    } else if (!dps_accountant_fits_kind(acc, cost, DPS_CHARGE_GAUSSIAN)) {
         mr->status = "refused";
         snprintf(mr->reason, sizeof mr->reason,
                  "the mean's rho/2 would pass the privacy budget cap: nothing was spent on it");
         free(mr->released);
         mr->released = NULL;
     } else {
-        dps_accountant_charge(acc, cost);
+        dps_accountant_charge_kind(acc, cost, DPS_CHARGE_GAUSSIAN);
         rc = dps_gaussian_mean(X, n, d, rho_mean, rng, xt);
         if (rc) { /* after the charge: reported like a FAIL (see est_release_internal_error) */
             mr->status = "failed";
@@ -184,6 +188,7 @@ int est_mean_run(const est_settings *s, est_result *r, const float *X, size_t n,
     }
     if (acc) {
         r->spent = dps_accountant_spent(acc);
+        r->spent_kind = dps_accountant_kind(acc);
         r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
     }
     dps_accountant_destroy(&acc);

@@ -113,6 +113,7 @@ int est_release_finish(const est_settings *s, est_result *r, est_release *rel, c
                        est_line_fn line)
 {
     r->spent = dps_accountant_spent(acc);
+    r->spent_kind = dps_accountant_kind(acc);
     r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
     rel->rho_total = r->spent.rho;
     rel->delta_total = r->spent.delta;

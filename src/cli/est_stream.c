@@ -239,7 +239,8 @@ static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, 
     r->batches_dim = st.batches_dim;
     r->batches_empty = st.batches_empty;
     r->spent = dps_estimator_spent(e);
-    r->eps_total = dps_zcdp_eps_total(r->spent, s->cfg.cap.delta_target);
+    r->spent_kind = dps_estimator_spent_kind(e);
+    r->eps_total = dps_estimator_eps(e, s->cfg.cap.delta_target); /* exact while every charge is Gaussian */
     dps_estimator_destroy(&e);
     return code;
 }

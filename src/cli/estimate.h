@@ -105,6 +105,8 @@ typedef struct {
     est_mean_result mean;
     est_choice choice;
     dps_zcdp spent;          /* the whole run, mean included                    */
+    dps_charge_kind spent_kind; /* what spent was charged as (0: zCDP; Gaussian
+                                only when every charge was)                    */
     double eps_total;        /* spent as eps at delta_target                    */
     int input_error;         /* the input failed mid-stream (exit code 3)       */
     char note[512];          /* a sentence shown in the JSON (may be empty)     */

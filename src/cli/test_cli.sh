@@ -129,6 +129,21 @@ case "$(npy_dict mean.npy)" in
 *) bad "--mean-out shape (200,)" "$(npy_dict mean.npy)" ;;
 esac
 
+# eps_total at 1e-5: gaussian and power releases are Gaussian mechanisms, and so is the mean task's
+# Gaussian mean, so a run of rho 1 of them is the Gaussian mechanism of mu = sqrt 2: eps 6.57 (exact);
+# one other charge (Analyze Gauss, which may FAIL; --k-max's choice of k, pure eps-DP) makes the
+# run's total stated by the CKS conversion: rho 1 is 7.08, rho 1.125 is 7.59.
+eps_is() { awk -v e="$(jsub "$1" privacy eps_total)" -v w="$2" 'BEGIN { exit !(e > w - 0.005 && e < w + 0.005) }'; }
+run "$EST" rows.npy --k 4 --seed 7 --method gaussian --rho 1 --json eg.json
+check "--method gaussian --rho 1: eps_total 6.57, the exact Gaussian eps" eps_is eg.json 6.57
+run "$EST" rows.npy --k 4 --seed 7 --method power --task mean --rho 1 --json epm.json
+check "--method power --task mean --rho 1: eps_total 6.57 (the mean is Gaussian too)" eps_is epm.json 6.57
+run "$EST" rows.npy --k 4 --seed 7 --method analyze-gauss --task mean --rho 1 --json eam.json
+check "--method analyze-gauss --task mean --rho 1: eps_total 7.08, the CKS conversion" eps_is eam.json 7.08
+run "$EST" rows.npy --k-max 6 --eps-k 0.5 --seed 7 --method gaussian --rho 1 --json ekg.json
+check "--k-max (pure eps 0.5) then --method gaussian --rho 1: eps_total 7.59, the CKS conversion" \
+    eps_is ekg.json 7.59
+
 # ------------------------------------------------------ central methods
 run "$EST" rows.npy --k 4 --method topk --truth basis.npy --json topk.json
 check "topk exits 0" [ "$rc" -eq 0 ]

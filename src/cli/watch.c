@@ -41,8 +41,8 @@ static const char s_epilogue[] =
     "  snapshot seq 2  epoch 1  released  SEEDED (not secure)  at 2025-01-01 12:00:00\n"
     "    rows 1000 in 125 buckets  radius 0.0412  aggregator reference  d 200  k 4\n"
     "    noise level 0.0123 (from released quantities: <= 0.1 mostly signal, >= 1 random level)\n"
-    "    privacy this epoch  rho 1  delta 1e-06  eps 4.94 at delta 1e-05\n"
-    "    privacy total       rho 2  delta 2e-06  eps 7.49 at delta 1e-05\n"
+    "    privacy this epoch  rho 1  delta 1e-06  eps 7.11 at delta 1e-05\n"
+    "    privacy total       rho 2  delta 2e-06  eps 10.82 at delta 1e-05\n"
     "    budget left         8 rho under the collector's cap\n"
     "    vs previous (epoch 0)  angles 0.71 1.02 1.63 2.40 deg  sin largest 0.0419\n"
     "    vs truth               angles 0.95 1.48 2.21 3.37 deg  sin largest 0.0588\n"
@@ -57,7 +57,12 @@ static const char s_epilogue[] =
     "                   from its released output (post-processing); a line WEAK\n"
     "                   follows when it is >= 0.75: the basis is near random level\n"
     "  privacy          zCDP (rho, delta) of this epoch and in total, and as\n"
-    "                   (eps, delta)-DP at the collector's --delta-target\n"
+    "                   (eps, delta)-DP at the collector's --delta-target: the\n"
+    "                   exact Gaussian eps of mu = sqrt(2 rho) for an epoch of\n"
+    "                   the gaussian or power mechanism, and for the total while\n"
+    "                   every epoch charged was one (not after a restart on a\n"
+    "                   ledger with charges: it does not say which mechanism\n"
+    "                   spent them); else the CKS conversion of rho\n"
     "  budget left      what the collector's cap (--cap-rho or --cap-eps) leaves\n"
     "                   after this epoch, or no cap (--no-cap)\n"
     "  angles           the k principal angles (degrees, smallest first) between\n"
@@ -123,6 +128,15 @@ typedef struct {
     char saved[4200];
 } s_compare;
 
+/* This epoch's cost as eps at the snapshot's delta_target, by its
+   mechanism's rule: one gaussian or power release is a Gaussian mechanism
+   (exact eps), the others are stated by the CKS conversion.  (The total's eps
+   is the collector's, carried by the snapshot.) */
+static double s_eps_epoch(const dps_snapshot_info *in)
+{
+    return dps_zcdp_eps_total_kind(in->epoch_cost, dps_aggregator_charge_kind(in->aggregator), in->delta_target);
+}
+
 /* "rho R  delta D  eps E at delta T" for a cost. */
 static void s_privacy_text(char *out, size_t n, dps_zcdp c, double eps, double delta_target)
 {
@@ -173,8 +187,7 @@ static void s_print_text(const dps_snapshot_info *in, const s_compare *cmp)
                "        (%.3g): this basis carries little information about the data\n",
                in->radius, 100 * in->radius / in->radius_unrelated, in->radius_unrelated);
     char p[160];
-    s_privacy_text(p, sizeof p, in->epoch_cost, dps_zcdp_eps_total(in->epoch_cost, in->delta_target),
-                   in->delta_target);
+    s_privacy_text(p, sizeof p, in->epoch_cost, s_eps_epoch(in), in->delta_target);
     printf("  privacy this epoch  %s\n", p);
     s_privacy_text(p, sizeof p, in->total, in->eps_total, in->delta_target);
     printf("  privacy total       %s\n", p);
@@ -237,7 +250,7 @@ static void s_print_json(const dps_snapshot_info *in, const s_compare *cmp)
     cli_json_bool(&j, "weak", dps_snapshot_weak(in));
     cli_json_num(&j, "rho_epoch", in->epoch_cost.rho);
     cli_json_num(&j, "delta_epoch", in->epoch_cost.delta);
-    cli_json_num(&j, "eps_epoch", dps_zcdp_eps_total(in->epoch_cost, in->delta_target));
+    cli_json_num(&j, "eps_epoch", s_eps_epoch(in));
     cli_json_num(&j, "rho_total", in->total.rho);
     cli_json_num(&j, "delta_total", in->total.delta);
     cli_json_num(&j, "eps_total", in->eps_total);

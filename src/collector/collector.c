@@ -232,7 +232,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     cfg->commit_arg = c;
     if (c->o.seeded)
         log_warn("SEEDED MODE (--seed): the noise is reproducible and NOT secure; every snapshot says so");
-    int rc = dps_estimator_new(&c->est, cfg);
+    int rc = dps_estimator_new_resumed(&c->est, cfg, ledger_kind(&c->led));
     if (rc) {
         fprintf(stderr, "dps-collector: cannot start the estimator: %s\n", dps_strerror(rc));
         return 1;
@@ -310,7 +310,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     if (near_random)
         log_warn("with these settings at least one group's basis will be near random (see the plan above)");
     dps_accountant *acc = NULL; /* the budget as the ledger left it */
-    if (dps_accountant_new(&acc, &cfg->cap, &c->led.total) == DPS_OK) {
+    if (dps_accountant_new_resumed(&acc, &cfg->cap, &c->led.total, ledger_kind(&c->led)) == DPS_OK) {
         double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);
         if (c->o.no_cap)
             log_warn("no privacy budget cap (--no-cap): epochs are released without limit; spent so far rho %.4g "
@@ -319,8 +319,17 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             log_info("privacy budget cap: %s %.4g; spent so far rho %.4g (eps %.4g at delta %.0e); left %.4g %s%s",
                      dps_budget_unit(&cfg->cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->led.total.rho,
                      eps, c->o.delta_target, left, dps_budget_unit(&cfg->cap),
-                     dps_accountant_fits(acc, dps_config_epoch_cost(cfg))
+                     dps_accountant_fits_kind(acc, dps_config_epoch_cost(cfg),
+                                              dps_aggregator_charge_kind(cfg->aggregator))
                          ? "" : ": the next epoch would pass it and will be refused");
+        if (dps_accountant_kind(acc) != DPS_CHARGE_GAUSSIAN && c->led.total.delta == 0 &&
+            dps_aggregator_charge_kind(cfg->aggregator) == DPS_CHARGE_GAUSSIAN)
+            log_info("eps is stated by the CKS conversion of rho from now on: the ledger records what each epoch "
+                     "spent (rho %.4g so far), not which mechanism spent it, so the exact Gaussian eps of gaussian "
+                     "or power epochs alone (%.4g at delta %.0e, were every epoch so far one of them) is not claimed "
+                     "after a restart", c->led.total.rho,
+                     dps_zcdp_eps_total_kind(c->led.total, DPS_CHARGE_GAUSSIAN, c->o.delta_target),
+                     c->o.delta_target);
         dps_accountant_destroy(&acc);
     }
 

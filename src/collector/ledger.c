@@ -293,6 +293,11 @@ void ledger_halt(ledger *l, const char *why)
     l->halted = 1;
 }
 
+dps_charge_kind ledger_kind(const ledger *l)
+{
+    return l->total.rho == 0.0 && l->total.delta == 0.0 ? DPS_CHARGE_GAUSSIAN : DPS_CHARGE_ZCDP;
+}
+
 int ledger_has_commit(const ledger *l, uint64_t epoch)
 {
     FILE *f = fopen(l->path, "r");

@@ -55,6 +55,17 @@ int ledger_append(ledger *l, const char *kind, uint64_t epoch, dps_zcdp cost, co
 /* Halt the ledger after another write of the state directory failed (the
    snapshot store): it takes no more lines.  why is kept for the log. */
 void ledger_halt(ledger *l, const char *why);
+/* The kind (dps_charge_kind) a resumed accountant may take the ledger's
+   total as: DPS_CHARGE_GAUSSIAN only when nothing was committed, else
+   DPS_CHARGE_ZCDP (its eps by the CKS conversion, valid for any mix).  A
+   commit line records rho and delta only, not the mechanism: a delta > 0
+   rules out a Gaussian release, but delta 0 is the gaussian, the power AND
+   the covariance aggregator (pure eps-DP, not a Gaussian mechanism), and a
+   state directory may have been run with any of them, so no line proves its
+   release Gaussian.  A collector that resumes a non-empty ledger of
+   gaussian or power epochs states the CKS eps from then on (rho 1, delta
+   1e-5: 7.08 where the same run before the restart stated 6.57). */
+dps_charge_kind ledger_kind(const ledger *l);
 /* 1 if a commit line exists for epoch (reads the file again). */
 int ledger_has_commit(const ledger *l, uint64_t epoch);
 void ledger_close(ledger *l);

@@ -58,7 +58,9 @@ static const opt_def s_opts[] = {
     {"delta", OPT_DOUBLE, F(delta_epoch), "X", "delta of each epoch's release; deltas add up across epochs"},
     {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused); a cap or"
                                             " --no-cap is required"},
-    {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target"},
+    {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target (the exact Gaussian eps of"
+                                             " mu = sqrt(2 rho) while every epoch charged was gaussian or power and"
+                                             " the ledger was empty at the start; else the CKS conversion of rho)"},
     {"no-cap", OPT_FLAG, F(no_cap), NULL, "no budget cap: spend without limit (a warning at every release)"},
     {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped"},
     {"alpha", OPT_DOUBLE, F(alpha), "X", "weighted FriendlyCore's weight slope (Tsfadia's alpha)"},

@@ -43,7 +43,7 @@ static void s_status_counters(collector *c, dps_collector_status *st)
     st->rho_total = spent.rho;
     st->delta_total = spent.delta;
     st->delta_target = c->o.delta_target;
-    st->eps_total = dps_zcdp_eps_total(spent, c->o.delta_target);
+    st->eps_total = dps_estimator_eps(c->est, c->o.delta_target); /* the accountant's rule (exact if all Gaussian) */
     if (c->o.cap_rho > 0) {
         snprintf(st->budget_unit, sizeof st->budget_unit, "rho");
         st->budget_left = fmax(0, c->o.cap_rho - spent.rho);

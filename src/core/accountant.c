@@ -17,7 +17,25 @@
    slightly loose) bound.  One minimisation instead of a bisection over eps
    with one in each step: 0.62 -> 0.016 ms a call, the same eps to 1e-10
    relative (never larger); it runs for every snapshot, and at d = 100 an
-   epoch is a few ms (400 epochs of dps-estimate: 1.33 -> 1.11 s). */
+   epoch is a few ms (400 epochs of dps-estimate: 1.33 -> 1.11 s).
+
+   Gaussian totals.  A Gaussian mechanism whose l2 sensitivity over its
+   noise's sd is mu is mu-GDP (Dong-Roth-Su 2022), and rho-zCDP for
+   rho = mu^2 / 2; an adaptive composition of Gaussian mechanisms of mu_i,
+   each mu_i bounding the sensitivity given the earlier outputs, is
+   sqrt(sum mu_i^2)-GDP (DRS Cor. 3.3), so a total of rho charged by
+   Gaussian mechanisms alone is the Gaussian mechanism of mu = sqrt(2 rho),
+   under the adjacency its sensitivities were taken over.  Its exact profile
+   (Balle-Wang 2018, Thm. 8; DRS Cor. 2.13):
+       delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2),
+   below the CKS conversion of the same rho (rho 1, delta 1e-5: eps 6.57
+   instead of 7.08).  The accountant states it when every charge was
+   declared DPS_CHARGE_GAUSSIAN (the kind travels with each charge; what a
+   resumed accountant starts from has a kind too); one other charge makes
+   the total a mix, stated by the CKS conversion, valid for any mix.
+   Computed in log space: log Phi(-x) from erfc, or for x >= 30 (erfc near
+   underflow) from its asymptotic series; e^eps Phi(-eps/mu - mu/2) never
+   overflows, whatever eps and mu. */
 #include "dpsubspace.h"
 #include "internal.h"
 
@@ -119,9 +137,109 @@ double dps_zcdp_eps_total(dps_zcdp spent, double delta_total)
     return dps_zcdp_eps_at(spent.rho, delta_total - spent.delta);
 }
 
+/* ------------------------------------------------------- Gaussian totals */
+/* log P(Z > x), Z ~ N(0, 1), to a few ulps of the log's argument for every
+   x: erfc up to x = 30 (its value 5e-199 there, far from underflow), above
+   it the asymptotic series P(Z > x) = phi(x) / x (1 - 1/x^2 + 3/x^4 - ...),
+   whose first omitted term, 10395 / x^12, is below 2e-14 for x >= 30. */
+static double s_log_tail(double x)
+{
+    if (x < 30.0)
+        return log(0.5 * erfc(x / sqrt(2.0)));
+    double r = 1.0 / (x * x);
+    double series = r * (-1.0 + r * (3.0 + r * (-15.0 + r * (105.0 + r * -945.0))));
+    return -0.5 * x * x - 0.5 * log(2.0 * M_PI) - log(x) + log1p(series);
+}
+
+double dps_gaussian_delta_at(double mu, double eps)
+{
+    if (isnan(mu) || mu < 0.0 || isnan(eps))
+        return NAN;
+    if (mu == 0.0)
+        return 0.0;
+    if (isinf(mu))
+        return 1.0;
+    if (isinf(eps) && eps > 0)
+        return 0.0;
+    if (eps < 0.0)
+        eps = 0.0;
+    /* delta = t1 - t2, t1 = P(Z > u), t2 = e^eps P(Z > u + mu), u = eps/mu -
+       mu/2; t2 <= t1 (the profile is >= 0), so delta = t1 (1 - t2/t1) with
+       t2/t1 from the logs: nothing overflows, and -expm1 keeps the small
+       differences of a small mu. */
+    double u = eps / mu - 0.5 * mu;
+    double l1 = s_log_tail(u);
+    if (l1 == -INFINITY) /* eps/mu past any double's tail: t1 underflows to 0 */
+        return 0.0;
+    double l2 = eps + s_log_tail(u + mu);
+    if (!(l2 < l1)) /* rounding, where t2 is t1 to the last digits */
+        return 0.0;
+    double delta = exp(l1) * -expm1(l2 - l1);
+    return delta < 1.0 ? delta : 1.0;
+}
+
+double dps_gaussian_eps_at(double mu, double delta)
+{
+    if (isnan(mu) || mu < 0.0)
+        return NAN;
+    if (mu == 0.0)
+        return 0.0;
+    if (!(delta > 0.0))
+        return INFINITY;
+    if (delta >= 1.0)
+        return 0.0;
+    if (isinf(mu))
+        return INFINITY;
+    if (dps_gaussian_delta_at(mu, 0.0) <= delta)
+        return 0.0;
+    /* delta(eps) <= P(Z > eps/mu - mu/2) <= exp(-(eps/mu - mu/2)^2 / 2) once
+       eps/mu >= mu/2 (Chernoff), so eps = mu (mu/2 + sqrt(2 ln(1/delta)))
+       reaches delta; doubled while the computed profile says otherwise. */
+    double lo = 0.0, hi = mu * (0.5 * mu + sqrt(-2.0 * log(delta)));
+    for (int i = 0; i < 64 && !(dps_gaussian_delta_at(mu, hi) <= delta); i++) {
+        lo = hi;
+        hi *= 2.0;
+    }
+    /* Bisection keeping delta(hi) <= delta: the eps returned reaches delta as
+       computed, and is within 1e-13 relative of the smallest that does. */
+    for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (dps_gaussian_delta_at(mu, mid) <= delta)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+/* A charge's kind, checked: 0 (ZCDP), 1 (GAUSSIAN), else -1. */
+static int s_kind(dps_charge_kind kind)
+{
+    return kind == DPS_CHARGE_ZCDP ? 0 : kind == DPS_CHARGE_GAUSSIAN ? 1 : -1;
+}
+
+/* A total is Gaussian only with delta 0: a kind that says Gaussian beside a
+   delta is a mix, and gets the rule valid for any mix. */
+static double s_eps_total(dps_zcdp spent, int gaussian, double delta_total)
+{
+    if (gaussian && spent.delta == 0.0)
+        return dps_gaussian_eps_at(sqrt(2.0 * spent.rho), delta_total);
+    return dps_zcdp_eps_total(spent, delta_total);
+}
+
+double dps_zcdp_eps_total_kind(dps_zcdp spent, dps_charge_kind kind, double delta_total)
+{
+    return s_eps_total(spent, s_kind(kind) == 1, delta_total);
+}
+
+/* ------------------------------------------------------------ accountant */
+/* gaussian: 1 while every charge with a non-zero cost, and what the
+   accountant resumed from, was a Gaussian mechanism (a zero cost is no
+   mechanism and keeps it); spent.delta is then 0. */
 struct dps_accountant {
     dps_budget cap;
     dps_zcdp spent;
+    int gaussian;
 };
 
 static int s_cap_valid(const dps_budget *cap)
@@ -131,14 +249,21 @@ static int s_cap_valid(const dps_budget *cap)
     return !((cap->rho_cap > 0 || cap->eps_cap > 0) && !(cap->delta_target > 0));
 }
 
-int dps_accountant_new(dps_accountant **out, const dps_budget *cap, const dps_zcdp *spent_before)
+/* A cost that is no mechanism: nothing spent. */
+static int s_zero(dps_zcdp c) { return c.rho == 0.0 && c.delta == 0.0; }
+
+int dps_accountant_new_resumed(dps_accountant **out, const dps_budget *cap, const dps_zcdp *spent_before,
+                               dps_charge_kind spent_kind)
 {
     if (!out)
         return DPS_EINVAL;
     *out = NULL;
-    if (cap && !s_cap_valid(cap))
+    int k = s_kind(spent_kind);
+    if (k < 0 || (cap && !s_cap_valid(cap)))
         return DPS_EINVAL;
     if (spent_before && (spent_before->rho < 0 || spent_before->delta < 0))
+        return DPS_EINVAL;
+    if (spent_before && k == 1 && spent_before->delta != 0.0)
         return DPS_EINVAL;
     dps_accountant *a = calloc(1, sizeof *a);
     if (!a)
@@ -147,8 +272,14 @@ int dps_accountant_new(dps_accountant **out, const dps_budget *cap, const dps_zc
         a->cap = *cap;
     if (spent_before)
         a->spent = *spent_before;
+    a->gaussian = k == 1 || s_zero(a->spent);
     *out = a;
     return DPS_OK;
+}
+
+int dps_accountant_new(dps_accountant **out, const dps_budget *cap, const dps_zcdp *spent_before)
+{
+    return dps_accountant_new_resumed(out, cap, spent_before, DPS_CHARGE_ZCDP);
 }
 
 void dps_accountant_destroy(dps_accountant **acc)
@@ -159,7 +290,10 @@ void dps_accountant_destroy(dps_accountant **acc)
     }
 }
 
-static int s_within(const dps_budget *cap, dps_zcdp total)
+/* The eps cap reads the total's eps by the rule its kind allows: a
+   Gaussian-only total fits more charges under the same eps cap.  An eps
+   that is not a number does not fit. */
+static int s_within(const dps_budget *cap, dps_zcdp total, int gaussian)
 {
     const double slack = 1e-12; /* float summation of equal charges */
     if (cap->rho_cap > 0) {
@@ -167,27 +301,49 @@ static int s_within(const dps_budget *cap, dps_zcdp total)
             return 0;
     }
     if (cap->eps_cap > 0) {
-        if (dps_zcdp_eps_total(total, cap->delta_target) > cap->eps_cap * (1 + slack))
+        if (!(s_eps_total(total, gaussian, cap->delta_target) <= cap->eps_cap * (1 + slack)))
             return 0;
     }
     return 1;
 }
 
+/* The total after a cost of kind k (checked), and whether it stays Gaussian. */
+static dps_zcdp s_after(const dps_accountant *acc, dps_zcdp cost, int k, int *gaussian)
+{
+    *gaussian = acc->gaussian && (k == 1 || s_zero(cost));
+    return (dps_zcdp){acc->spent.rho + cost.rho, acc->spent.delta + cost.delta};
+}
+
+int dps_accountant_fits_kind(const dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind)
+{
+    int k = s_kind(kind), gaussian;
+    if (k < 0 || (k == 1 && cost.delta != 0.0))
+        return 0;
+    dps_zcdp total = s_after(acc, cost, k, &gaussian);
+    return s_within(&acc->cap, total, gaussian);
+}
+
 int dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost)
 {
-    dps_zcdp total = {acc->spent.rho + cost.rho, acc->spent.delta + cost.delta};
-    return s_within(&acc->cap, total);
+    return dps_accountant_fits_kind(acc, cost, DPS_CHARGE_ZCDP);
+}
+
+int dps_accountant_charge_kind(dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind)
+{
+    int k = s_kind(kind), gaussian;
+    if (!acc || k < 0 || cost.rho < 0 || cost.delta < 0 || (k == 1 && cost.delta != 0.0))
+        return DPS_EINVAL;
+    dps_zcdp total = s_after(acc, cost, k, &gaussian);
+    if (!s_within(&acc->cap, total, gaussian))
+        return DPS_EBUDGET;
+    acc->spent = total;
+    acc->gaussian = gaussian;
+    return DPS_OK;
 }
 
 int dps_accountant_charge(dps_accountant *acc, dps_zcdp cost)
 {
-    if (!acc || cost.rho < 0 || cost.delta < 0)
-        return DPS_EINVAL;
-    if (!dps_accountant_fits(acc, cost))
-        return DPS_EBUDGET;
-    acc->spent.rho += cost.rho;
-    acc->spent.delta += cost.delta;
-    return DPS_OK;
+    return dps_accountant_charge_kind(acc, cost, DPS_CHARGE_ZCDP);
 }
 
 int dps_accountant_set_cap(dps_accountant *acc, const dps_budget *cap)
@@ -203,12 +359,17 @@ int dps_accountant_set_cap(dps_accountant *acc, const dps_budget *cap)
 
 dps_zcdp dps_accountant_spent(const dps_accountant *acc) { return acc->spent; }
 
+dps_charge_kind dps_accountant_kind(const dps_accountant *acc)
+{
+    return acc->gaussian ? DPS_CHARGE_GAUSSIAN : DPS_CHARGE_ZCDP;
+}
+
 double dps_accountant_eps(const dps_accountant *acc, double delta_total)
 {
     double dt = delta_total > 0 ? delta_total : acc->cap.delta_target;
     if (!(dt > 0))
         return INFINITY;
-    return dps_zcdp_eps_total(acc->spent, dt);
+    return s_eps_total(acc->spent, acc->gaussian, dt);
 }
 
 double dps_accountant_left(const dps_accountant *acc)

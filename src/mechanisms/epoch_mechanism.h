@@ -145,6 +145,13 @@ typedef struct {
     size_t (*memory)(const dps_config *c);
     dps_zcdp (*cost)(const dps_config *c);
     double (*radius_unrelated)(const dps_config *c);
+    /* What cost(c) is charged as (dps_charge_kind; 0, the default, is
+       DPS_CHARGE_ZCDP): DPS_CHARGE_GAUSSIAN only for a release that is a
+       Gaussian mechanism, or an adaptive composition of them, whose squared
+       l2 sensitivities over the noise's variance, given the earlier outputs,
+       add up to at most 2 cost(c).rho, with cost(c).delta 0; the accountant
+       then states a total of such releases by the exact Gaussian profile. */
+    dps_charge_kind kind;
     /* Optional (NULL: the mechanism's name, no floor), for dps_config_plan:
        what releases group g's basis, and the eigenvalue of sum x_g x_g^T
        below which a direction is lost in the release's noise (the noise's

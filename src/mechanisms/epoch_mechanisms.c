@@ -39,6 +39,12 @@ const char *dps_aggregator_name(dps_aggregator a)
     return m ? m->name : "unknown";
 }
 
+dps_charge_kind dps_aggregator_charge_kind(dps_aggregator a)
+{
+    const epoch_mechanism *m = epoch_mechanism_for(a);
+    return m ? m->kind : DPS_CHARGE_ZCDP;
+}
+
 int dps_aggregator_from_name(const char *name, dps_aggregator *out)
 {
     for (size_t i = 0; epoch_mechanisms[i] && name; i++)

@@ -33,7 +33,15 @@
    rule of Renyi divergence (adaptive composition of zCDP, Bun-Steinke 2016,
    Lemma 2.3, applied to this pair) adds them:
    sum_g ||D_gg||_F^2 / (2 s^2) <= 2 / (2 s^2) = 1 / s^2 = rho for
-   s = 1/sqrt(rho).  (This tightens the first version's bound, which added
+   s = 1/sqrt(rho).  The same chain is a composition of Gaussian mechanisms
+   of mu_g = ||D_gg||_F / s given the earlier outputs, so the pair's
+   trade-off is at least the Gaussian one of mu = sqrt(sum_g mu_g^2)
+   <= sqrt 2 / s = sqrt(2 rho) (Dong-Roth-Su 2022, Thm. 3.2 and Cor. 3.3,
+   whose composition holds pair by pair): the release is
+   sqrt(2 rho_epoch)-GDP, charged DPS_CHARGE_GAUSSIAN
+   (moment_groups.h), and a total of such releases is stated by the exact
+   Gaussian profile (src/core/accountant.c).
+   (This tightens the first version's bound, which added
    ||x_g x_g^T X|| + ||y_g y_g^T X|| by the triangle inequality, up to 2,
    and drew s = sqrt(2/rho) whenever a group was power.)  The bases are
    post-processing.  Every entry's

@@ -47,6 +47,7 @@ uint64_t moment_blocks(const dps_config *c, const epoch_state *st);
 #define MOMENT_GROUP_HOOKS                                                                                    \
     .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS, .check = moment_check,                                   \
     .min_buckets = epoch_rows_min_buckets, .memory = moment_memory, .cost = epoch_rows_cost,                  \
+    .kind = DPS_CHARGE_GAUSSIAN, /* moment_groups.c's argument: sum_g ||D_gg||_F^2 / s^2 <= 2 rho */          \
     .radius_unrelated = epoch_rows_radius_unrelated, .group_method = moment_group_method,                     \
     .noise_floor = moment_noise_floor, .warm = moment_warm, .create = moment_create, .destroy = moment_destroy,                    \
     .begin = moment_begin, .take_row = moment_take_row, .release = moment_release,                           \

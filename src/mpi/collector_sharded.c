@@ -40,6 +40,10 @@
    sequence (the same sequence on every rank, above), every row of norm <= 1
    (power_sharded_add normalises the whole row from its slices), ||X||_2 <= 1
    (power_sharded.h's norm guard), noise on every entry whatever the data.
+   Each charge carries its single-process table entry's kind (s->mech->kind):
+   the power releases are Gaussian mechanisms of mu = sqrt(2 rho), whose total
+   the accountant states by the exact Gaussian profile; the reference ones
+   carry a delta, and a total with one is stated by the CKS conversion.
    Pairing slices by key matters for privacy: a "row" made of two people's
    slices would let one person move two rows; the key match and the
    all-or-none agreement prevent it.
@@ -444,7 +448,7 @@ static int s_decide(sharded *s, dps_snapshot_info *info)
         info->reason = why;
         return END_REFUSED;
     }
-    if (!dps_accountant_fits(s->acc, cost)) {
+    if (!dps_accountant_fits_kind(s->acc, cost, s->mech->kind)) {
         info->status = DPS_SNAP_REFUSED;
         info->reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
         return END_REFUSED;
@@ -463,7 +467,7 @@ static int s_decide(sharded *s, dps_snapshot_info *info)
         c->ledger_failed = 1;
         return END_COMMIT_FAILED;
     }
-    dps_accountant_charge(s->acc, cost); /* fits: checked above */
+    dps_accountant_charge_kind(s->acc, cost, s->mech->kind); /* fits: checked above */
     info->epoch_cost = cost;
     return END_RELEASE;
 }
@@ -775,7 +779,8 @@ static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
                 free(buf);
             }
         }
-        if (ptable_init(&c->producers, 4096) != 0 || dps_accountant_new(&s->acc, &cfg->cap, &c->led.total) != DPS_OK) {
+        if (ptable_init(&c->producers, 4096) != 0 ||
+            dps_accountant_new_resumed(&s->acc, &cfg->cap, &c->led.total, ledger_kind(&c->led)) != DPS_OK) {
             snprintf(err, errlen, "out of memory");
             return 1;
         }

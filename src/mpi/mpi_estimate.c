@@ -151,7 +151,9 @@ static void s_report(const power_sharded *p, const s_rows *rows, int json, int s
         t += times[e];
     t /= (double)epochs;
     uint64_t zero = p->rows_nan + p->rows_inf + p->rows_zero;
-    double eps_row = dps_zcdp_eps_total(row, 1e-5), eps_seq = dps_zcdp_eps_total(seq, 1e-5);
+    /* the power mechanism's releases are Gaussian mechanisms: the exact Gaussian eps */
+    double eps_row = dps_zcdp_eps_total_kind(row, DPS_CHARGE_GAUSSIAN, 1e-5),
+           eps_seq = dps_zcdp_eps_total_kind(seq, DPS_CHARGE_GAUSSIAN, 1e-5);
     if (json) {
         printf("{\"program\": \"dps-mpi-estimate\", \"ranks\": %d, \"rows\": %" PRIu64 ", \"d\": %zu, \"k\": %zu, "
                "\"b\": %zu, \"epochs\": %" PRIu64 ", \"seconds_per_epoch\": %.6g, \"seconds_rows_per_epoch\": %.6g, "

@@ -97,6 +97,11 @@ static void s_slot_free(dps_estimator *e, epoch_slot *sl)
 
 int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
 {
+    return dps_estimator_new_resumed(out, cfg, DPS_CHARGE_ZCDP);
+}
+
+int dps_estimator_new_resumed(dps_estimator **out, const dps_config *cfg, dps_charge_kind spent_before_kind)
+{
     if (!out)
         return DPS_EINVAL;
     *out = NULL;
@@ -117,7 +122,7 @@ int dps_estimator_new(dps_estimator **out, const dps_config *cfg)
     e->state[0] = SLOT_OPEN;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->released, NULL);
-    rc = dps_accountant_new(&e->acc, &c->cap, &c->spent_before);
+    rc = dps_accountant_new_resumed(&e->acc, &c->cap, &c->spent_before, spent_before_kind);
     if (!rc)
         rc = c->seeded ? dps_rng_new_seeded(&e->noise, c->seed) : dps_rng_new_secure(&e->noise);
     if (!rc)
@@ -430,7 +435,7 @@ int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
         info.reason = too_little;
         return s_finish(e, sl, &info, out);
     }
-    if (!dps_accountant_fits(e->acc, cost)) {
+    if (!dps_accountant_fits_kind(e->acc, cost, mech->kind)) {
         info.status = DPS_SNAP_REFUSED;
         info.reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
         return s_finish(e, sl, &info, out);
@@ -456,7 +461,7 @@ int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
         return DPS_ECOMMIT;
     }
     /* From here on the charge is on disk: every path ends in *out = snap. */
-    int rc = dps_accountant_charge(e->acc, cost); /* cannot fail: it fits (checked above) */
+    int rc = dps_accountant_charge_kind(e->acc, cost, mech->kind); /* cannot fail: it fits (checked above) */
     info.epoch_cost = cost;
     info.total = dps_accountant_spent(e->acc);
     info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
@@ -561,6 +566,24 @@ dps_zcdp dps_estimator_spent(const dps_estimator *e)
     dps_zcdp z = dps_accountant_spent(e->acc);
     pthread_mutex_unlock(&m->mu);
     return z;
+}
+
+double dps_estimator_eps(const dps_estimator *e, double delta_total)
+{
+    dps_estimator *m = (dps_estimator *)e; /* the mutex only */
+    pthread_mutex_lock(&m->mu);
+    double eps = dps_accountant_eps(e->acc, delta_total);
+    pthread_mutex_unlock(&m->mu);
+    return eps;
+}
+
+dps_charge_kind dps_estimator_spent_kind(const dps_estimator *e)
+{
+    dps_estimator *m = (dps_estimator *)e; /* the mutex only */
+    pthread_mutex_lock(&m->mu);
+    dps_charge_kind kind = dps_accountant_kind(e->acc);
+    pthread_mutex_unlock(&m->mu);
+    return kind;
 }
 
 int dps_estimator_release_pending(const dps_estimator *e) { return s_pending(e); }

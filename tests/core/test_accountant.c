@@ -1,4 +1,5 @@
-/* test_accountant - zCDP composition, the CKS conversion, and the cap. */
+/* test_accountant - zCDP composition, the CKS conversion, the exact Gaussian
+   profile, charges' kinds, and the cap. */
 #include "check.h"
 #include "dpsubspace.h"
 
@@ -22,8 +23,189 @@ static const struct { double rho, delta, eps; } s_eps_ref[] = {
     {0.01, 1e-5, 0.5457},
 };
 
+/* The Gaussian mechanism's delta at eps by brute force, independent of the
+   library's formula: the hockey-stick divergence of P = N(mu, 1) from
+   Q = N(0, 1), E_P[(1 - e^(eps - L))_+] with L(x) = log p/q = mu x - mu^2/2,
+   by composite Simpson over z = x - mu from where L = eps (z0 = eps/mu -
+   mu/2; below it the integrand is 0) to 40 past it (or past 0), where
+   phi(z) is below 1e-300 of the mass.  n intervals. */
+static double s_hockey(double mu, double eps, int n)
+{
+    double z0 = eps / mu - 0.5 * mu;
+    double lo = z0 > -40 ? z0 : -40, hi = (lo > 0 ? lo : 0) + 40, h = (hi - lo) / n, sum = 0;
+    for (int i = 0; i <= n; i++) {
+        double z = lo + h * i;
+        double f = exp(-0.5 * z * z) / sqrt(2 * M_PI) * -expm1(eps - mu * z - 0.5 * mu * mu);
+        sum += f * (i == 0 || i == n ? 1 : i % 2 ? 4 : 2);
+    }
+    return sum * h / 3;
+}
+
+/* The smallest eps with s_hockey(mu, eps) <= delta, by bisection. */
+static double s_hockey_eps(double mu, double delta)
+{
+    double lo = 0, hi = 1;
+    while (s_hockey(mu, hi, 20000) > delta)
+        hi *= 2;
+    for (int i = 0; i < 50; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (s_hockey(mu, mid, 20000) > delta)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
+}
+
+/* The exact Gaussian profile (dps_gaussian_delta_at, dps_gaussian_eps_at)
+   against the brute force, where e^eps overflows too, and its edges. */
+static void s_gaussian_profile(void)
+{
+    /* rho 1, 3, 0.1 at delta 1e-5 (mu = sqrt(2 rho)): the figures the
+       programs state, to 2 decimals, both by the library and by bisection on
+       the brute force; and below the CKS conversion of the same rho. */
+    const struct { double rho, eps2; } fig[] = {{1.0, 6.57}, {3.0, 12.87}, {0.1, 1.76}};
+    for (size_t i = 0; i < sizeof fig / sizeof *fig; i++) {
+        double mu = sqrt(2 * fig[i].rho), e = dps_gaussian_eps_at(mu, 1e-5), b = s_hockey_eps(mu, 1e-5);
+        NOTE("rho %g: exact Gaussian eps %.6f at delta 1e-5 (brute force %.6f), CKS %.4f", fig[i].rho, e, b,
+             dps_zcdp_eps_at(fig[i].rho, 1e-5));
+        CHECK(fabs(e - fig[i].eps2) < 0.005 && fabs(b - fig[i].eps2) < 0.005 && fabs(e - b) < 1e-6,
+              "rho %g: %.6f (brute force %.6f), want %.2f", fig[i].rho, e, b, fig[i].eps2);
+        CHECK(e < dps_zcdp_eps_at(fig[i].rho, 1e-5), "rho %g: below CKS", fig[i].rho);
+    }
+    CHECK(fabs(dps_zcdp_eps_at(1.0, 1e-5) - 7.08) < 0.005, "CKS at rho 1: 7.08 (%.4f)", dps_zcdp_eps_at(1.0, 1e-5));
+
+    /* delta_at against the brute force, relative 1e-7, from mu 1e-3 to 200
+       (eps to 2e4: e^eps far past a double) and delta to 1e-250 (the
+       asymptotic tail of log Phi past 30 standard deviations). */
+    const struct { double mu, eps; } pts[] = {{1e-3, 1e-4}, {0.1, 0.05}, {sqrt(2), 0}, {sqrt(2), 3},
+                                                {sqrt(2), 6.573}, {1, 34.3}, {5, 20}, {40, 970}, {200, 21100}};
+    for (size_t i = 0; i < sizeof pts / sizeof *pts; i++) {
+        double v = dps_gaussian_delta_at(pts[i].mu, pts[i].eps), b = s_hockey(pts[i].mu, pts[i].eps, 400000);
+        NOTE("delta(mu %g, eps %g) = %.10e (brute force %.10e)", pts[i].mu, pts[i].eps, v, b);
+        CHECK(b > 0 && fabs(v / b - 1) < 1e-7, "delta_at(%g, %g) = %.10e, brute force %.10e", pts[i].mu, pts[i].eps,
+              v, b);
+    }
+
+    /* eps_at reaches delta (brute force <= delta, to its quadrature's 1e-8)
+       and is tight (1e-6 less does not), at several (mu, delta). */
+    const struct { double mu, delta; } eds[] = {{1e-3, 1e-6}, {0.1, 1e-5},  {sqrt(2), 1e-5}, {1, 1e-10},
+                                                {5, 1e-3},    {40, 1e-5},   {200, 1e-8},     {1, 1e-250}};
+    for (size_t i = 0; i < sizeof eds / sizeof *eds; i++) {
+        double mu = eds[i].mu, dl = eds[i].delta, e = dps_gaussian_eps_at(mu, dl);
+        double at = s_hockey(mu, e, 400000), below = s_hockey(mu, e * (1 - 1e-6), 400000);
+        NOTE("eps(mu %g, delta %g) = %.10g: brute force delta there %.6e, 1e-6 below %.6e", mu, dl, e, at, below);
+        CHECK(isfinite(e) && e > 0 && at <= dl * (1 + 1e-8), "eps_at(%g, %g) = %g reaches it (%.8e)", mu, dl, e, at);
+        CHECK(below > dl, "eps_at(%g, %g) = %g is tight (%.8e)", mu, dl, e, below);
+    }
+
+    /* Edges: mu 0 spends nothing; delta(0) = Phi(mu/2) - Phi(-mu/2) and a
+       delta at or above it needs eps 0; no finite eps reaches delta 0; an
+       infinite mu reaches no delta below 1; NaN and negative mu say NaN. */
+    CHECK(dps_gaussian_eps_at(0, 1e-5) == 0 && dps_gaussian_delta_at(0, 0) == 0, "mu 0");
+    CHECK(fabs(dps_gaussian_delta_at(1, 0) - erf(0.5 / sqrt(2))) < 1e-15 &&
+          dps_gaussian_delta_at(1, -3) == dps_gaussian_delta_at(1, 0), "delta(0), and eps < 0 taken as 0");
+    CHECK(dps_gaussian_eps_at(1, dps_gaussian_delta_at(1, 0)) == 0 && dps_gaussian_eps_at(1, 0.9) == 0 &&
+              dps_gaussian_eps_at(1, 0.38) > 0, "delta >= delta(0): eps 0; below, not");
+    CHECK(dps_gaussian_eps_at(1, 1) == 0 && dps_gaussian_eps_at(1, 2) == 0, "delta >= 1: eps 0");
+    CHECK(isinf(dps_gaussian_eps_at(1, 0)) && isinf(dps_gaussian_eps_at(1, -1)) && isinf(dps_gaussian_eps_at(1, NAN)),
+          "delta <= 0 or NaN: INFINITY");
+    CHECK(isinf(dps_gaussian_eps_at(INFINITY, 1e-5)) && dps_gaussian_delta_at(INFINITY, 5) == 1, "mu infinite");
+    CHECK(dps_gaussian_delta_at(1, INFINITY) == 0 && dps_gaussian_delta_at(1e-300, 1e300) == 0,
+          "eps/mu past every tail");
+    CHECK(isnan(dps_gaussian_eps_at(NAN, 1e-5)) && isnan(dps_gaussian_eps_at(-1, 1e-5)) &&
+          isnan(dps_gaussian_delta_at(-1, 1)) && isnan(dps_gaussian_delta_at(1, NAN)), "NaN and negative mu: NaN");
+    /* Monotone in mu, and decreasing in eps. */
+    CHECK(dps_gaussian_eps_at(1.0, 1e-5) < dps_gaussian_eps_at(1.1, 1e-5), "more mu, more eps");
+    CHECK(dps_gaussian_delta_at(2, 1) > dps_gaussian_delta_at(2, 1.5), "delta decreasing in eps");
+}
+
+/* A total's kind decides its eps: the exact Gaussian one while every charge
+   is Gaussian, the CKS conversion once one is not; the eps cap reads the
+   same rule. */
+static void s_kinds(void)
+{
+    const double g1 = dps_gaussian_eps_at(sqrt(2.0), 1e-5), c1 = dps_zcdp_eps_at(1.0, 1e-5);
+    dps_zcdp one = {1.0, 0};
+    CHECK(dps_zcdp_eps_total_kind(one, DPS_CHARGE_GAUSSIAN, 1e-5) == g1, "eps_total_kind: Gaussian");
+    CHECK(dps_zcdp_eps_total_kind(one, DPS_CHARGE_ZCDP, 1e-5) == c1, "eps_total_kind: CKS");
+    CHECK(dps_zcdp_eps_total_kind((dps_zcdp){1.0, 1e-6}, DPS_CHARGE_GAUSSIAN, 1e-5) ==
+              dps_zcdp_eps_total((dps_zcdp){1.0, 1e-6}, 1e-5),
+          "a 'Gaussian' total with a delta is a mix: CKS");
+    CHECK(dps_zcdp_eps_total_kind(one, (dps_charge_kind)7, 1e-5) == c1, "a kind out of range: CKS");
+
+    /* Four Gaussian charges of 0.25: the total is the Gaussian of mu = sqrt 2. */
+    dps_accountant *a = NULL;
+    CHECK(dps_accountant_new(&a, NULL, NULL) == DPS_OK && dps_accountant_kind(a) == DPS_CHARGE_GAUSSIAN,
+          "nothing spent: Gaussian (mu 0)");
+    for (int i = 0; i < 4; i++)
+        CHECK(dps_accountant_charge_kind(a, (dps_zcdp){0.25, 0}, DPS_CHARGE_GAUSSIAN) == DPS_OK, "gaussian %d", i);
+    CHECK(dps_accountant_charge(a, (dps_zcdp){0, 0}) == DPS_OK, "a zero charge of any kind");
+    double e = dps_accountant_eps(a, 1e-5);
+    NOTE("four Gaussian charges of rho 0.25: eps %.4f at 1e-5 (CKS of rho 1: %.4f)", e, c1);
+    CHECK(dps_accountant_kind(a) == DPS_CHARGE_GAUSSIAN && fabs(e - g1) < 1e-9 && fabs(e - 6.57) < 0.005,
+          "gaussian-only: exact eps %.4f", e);
+    CHECK(dps_accountant_charge_kind(a, (dps_zcdp){0.25, 1e-9}, DPS_CHARGE_GAUSSIAN) == DPS_EINVAL &&
+              dps_accountant_charge_kind(a, (dps_zcdp){0.25, 0}, (dps_charge_kind)2) == DPS_EINVAL &&
+              !dps_accountant_fits_kind(a, (dps_zcdp){0.25, 1e-9}, DPS_CHARGE_GAUSSIAN) &&
+              dps_accountant_spent(a).rho == 1.0 && dps_accountant_kind(a) == DPS_CHARGE_GAUSSIAN,
+          "a Gaussian charge with a delta, or a kind out of range: refused, nothing changes");
+    /* One non-Gaussian charge (pure eps 0.1: rho 0.005) makes it a mix. */
+    CHECK(dps_accountant_charge(a, dps_zcdp_from_pure(0.1)) == DPS_OK, "a pure-DP charge");
+    e = dps_accountant_eps(a, 1e-5);
+    NOTE("and one pure eps-DP charge of rho 0.005: eps %.4f (CKS of rho 1.005)", e);
+    CHECK(dps_accountant_kind(a) == DPS_CHARGE_ZCDP && fabs(e - dps_zcdp_eps_at(1.005, 1e-5)) < 1e-9 && e > c1,
+          "mixed: the CKS conversion (%.4f)", e);
+    CHECK(dps_accountant_charge_kind(a, (dps_zcdp){0.25, 0}, DPS_CHARGE_GAUSSIAN) == DPS_OK &&
+              dps_accountant_kind(a) == DPS_CHARGE_ZCDP,
+          "a mix stays a mix");
+    dps_accountant_destroy(&a);
+
+    /* Resuming: spent_before of a kind; dps_accountant_new takes it as ZCDP. */
+    CHECK(dps_accountant_new_resumed(&a, NULL, &one, DPS_CHARGE_GAUSSIAN) == DPS_OK &&
+              fabs(dps_accountant_eps(a, 1e-5) - g1) < 1e-12,
+          "resumed Gaussian rho 1: %.4f", dps_accountant_eps(a, 1e-5));
+    dps_accountant_destroy(&a);
+    CHECK(dps_accountant_new(&a, NULL, &one) == DPS_OK && dps_accountant_kind(a) == DPS_CHARGE_ZCDP &&
+              fabs(dps_accountant_eps(a, 1e-5) - c1) < 1e-12,
+          "resumed without a kind: CKS %.4f", dps_accountant_eps(a, 1e-5));
+    dps_accountant_destroy(&a);
+    CHECK(dps_accountant_new_resumed(&a, NULL, &(dps_zcdp){1, 1e-8}, DPS_CHARGE_GAUSSIAN) == DPS_EINVAL && !a &&
+              dps_accountant_new_resumed(&a, NULL, &one, (dps_charge_kind)-1) == DPS_EINVAL && !a,
+          "resumed: a Gaussian total with a delta, a kind out of range: refused");
+
+    /* The eps cap 6.6 at 1e-5: Gaussian charges of 0.25 fit four (exact eps
+       6.57), charges of another kind three (CKS: rho 1 is 7.08); after three
+       Gaussian ones a fourth fits as Gaussian and not as another kind. */
+    dps_budget cap = {0, 6.6, 1e-5};
+    const dps_charge_kind kinds[2] = {DPS_CHARGE_GAUSSIAN, DPS_CHARGE_ZCDP};
+    int fit[2];
+    for (int k = 0; k < 2; k++) {
+        CHECK(dps_accountant_new(&a, &cap, NULL) == DPS_OK, "eps cap");
+        fit[k] = 0;
+        while (fit[k] < 100 && dps_accountant_charge_kind(a, (dps_zcdp){0.25, 0}, kinds[k]) == DPS_OK)
+            fit[k]++;
+        NOTE("eps cap 6.6 at 1e-5: %d %s charges of rho 0.25 fit, eps %.4f, left %.4f", fit[k],
+             k ? "non-Gaussian" : "Gaussian", dps_accountant_eps(a, 0), dps_accountant_left(a));
+        CHECK(fabs(dps_accountant_left(a) - (6.6 - dps_accountant_eps(a, 0))) < 1e-12, "left by the same rule");
+        dps_accountant_destroy(&a);
+    }
+    CHECK(fit[0] == 4 && fit[1] == 3, "the cap reads the kind's rule: %d Gaussian, %d other", fit[0], fit[1]);
+    CHECK(dps_accountant_new(&a, &cap, NULL) == DPS_OK, "eps cap");
+    for (int i = 0; i < 3; i++)
+        dps_accountant_charge_kind(a, (dps_zcdp){0.25, 0}, DPS_CHARGE_GAUSSIAN);
+    CHECK(dps_accountant_fits_kind(a, (dps_zcdp){0.25, 0}, DPS_CHARGE_GAUSSIAN) &&
+              !dps_accountant_fits_kind(a, (dps_zcdp){0.25, 0}, DPS_CHARGE_ZCDP) &&
+              !dps_accountant_fits(a, (dps_zcdp){0.25, 0}) &&
+              dps_accountant_charge(a, (dps_zcdp){0.25, 0}) == DPS_EBUDGET && dps_accountant_spent(a).rho == 0.75,
+          "after three Gaussian charges a fourth fits as Gaussian only");
+    dps_accountant_destroy(&a);
+}
+
 int main(void)
 {
+    s_gaussian_profile();
+    s_kinds();
     for (size_t i = 0; i < sizeof s_delta_ref / sizeof *s_delta_ref; i++) {
         double v = dps_zcdp_delta_at(s_delta_ref[i].rho, s_delta_ref[i].eps);
         NOTE("delta(rho=%g, eps=%g) = %.5e (ref %.4e)", s_delta_ref[i].rho, s_delta_ref[i].eps, v, s_delta_ref[i].delta);

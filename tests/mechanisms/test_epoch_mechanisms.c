@@ -2,7 +2,8 @@
    (src/mechanisms/epoch_mechanism.h): it covers every dps_aggregator value
    once, every entry has every hook its intake needs, the names are those of
    dps_aggregator_name, each mechanism's state can be made and freed and its
-   configuration hooks agree with the public functions; and epoch_pack. */
+   configuration hooks agree with the public functions, the Gaussian charges
+   are those of the Gaussian mechanisms alone; and epoch_pack. */
 #include "check.h"
 #include "dpsubspace.h"
 #include "epoch_mechanism.h"
@@ -43,6 +44,15 @@ static void s_configured(const epoch_mechanism *m)
     CHECK(cost.rho == c.rho_epoch && (cost.delta == c.delta_epoch || cost.delta == 0), "%s: cost %g %g", m->name,
           cost.rho, cost.delta);
     CHECK(m->check(&c, &why) == DPS_OK, "%s: own check", m->name);
+    /* Charged DPS_CHARGE_GAUSSIAN (the exact Gaussian eps of a total): the
+       gaussian and power releases only, Gaussian mechanisms of mu =
+       sqrt(2 rho) with no delta (moment_groups.c); the sample-and-aggregate
+       and histogram ones carry a delta, covariance is pure eps-DP, so one
+       of theirs in a total makes it a mix (the CKS conversion). */
+    int gaussian = m->id == DPS_AGG_GAUSSIAN || m->id == DPS_AGG_POWER;
+    CHECK(m->kind == (gaussian ? DPS_CHARGE_GAUSSIAN : DPS_CHARGE_ZCDP) && dps_aggregator_charge_kind(m->id) == m->kind,
+          "%s: charged as %s", m->name, m->kind == DPS_CHARGE_GAUSSIAN ? "Gaussian" : "zCDP");
+    CHECK(m->kind != DPS_CHARGE_GAUSSIAN || cost.delta == 0, "%s: a Gaussian charge has no delta", m->name);
     dps_pool *pool = pool_new(1);
     epoch_state *st = NULL;
     CHECK(pool && m->create(&st, &c, pool) == DPS_OK && st, "%s: create", m->name);
@@ -77,6 +87,7 @@ int main(void)
     }
     CHECK(epoch_mechanism_for((dps_aggregator)(LAST_AGGREGATOR + 1)) == NULL, "no mechanism past the last");
     CHECK(strcmp(dps_aggregator_name((dps_aggregator)(LAST_AGGREGATOR + 1)), "unknown") == 0, "unknown name");
+    CHECK(dps_aggregator_charge_kind((dps_aggregator)(LAST_AGGREGATOR + 1)) == DPS_CHARGE_ZCDP, "unknown: zCDP");
     dps_aggregator none;
     CHECK(dps_aggregator_from_name("nonesuch", &none) == DPS_EINVAL && dps_aggregator_from_name(NULL, &none) ==
           DPS_EINVAL, "unknown names refused");

@@ -39,15 +39,16 @@ wait_up() {
 # released, seeded, charged rho $2 per epoch (and the fields of the JSON $3,
 # e.g. delta_epoch); the two runs' spans within a sine of 1e-5 of each other
 # (with "same_entries": their entries within 1e-5), their noise levels and
-# radii equal, and within 0.3 of dps-gen's truth.  The reasons for the bounds
-# are at each call.
+# radii equal, and within 0.3 of dps-gen's truth; with "eps_total": the two
+# epochs' eps_total at delta 1e-5, to 2 decimals.  The reasons for the
+# bounds are at each call.
 same_snapshots() {
   PYTHONPATH="$(dirname "$col")/python" /usr/bin/python3 - "$tmp" "$1" "$2" "$3" <<'PY'
 import json, sys
 import numpy as np
 from dpsubspace.subscriber import Snapshot
 t, prefix, rho, want = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
-entries = want.pop("same_entries", False)
+entries, eps_total = want.pop("same_entries", False), want.pop("eps_total", None)
 truth = np.linalg.qr(np.load(f"{t}/truth.npy").astype(np.float64).T)[0]
 def sine(qa, qb):
     return np.linalg.norm(qb - qa @ (qa.T @ qb), 2)
@@ -55,8 +56,10 @@ bad = []
 for e in (0, 1):
     a, b = (Snapshot.from_bytes(open(f"{t}/{prefix}{r}/snapshots/epoch-{e:020d}.snap", "rb").read()) for r in (1, 3))
     expect = {"status": "released", "seeded": True, "rho_epoch": rho, "rho_total": rho * (e + 1), **want}
+    if eps_total:
+        expect["eps_total"] = eps_total[e]
     for s in (a, b):
-        got = {name: getattr(s, name) for name in expect}
+        got = {name: round(getattr(s, name), 2) if name == "eps_total" else getattr(s, name) for name in expect}
         if got != expect:
             bad.append(f"epoch {e}: {got}")
     qa, qb = (np.linalg.qr(s.basis.astype(np.float64).T)[0] for s in (a, b))
@@ -95,8 +98,10 @@ done
 # direction against the noise's spectral norm (sqrt 301 + sqrt 14) = 21 at
 # rho 1; a cold epoch of 3 blocks sees a third of the rows per step, so the
 # sine is about 21 / 167 = 0.13 cold and 21 / 500 = 0.04 warm: bound 0.3.
-# The ledger's and the snapshots' accounting: rho 1 and 2.
-res=$(same_snapshots s 1 '{"same_entries": true}')
+# The ledger's and the snapshots' accounting: rho 1 and 2; the power epochs
+# are Gaussian mechanisms, so their total's eps at 1e-5 is the exact one of
+# mu = sqrt(2 rho): 6.57 and 10.00 (the CKS conversion: 7.08 and 10.72).
+res=$(same_snapshots s 1 '{"same_entries": true, "eps_total": [6.57, 10.0]}')
 [ "$res" = ok ] && ok || ko "1 vs 3 ranks: $res"
 
 # 1b. The Python ShardedProducer, 2 ranks: the same rows, the same seed, so
@@ -349,7 +354,9 @@ done
 # items agree, so WFC's radius is small and the mean's noise (at rho 4,
 # W^ near 80) is small against the mean's singular values (about sqrt(q) = 6
 # and more): bound 0.3, a random basis gives about 1.
-res=$(same_snapshots r 4 '{"delta_epoch": 1e-8, "buckets_used": 80, "aggregator": "reference"}')
+# Its epochs carry a delta: eps by the CKS conversion of rho 4 and 8 at
+# 1e-5 - 1e-8 and 1e-5 - 2e-8: 16.51 and 25.92.
+res=$(same_snapshots r 4 '{"delta_epoch": 1e-8, "buckets_used": 80, "aggregator": "reference", "eps_total": [16.51, 25.92]}')
 [ "$res" = ok ] && ok || ko "reference, 1 vs 3 ranks: $res"
 n=$(grep -c "kind=commit" "$tmp/r3/ledger"); [ "$n" = 2 ] && ok || ko "reference, 3 ranks: $n commit lines, not 2"
 # 8b. An epoch closed by --epoch-seconds before WFC has buckets enough: 500

@@ -1,6 +1,7 @@
 /* test_estimator - the streaming estimator: the randomized partition, bad
    input, accuracy on the paper's generator against a bound derived from the
-   run, failure, refusal, the commit hook, reproducibility. */
+   run, failure, refusal, the commit hook, reproducibility, the eps of a
+   total and the eps cap by the charges' kind. */
 #include "check.h"
 #include "estimator_test_util.h"
 #include "dpsubspace.h"
@@ -205,10 +206,81 @@ static void s_test_covariance(void)
     dps_rng_destroy(&rng);
 }
 
+/* Epochs of agg at rho 0.25 under an eps cap of 6.6 at 1e-5, from spent
+   (0.25 each) of kind spent_kind: how many are released before the first
+   refusal (at most 8), and the last snapshot's eps_total. */
+static int s_eps_capped(dps_aggregator agg, double spent, dps_charge_kind spent_kind, double *eps_total,
+                        double *eps_est)
+{
+    size_t d = 20, k = 2, t = 10, m = 4, n = t * m;
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 5);
+    float *X = malloc(n * d * sizeof *X);
+    dps_synth_paper(rng, n, d, k, 10.0 * d, X, NULL);
+    dps_config c = s_cfg(d, k, t, m, 3);
+    c.aggregator = agg;
+    c.rho_epoch = 0.25;
+    c.cap = (dps_budget){0, 6.6, 1e-5};
+    c.spent_before = (dps_zcdp){spent, 0};
+    dps_estimator *e = NULL;
+    int released = 0, rc = dps_estimator_new_resumed(&e, &c, spent_kind);
+    CHECK(rc == DPS_OK, "%s: estimator: %s", dps_aggregator_name(agg), dps_strerror(rc));
+    for (int ep = 0; e && ep < 8; ep++) {
+        dps_snapshot *s = s_run_epoch(e, X, n, d);
+        dps_snapshot_info in;
+        dps_snapshot_get_info(s, &in);
+        *eps_total = in.eps_total;
+        dps_snapshot_destroy(&s);
+        if (in.status == DPS_SNAP_REFUSED)
+            break;
+        released++;
+    }
+    *eps_est = e ? dps_estimator_eps(e, 0) : NAN;
+    dps_estimator_destroy(&e);
+    free(X);
+    dps_rng_destroy(&rng);
+    return released;
+}
+
+/* The eps of the total and the eps cap follow the charges' kind: gaussian
+   and power epochs alone are the Gaussian mechanism of mu = sqrt(2 rho)
+   (rho 1: eps 6.57 at 1e-5, so four epochs of 0.25 fit a cap of 6.6), any
+   other (covariance: pure eps-DP) or a spent_before of unknown kind makes
+   the CKS conversion's (rho 1: 7.08, three fit). */
+static void s_test_eps_kind(void)
+{
+    const double g1 = dps_gaussian_eps_at(sqrt(2.0), 1e-5), c1 = dps_zcdp_eps_at(1.0, 1e-5);
+    double eps, est;
+    int n = s_eps_capped(DPS_AGG_GAUSSIAN, 0, DPS_CHARGE_ZCDP, &eps, &est);
+    NOTE("gaussian, rho 0.25 an epoch, eps cap 6.6: %d released, the refusal states eps %.4f", n, eps);
+    CHECK(n == 4 && fabs(eps - g1) < 1e-9 && fabs(est - g1) < 1e-9 && fabs(eps - 6.57) < 0.005,
+          "gaussian: 4 epochs fit, eps_total %.4f is the exact Gaussian one", eps);
+    n = s_eps_capped(DPS_AGG_POWER, 0, DPS_CHARGE_ZCDP, &eps, &est);
+    CHECK(n == 4 && fabs(eps - g1) < 1e-9, "power: 4 epochs fit, eps_total %.4f", eps);
+    n = s_eps_capped(DPS_AGG_COVARIANCE, 0, DPS_CHARGE_ZCDP, &eps, &est);
+    NOTE("covariance (pure eps-DP), the same: %d released, eps %.4f", n, eps);
+    CHECK(n == 3 && fabs(eps - dps_zcdp_eps_at(0.75, 1e-5)) < 1e-9 && fabs(est - eps) < 1e-12,
+          "covariance: 3 fit, eps_total by the CKS conversion (%.4f)", eps);
+    /* Resumed from rho 0.5: Gaussian, two more fit (6.57); of unknown kind
+       (dps_estimator_new's reading), one (rho 1 would be 7.08). */
+    n = s_eps_capped(DPS_AGG_GAUSSIAN, 0.5, DPS_CHARGE_GAUSSIAN, &eps, &est);
+    CHECK(n == 2 && fabs(eps - g1) < 1e-9, "resumed Gaussian: 2 more fit, eps %.4f", eps);
+    n = s_eps_capped(DPS_AGG_GAUSSIAN, 0.5, DPS_CHARGE_ZCDP, &eps, &est);
+    NOTE("gaussian resumed from rho 0.5 of unknown kind: %d released, eps %.4f (CKS of rho 1: %.4f)", n, eps, c1);
+    CHECK(n == 1 && fabs(eps - dps_zcdp_eps_at(0.75, 1e-5)) < 1e-9, "resumed as zCDP: 1 more fits, eps %.4f", eps);
+    dps_config c = s_cfg(20, 2, 10, 4, 3);
+    c.aggregator = DPS_AGG_GAUSSIAN;
+    c.spent_before = (dps_zcdp){0.5, 1e-9};
+    dps_estimator *e = NULL;
+    CHECK(dps_estimator_new_resumed(&e, &c, DPS_CHARGE_GAUSSIAN) == DPS_EINVAL && !e,
+          "a Gaussian spent_before with a delta is refused");
+}
+
 int main(void)
 {
     dps_rng *rng = NULL;
     dps_rng_new_seeded(&rng, 11);
+    s_test_eps_kind();
 
     /* 1. The partition: one-hot rows e_0..e_49, t = 10 buckets of m = 5, 2000
        epochs.  Every row lands in exactly one bucket per epoch.  Uniformity:

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""test_epochs - epochs and their releases over real sockets: the budget cap, producers
+"""test_epochs - epochs and their releases over real sockets: the budget cap, the exact eps of Gaussian
+epochs (and its cap, and a restart's conservative reading), producers
 blocked (not dropped) behind a slow collector, periodic epochs and the config file, weak snapshots,
 the other mechanisms end to end, the training example's accounting and its run on Fashion-MNIST.
 Runs the real dps-collector binary.
 
 usage: test_epochs.py BUILD_DIR [TEST_NAME...]   (prints "N passed, N failed" last)
 """
+import json
 import os
 import re
 import sys
@@ -62,6 +64,61 @@ def test_budget_cap():
     check(c.query()["budget_unit"] == "none", "--no-cap: status says none")
     sub.close()
     c.stop()
+
+
+WATCH = os.path.join(BUILD, "src", "cli", "dps-watch")
+
+
+def test_eps_gaussian():
+    """Gaussian epochs alone are the Gaussian mechanism of mu = sqrt(2 rho): at rho 1 the total is eps 6.57
+    at delta 1e-5 (the CKS conversion of rho 1 gives 7.08) in the snapshots, the status reply and the log,
+    and the eps cap reads the same rule: four epochs of rho 0.25 fit a cap of 6.6, the fifth is refused.
+    dps-watch states one epoch's eps the same way (rho 0.25: 2.94, CKS 3.19).  A restart on that ledger
+    cannot tell which mechanism spent its rho (a commit line records rho and delta only; delta 0 is also
+    the covariance mechanism, pure eps-DP), so it states the CKS conversion: 7.08, nothing left."""
+    flags = ["--aggregator", "gaussian", "--rho", "0.25", "--cap-eps", "6.6", "--delta-target", "1e-5"]
+    c = Collector("gausseps", d=20, k=2, t=10, m=4, extra=flags).start()
+    sub = c.subscriber()
+    rows, _ = synth(c.t * c.m * 5, c.d, c.k, 10.0 * c.d, np.random.default_rng(4))
+    epoch = c.t * c.m
+    send_rows(c, rows[:4 * epoch])
+    got = [sub.recv(10000) for _ in range(4)]
+    ok = all(g is not None and g.status == "released" for g in got)
+    check(ok, f"four epochs of rho 0.25 released under eps cap 6.6: {[g and g.status for g in got]}")
+    if ok:
+        eps = [round(g.eps_total, 2) for g in got]
+        check(abs(got[3].rho_total - 1.0) < 1e-12 and eps[3] == 6.57 and got[3].budget_unit == "eps" and
+              abs(got[3].budget_left - (6.6 - got[3].eps_total)) < 1e-9,
+              f"rho 1 of Gaussian epochs: eps_total {got[3].eps_total:.4f} (6.57), left {got[3].budget_left:.4f}")
+        note(f"gaussian epochs of rho 0.25: eps_total {eps} at delta 1e-5")
+    st = c.query()
+    check(round(st["eps_total"], 2) == 6.57 and abs(st["rho_total"] - 1.0) < 1e-12 and
+          abs(st["budget_left"] - (6.6 - st["eps_total"])) < 1e-9,
+          f"status: eps_total {st['eps_total']:.4f} (6.57), left {st['budget_left']:.4f}")
+    check(wait_for(lambda: "eps 6.573 at delta 1e-05" in c.tail(), 5), f"the log states 6.573: {c.tail(3)}")
+    if os.path.exists(WATCH):  # the latest snapshot, epoch 3, on joining: one epoch's eps
+        p = subprocess.run([WATCH, "--insecure-plaintext", "--connect", c.publish, "--count", "1", "--timeout", "20",
+                            "--json"], capture_output=True, text=True, timeout=60)
+        line = json.loads(p.stdout.splitlines()[0]) if p.returncode == 0 and p.stdout else {}
+        check(line.get("epoch") == 3 and round(line.get("eps_epoch", 0), 2) == 2.94 and
+              round(line.get("eps_total", 0), 2) == 6.57,
+              f"dps-watch: eps_epoch {line.get('eps_epoch')} (2.94), eps_total {line.get('eps_total')} "
+              f"({p.returncode}: {p.stderr.strip()[-200:]})")
+    send_rows(c, rows[4 * epoch:])
+    s5 = sub.recv(10000)
+    check(s5 is not None and s5.status == "refused" and abs(s5.rho_total - 1.0) < 1e-12 and
+          round(s5.eps_total, 2) == 6.57, f"the fifth (6.6 would be passed): refused ({s5 and s5.describe()})")
+    sub.close()
+    check(c.stop() == 0, f"the collector exits 0: {c.tail(3)}")
+
+    c = Collector("gausseps", d=20, k=2, t=10, m=4, extra=flags).start()  # the same state directory
+    st = c.query()
+    check(abs(st["rho_total"] - 1.0) < 1e-12 and round(st["eps_total"], 2) == 7.08 and st["budget_left"] == 0,
+          f"restarted: the ledger's rho 1 stated by CKS, eps_total {st['eps_total']:.4f} (7.08), left "
+          f"{st['budget_left']}")
+    check(wait_for(lambda: "eps is stated by the CKS conversion of rho from now on" in c.tail(30), 5),
+          f"the restart says why: {c.tail(5)}")
+    check(c.stop() == 0, f"the collector exits 0: {c.tail(3)}")
 
 
 def test_backpressure():
@@ -488,6 +545,7 @@ def test_train_loop_fashion_mnist():
 if __name__ == "__main__":
     sys.exit(run([
         test_budget_cap,
+        test_eps_gaussian,
         test_backpressure,
         test_ingest_during_release,
         test_store_during_next_release,
