@@ -171,7 +171,9 @@ def noise_multiplier(target_eps: float, delta: float, sample_rate: float, steps:
         start = Accountant(method or "pld", orders)
     start.add_zcdp(rho)
     if start.get_epsilon(delta) >= target_eps:
-        raise ValueError(f"the releases alone spend eps {start.get_epsilon(delta):.3g} >= {target_eps:g}")
+        raise ValueError(f"what is charged besides the steps (the releases, and what the accountant already "
+                         f"holds) spends eps {start.get_epsilon(delta):.3g} alone, >= the target {target_eps:g}: "
+                         "raise the target or charge less")
 
     def eps(sigma: float) -> float:
         acc = start.copy()

@@ -519,3 +519,91 @@ def test_opacus_tutorial_runs_with_only_the_import_changed():
     assert all(math.isfinite(v) for v in r["train_losses"])
     assert r["epsilon"] <= r["target_epsilon"]
     assert r["test_loss_after"] < 0.85 * r["test_loss_before"], r
+
+
+def test_a_parameter_unfrozen_after_make_private_is_refused_and_one_frozen_after_does_not_move():
+    # frozen at make_private, trainable later: it has no per-example gradients, so its .grad is the raw batch
+    # gradient; the step must refuse before anything moves or is charged
+    model = _small_model()
+    model[0].requires_grad_(False)
+    loader = torch.utils.data.DataLoader(_data(40), batch_size=10)
+    engine = PrivacyEngine()
+    model, opt, loader = engine.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                             data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0, seed=3)
+    model[0].requires_grad_(True)
+    before = [p.detach().clone() for p in model.parameters()]
+    x, y = _data(40)[:8]
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    with pytest.raises(RuntimeError, match="0.weight, 0.bias were frozen when make_private ran"):
+        opt.step()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    assert opt.steps == 0 and engine.accountant.steps == 0
+    # trainable at make_private, frozen later: no .grad written, it does not move (SGD skips it); the rest does
+    engine, model, opt, _ = _private(seed=4)
+    model[2].requires_grad_(False)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    after = list(model.parameters())
+    assert torch.equal(before[2], after[2]) and torch.equal(before[3], after[3])
+    assert not torch.equal(before[0], after[0])
+
+
+def test_zero_grad_between_forward_and_backward_keeps_the_step():
+    # out = model(x); optimizer.zero_grad(); loss.backward(); optimizer.step(): the same step as the usual order
+    # (same seed, same batch: the same noise and per-example gradients, so the same update)
+    x, y = _data(40)[:8]
+    updates = []
+    for order in ("usual", "zero_grad_after_forward"):
+        _, model, opt, _ = _private(seed=5)
+        before = [p.detach().clone() for p in model.parameters()]
+        if order == "usual":
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+        else:
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+        loss.backward()
+        opt.step()
+        updates.append(torch.cat([(p - b).reshape(-1) for p, b in zip(model.parameters(), before)]))
+    assert torch.allclose(updates[0], updates[1], atol=1e-7)
+
+
+def test_a_noise_schedule_is_charged_at_the_sigma_it_noised_with():
+    # Opacus' noise schedulers set optimizer.noise_multiplier: 3 steps at sigma 1 and 2 at sigma 3 are charged
+    # as such (and the noise follows: sd sigma C / (q n) per coordinate, here checked through `last`)
+    engine, model, opt, loader = _private(seed=6)
+    x, y = _data(40)[:8]
+    for sigma in (1.0, 1.0, 1.0, 3.0, 3.0):
+        opt.noise_multiplier = sigma
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        assert opt.last["noise_sd"] == pytest.approx(sigma * 1.0)
+    ref = dp.Accountant("rdp")
+    ref.add_steps(0.25, 1.0, 3)
+    ref.add_steps(0.25, 3.0, 2)
+    assert engine.get_epsilon(1e-5) == pytest.approx(ref.get_epsilon(1e-5))
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="noise_multiplier"):
+            opt.noise_multiplier = bad
+
+
+def test_loaders_and_clips_the_engine_cannot_use_are_refused():
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter([(torch.zeros(6), 0)] * 4)
+
+    model = _small_model()
+    for call in ("make_private", "make_private_with_epsilon"):
+        kw = dict(noise_multiplier=1.0) if call == "make_private" else dict(target_epsilon=1.0, target_delta=1e-5,
+                                                                            epochs=1)
+        with pytest.raises(ValueError, match="IterableDataset"):
+            getattr(PrivacyEngine(), call)(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                           data_loader=torch.utils.data.DataLoader(Stream(), batch_size=2),
+                                           max_grad_norm=1.0, **kw)
+    for clip in (math.inf, math.nan, 0.0):
+        with pytest.raises(ValueError, match="max_grad_norm"):
+            _private(max_grad_norm=clip)

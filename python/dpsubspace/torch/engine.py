@@ -59,6 +59,15 @@ SUBSPACE_MODES = ("gep", "projection")
 _HOOKED: "weakref.WeakKeyDictionary[torch.nn.Module, GradSampler]" = weakref.WeakKeyDictionary()
 
 
+def _check_loader(data_loader: Any) -> None:
+    """ValueError for a loader the engine cannot Poisson-sample from."""
+    if isinstance(getattr(data_loader, "dataset", None), torch.utils.data.IterableDataset):
+        raise ValueError("Poisson sampling needs a map-style dataset (len() and dataset[i]); the data loader's "
+                         "dataset is an IterableDataset, which has neither")
+    if len(data_loader) < 1:
+        raise ValueError("the data loader has no batches")
+
+
 class PrivacyEngine:
     """Opacus' PrivacyEngine over dpsubspace.torch (see the module's text for
     the guarantee).  accountant: "pld" (default), "rdp", or Opacus' "prv"
@@ -139,8 +148,7 @@ class PrivacyEngine:
             raise ValueError("the optimizer is already private (a PrivateOptimizer)")
         if module in _HOOKED:
             raise ValueError("the module already has the engine's hooks (make_private was called on it)")
-        if len(data_loader) < 1:
-            raise ValueError("the data loader has no batches")
+        _check_loader(data_loader)
         n = len(data_loader.dataset)
         q = 1 / len(data_loader)
         if isinstance(subspace, PrivateBasis) and subspace.rho is None:
@@ -198,6 +206,7 @@ class PrivacyEngine:
         numbers.  The other keywords are make_private's."""
         if not (target_epsilon > 0 and 0 < target_delta < 1 and epochs > 0):
             raise ValueError("target_epsilon must be > 0, target_delta in (0, 1), epochs > 0")
+        _check_loader(data_loader)
         q = 1 / len(data_loader)
         steps = int(round(epochs * len(data_loader)))
         d = sum(p.numel() for p in module.parameters() if p.requires_grad)

@@ -490,6 +490,14 @@ class GradSampler:
                 s.G[:, a:b] = 0.0
         return s.G
 
+    def zero_grad(self) -> None:
+        """Drop the per-example gradients taken since the last step (the
+        optimizer's zero_grad).  A forward pass none of whose backward
+        hooks has run yet stays the step's, so that the order forward,
+        zero_grad(), backward, step() works: still one forward pass a step."""
+        if self._session.G is not None or self._session.forward_id is not None:
+            self.reset()
+
     def reset(self) -> None:
         """Drop this step's per-example gradients; a backward through an
         earlier forward pass is refused from now on."""

@@ -92,8 +92,10 @@ class PrivateStep:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if mode != "dpsgd" and basis is None:
             raise ValueError(f"mode {mode} needs a basis source (PrivateBasis, NoisyGradientBasis or FixedBasis)")
-        if not (noise_multiplier > 0 and max_grad_norm > 0 and 0 < sample_rate <= 1 and dataset_size >= 1):
-            raise ValueError("noise_multiplier and max_grad_norm must be > 0, sample_rate in (0, 1], dataset_size >= 1")
+        if not (0 < noise_multiplier < math.inf and 0 < max_grad_norm < math.inf and 0 < sample_rate <= 1
+                and dataset_size >= 1):
+            raise ValueError("noise_multiplier and max_grad_norm must be finite and > 0, sample_rate in (0, 1], "
+                             "dataset_size >= 1")
         if embedding_share is not None and not 0 < embedding_share < 1:
             raise ValueError(f"embedding_share must be in (0, 1), got {embedding_share}")
         if not 0 < basis_energy < 1:
@@ -107,6 +109,18 @@ class PrivateStep:
         self.noise = NoiseSource(seed, "dpsubspace.torch")
         self.steps = 0
         self.last: Dict[str, float] = {}
+
+    @property
+    def noise_multiplier(self) -> float:
+        """sigma; settable between steps (a noise schedule): each step is
+        charged at the sigma it was noised with."""
+        return self.sigma
+
+    @noise_multiplier.setter
+    def noise_multiplier(self, sigma: float) -> None:
+        if not 0 < sigma < math.inf:
+            raise ValueError(f"noise_multiplier must be finite and > 0, got {sigma}")
+        self.sigma = float(sigma)
 
     def _noise(self, sd: float, n: int, device: Any = "cpu") -> torch.Tensor:
         return torch.from_numpy(self.noise.gaussian(sd, n)).to(device)
@@ -162,8 +176,11 @@ class PrivateStep:
 
     @staticmethod
     def _write_grads(params: List[torch.nn.Parameter], parts: List[torch.Tensor]) -> None:
+        """The private gradient into .grad; a parameter frozen since gets
+        none (it does not move; its columns were clipped and noised with the
+        rest, and leaving part of a private vector out is post-processing)."""
         for p, part in zip(params, parts):
-            p.grad = part.to(p.dtype).clone()
+            p.grad = part.to(p.dtype).clone() if p.requires_grad else None
 
     def get_epsilon(self, delta: float) -> float:
         """eps at delta of everything so far: the steps and the basis releases."""
@@ -283,7 +300,6 @@ class PrivateOptimizer(PrivateStep, torch.optim.Optimizer):
             raise ValueError(f"the optimizer updates {len(stray)} parameter tensors that are not the module's "
                              "trainable parameters: their gradients would not be private")
         self.sampler, self.grads, self.params = sampler, grads, sampler.params
-        self.noise_multiplier = noise_multiplier
         self.expected_batch_size = sample_rate * dataset_size
 
     # the wrapped optimizer's, shared
@@ -326,17 +342,34 @@ class PrivateOptimizer(PrivateStep, torch.optim.Optimizer):
                 f"expected_batch_size={self.expected_batch_size:g}, mode={self.mode}, "
                 f"original_optimizer={self.original_optimizer!r})")
 
+    def _refuse_unfrozen(self) -> None:
+        """RuntimeError, before anything is stepped or charged, when the
+        wrapped optimizer holds a trainable parameter that was frozen at
+        make_private: it has no per-example gradients (no columns), so its
+        .grad is the raw batch gradient and stepping on it would not be
+        private."""
+        ours = {id(p) for p in self.params}
+        names = {id(p): n for n, p in self.sampler.model.named_parameters()}
+        stray = [names.get(id(p), "?") for g in self.original_optimizer.param_groups for p in g["params"]
+                 if p.requires_grad and id(p) not in ours]
+        if stray:
+            raise RuntimeError(f"parameters {', '.join(stray)} were frozen when make_private ran and are trainable "
+                               "now: they have no per-example gradients, and a step on their .grad would not be "
+                               "private.  Make them trainable before make_private (freezing with "
+                               "requires_grad_(False) after it is honoured: a frozen parameter does not move)")
+
     def zero_grad(self, set_to_none: bool = False) -> None:
         """The wrapped optimizer's zero_grad, and this step's per-example
         gradients dropped."""
         self.original_optimizer.zero_grad(set_to_none=set_to_none)
-        self.sampler.reset()
+        self.sampler.zero_grad()
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        self._refuse_unfrozen()
         G = self.sampler.take()
         if G is None:
             raise RuntimeError("optimizer.step() with no loss.backward() since the last step: the private step "
