@@ -115,6 +115,28 @@ class Accountant:
         other.steps, other.rho, other.sampled_releases = self.steps, self.rho, self.sampled_releases
         return other
 
+    def state_dict(self) -> dict:
+        """What was charged, as plain data (to save with a checkpoint: a
+        resumed run that starts a new accountant would state only what it
+        charges after the restart)."""
+        return {"method": self.method, "grid": self.grid, "orders": list(self.orders),
+                "events": [[q, s, c] for (q, s), c in sorted(self._events.items())], "rho": self.rho,
+                "steps": self.steps, "sampled_releases": self.sampled_releases}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Add what a state_dict() says was charged to this (empty)
+        accountant; ValueError for another method or a non-empty one."""
+        if not self.empty():
+            raise ValueError("load_state_dict needs an empty accountant (it would add to what this one holds)")
+        if state.get("method") != self.method:
+            raise ValueError(f"the state is of method {state.get('method')!r}, this accountant's is {self.method!r}")
+        for q, sigma, count in state["events"]:
+            if int(count) != count or count < 0:
+                raise ValueError(f"a count must be a whole number >= 0, got {count}")
+            self._add(q, sigma, int(count))
+        self.add_zcdp(state["rho"])
+        self.steps, self.sampled_releases = int(state["steps"]), int(state["sampled_releases"])
+
     def empty(self) -> bool:
         return not self._events and self.rho == 0
 

@@ -235,3 +235,18 @@ def test_rdp_exact_identities():
         dp.Accountant("rdp", orders=[1, 2])
     with pytest.raises(ValueError):
         rdp.rdp_subsampled_gaussian(0.1, 1.0, 1.0)
+
+
+def test_state_dict_resumes_what_was_charged():
+    a = dp.Accountant()
+    a.add_steps(0.1, 1.5, 30)
+    a.add_sampled_release(0.2, 2.0)
+    a.add_zcdp(0.05)
+    b = dp.Accountant()
+    b.load_state_dict(a.state_dict())
+    assert b.get_epsilon(DELTA) == a.get_epsilon(DELTA) > 0
+    assert (b.steps, b.sampled_releases, b.rho) == (30, 1, 0.05)
+    with pytest.raises(ValueError, match="empty"):
+        b.load_state_dict(a.state_dict())
+    with pytest.raises(ValueError, match="method"):
+        dp.Accountant("rdp").load_state_dict(a.state_dict())

@@ -385,7 +385,10 @@ class GradSampler:
                 return
             if not isinstance(output, torch.Tensor):
                 raise TypeError(f"module {name} ({type(module).__name__}) returned {type(output).__name__}: "
-                                "per-example gradients of a module with parameters need one tensor output")
+                                "per-example gradients of a module with parameters need one tensor output, so "
+                                "recurrent and attention modules (LSTM, GRU, RNN, MultiheadAttention, Transformer "
+                                "layers) are not supported: write the layer from Linear modules (a cell stepped in "
+                                "forward; attention from Linear projections), whose gradients the hooks take")
             if not output.requires_grad:
                 return
             act = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in inputs)
