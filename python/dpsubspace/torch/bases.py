@@ -4,8 +4,9 @@ each source charges the run's accountant.  Owns:
     PrivateBasis        -- released by SubspaceEstimator from the clipped
                            per-example gradients of its own Poisson sample
                            (charged: see the class)
-    CollectorBasis      -- released by a dps-collector this run alone feeds
-                           (charged rho_epoch per epoch)
+    CollectorBasis      -- released by a dps-collector this run alone feeds,
+                           given by its endpoints or by a Producer and a
+                           Subscriber (charged rho_epoch per epoch)
     NoisyGradientBasis  -- from the already released noisy gradients
                            (post-processing: free)
     FixedBasis          -- given by the caller (free: the caller vouches
@@ -29,6 +30,7 @@ import dataclasses
 import math
 import time
 import warnings
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -329,61 +331,362 @@ class PrivateBasis(_ReleasedBasis):
         return self.V
 
 
+def _close_clients(producer: Any, sub: Any, quiet: bool) -> None:
+    """Close a CollectorBasis's own producer (flush and drain: the collector
+    confirms every batch) and subscriber.  quiet (garbage collection,
+    interpreter exit): what the producer's close raises becomes a warning."""
+    try:
+        try:
+            producer.close()
+        finally:
+            sub.close()
+    except Exception as e:  # noqa: BLE001 -- reported, not lost
+        if not quiet:
+            raise
+        warnings.warn(f"CollectorBasis: closing its producer to {producer.endpoint}: {e}", RuntimeWarning)
+
+
 class CollectorBasis(_ReleasedBasis):
     """A basis from a dps-collector (--aggregator gaussian or power) that
     this run alone feeds: at step 0 and every `every` steps, the clipped
     gradients of the run's own Poisson sample (rate 0.9 epoch_rows / n, n
-    the optimizer's public dataset_size) go
-    to it through `producer` as exactly one epoch of epoch_rows = t m rows:
-    the sample's rows in slots drawn uniformly at random (fresh secure
-    randomness, NoiseSource.slots), zero rows in the others (a larger
-    sample is cut to a uniformly random epoch_rows of its rows).  The basis
-    is that epoch's snapshot, taken from `subscriber`.  The examples:
-    data_x, data_y (DPOptimizer), or none and the engine binds its data
-    loader's dataset.
+    the optimizer's public dataset_size) go to the collector as exactly one
+    epoch of epoch_rows = t m rows: the sample's rows in slots drawn
+    uniformly at random (fresh secure randomness, NoiseSource.slots), zero
+    rows in the others (a larger sample is cut to a uniformly random
+    epoch_rows of its rows).  The basis is that epoch's snapshot.  The
+    examples: data_x, data_y (DPOptimizer), or none and the engine binds its
+    data loader's dataset.  Two forms:
 
-    What each release is charged: rho_epoch under add/remove, as zCDP.  The
-    collector's own statement is rho_epoch-zCDP per epoch under replacing
-    the row in ONE slot of an epoch of public length, for both mechanisms
-    and every block of a power epoch (each slot is in one block).  Couple
-    the run on D and on D + x: the same sample of D's examples in the same
-    slots, and x, when sampled, in a uniformly random free slot -- which
-    is the law of the slots on D + x (every injection of the sample into
-    the epoch equally likely).  So the epochs differ in at most one slot
-    (a zero row replaced by x; when the sample was cut, a row replaced by
-    x), the release moves by at most a replacement's rho_epoch whatever the
-    slot, and the mixture over slots costs no more (Renyi divergence is
-    jointly quasi-convex, van Erven-Harremoes 2014, Thm 13; for the "pld"
-    accountant, which takes add_zcdp as a Gaussian pair: the epoch is a
-    Gaussian mechanism of mu = sqrt(2 rho_epoch) in the replaced slot, and
-    the hockey-stick divergence is jointly convex over the slot's law).
-    (Slots taken in index order would make an added example shift every
-    later row: each later power block would then see a replaced row.)
+    CollectorBasis(ingest=, publish=, status=, every=, plaintext=True) (or,
+      instead of plaintext, CURVE: server_public_key=, public_key=,
+      secret_key=, Z85 bytes as load_public_key / load_keypair give; the
+      same key pair for the ingest and the publish connections; plaintext
+      only on ipc:// and loopback endpoints, as Producer and Subscriber
+      enforce): the collector given by its endpoints, as PrivateBasis(share=,
+      every=) is given without data.  It learns the rest from the collector
+      and makes its own Producer and Subscriber: from the status endpoint
+      d, epoch_rows = t m and the open epoch; from the collector's latest
+      snapshot (sent to every new subscriber), when the RUNNING collector
+      released it (its time against the status's uptime, to 2 s: settings
+      may change at a restart), rho_epoch and the aggregator.  A collector
+      that has released nothing since it started states neither: give
+      basis_rho= (its --rho) -- the aggregator is then first known from our
+      own epoch's snapshot (checked there, after charging it).  basis_rho=
+      and epoch_rows= given in this form are what the collector must have
+      (checked).  Checked before anything is sent, with ValueError: the
+      aggregator gaussian or power (when known), d equal to the model's
+      trainable parameter count (at plan(), i.e.
+      make_private_with_epsilon, and at the first update), not sharded.
+      The connections are made when the engine binds it (make_private),
+      else at the first update: a collector that does not answer within
+      connect_timeout seconds raises TimeoutError naming the endpoint
+      (status, publish or ingest); a refused key, PermissionError.  Before
+      each epoch it asks the status endpoint again and sends nothing (and
+      is charged nothing) when rows of another producer wait in the open
+      epoch, when the collector's d or epoch_rows changed, or when its
+      budget cap would refuse the epoch: RuntimeError.  close() (or a with
+      block, garbage collection, interpreter exit) closes the producer --
+      draining it: the collector confirms every batch -- and the subscriber.
+    CollectorBasis(producer, subscriber, data_x, data_y, epoch_rows, every,
+      basis_rho, first_epoch=): the caller's Producer (with status_endpoint)
+      and Subscriber (from_epoch=first_epoch, the open epoch when the run
+      starts), the collector's t m and --rho told (python/examples/
+      train_loop.py); close() leaves them to the caller.
+
+    What each release is charged, in both forms: rho_epoch under
+    add/remove, as zCDP.  The collector's own statement is rho_epoch-zCDP
+    per epoch under replacing the row in ONE slot of an epoch of public
+    length, for both mechanisms and every block of a power epoch (each slot
+    is in one block).  Couple the run on D and on D + x: the same sample of
+    D's examples in the same slots, and x, when sampled, in a uniformly
+    random free slot -- which is the law of the slots on D + x (every
+    injection of the sample into the epoch equally likely).  So the epochs
+    differ in at most one slot (a zero row replaced by x; when the sample
+    was cut, a row replaced by x), the release moves by at most a
+    replacement's rho_epoch whatever the slot, and the mixture over slots
+    costs no more (Renyi divergence is jointly quasi-convex, van
+    Erven-Harremoes 2014, Thm 13; for the "pld" accountant, which takes
+    add_zcdp as a Gaussian pair: the epoch is a Gaussian mechanism of mu =
+    sqrt(2 rho_epoch) in the replaced slot, and the hockey-stick divergence
+    is jointly convex over the slot's law).  (Slots taken in index order
+    would make an added example shift every later row: each later power
+    block would then see a replaced row.)  plan() charges the same: rho_epoch
+    per release of a run of `steps` steps (make_private_with_epsilon budgets
+    with it).
     Checked on every snapshot: it is the epoch of our sample, with our row
-    count, from the gaussian or power aggregator at rho_epoch = basis_rho;
-    RuntimeError otherwise (another producer is feeding the collector, or
-    another mechanism runs: the guarantee would not hold).  TimeoutError if
-    no snapshot comes in `timeout` seconds.  Both after charging what our
-    rows may have cost (an epoch released late; two epochs, when others'
-    rows split ours), so that a caller who goes on states no less.  Assumed: the transport keeps
-    the rows' order whatever their values (one producer, one connection).
-    NOT covered: the collector's own counters and log (rows_zero in its
-    status counts the zero rows, i.e. reveals the sample's size): keep its
-    status endpoint and log to the run's owner."""
+    count, from the gaussian or power aggregator at rho_epoch = basis_rho
+    (learned or told); RuntimeError otherwise (another producer is feeding
+    the collector, or another mechanism runs: the guarantee would not
+    hold).  TimeoutError if no snapshot comes in `timeout` seconds.  Each
+    after charging what our rows may have cost, so that a caller who goes
+    on states no less: rho_epoch for our epoch whatever its outcome
+    (released; by another mechanism or at another rho: the larger rho;
+    late: the timeout; in the endpoint form, which sees every outcome, also
+    failed -- the previous basis is kept -- or refused -- RuntimeError),
+    and 2 rho_epoch when the snapshot shows another producer's rows in our
+    epoch or when sending our epoch raised (our rows may be in two epochs,
+    or leave when the producer closes).  The endpoint form sends an epoch as
+    one message (in pieces only above the collector's batch limit).
+    Assumed: the transport keeps the rows' order whatever their values (one
+    producer, one connection); the endpoint form also assumes that no other
+    producer sends between its check of the open epoch and the end of ours
+    (else the 2 rho_epoch charge and the RuntimeError).  NOT covered: the
+    collector's own counters and log (rows_zero in its status counts the
+    zero rows, i.e. reveals the sample's size): keep its status endpoint and
+    log to the run's owner."""
 
     MECHANISMS = ("gaussian", "power")
+    FRESH_SLACK_S = 2.0  # a welcome snapshot is the running collector's if no older than its uptime + this
 
-    def __init__(self, producer: Any, subscriber: Any, data_x: Optional[torch.Tensor] = None,
+    def __init__(self, producer: Any = None, subscriber: Any = None, data_x: Optional[torch.Tensor] = None,
                  data_y: Optional[torch.Tensor] = None, epoch_rows: Optional[int] = None,
                  every: Optional[int] = None, basis_rho: Optional[float] = None, first_epoch: int = 0,
-                 timeout: float = 120.0, on_weak: Optional[str] = None) -> None:
-        super().__init__(on_weak, data_x, data_y)
-        if every is None or epoch_rows is None or basis_rho is None or every < 1 or epoch_rows < 1 or \
+                 timeout: float = 120.0, on_weak: Optional[str] = None, *, ingest: Optional[str] = None,
+                 publish: Optional[str] = None, status: Optional[str] = None, plaintext: bool = False,
+                 server_public_key: Optional[bytes] = None, public_key: Optional[bytes] = None,
+                 secret_key: Optional[bytes] = None, connect_timeout: float = 10.0) -> None:
+        if isinstance(producer, str) or isinstance(subscriber, str):
+            raise TypeError("give the collector's endpoints by name: CollectorBasis(ingest=..., publish=..., "
+                            "status=..., every=..., plaintext=True or CURVE keys)")
+        endpoints = dict(ingest=ingest, publish=publish, status=status)
+        given = [k for k, v in endpoints.items() if v is not None]
+        self._own = bool(given)  # the endpoint form: the producer and subscriber are made here, and closed here
+        if self._own:
+            if producer is not None or subscriber is not None:
+                raise ValueError("give the collector's endpoints (ingest, publish, status) or a producer and a "
+                                 "subscriber, not both")
+            missing = [k for k, v in endpoints.items() if v is None]
+            if missing:
+                raise ValueError(f"the collector's {', '.join(missing)} endpoint{'s' if len(missing) > 1 else ''} "
+                                 "missing: give ingest=, publish= and status= (its --ingest, --publish, --status)")
+            if every is None or every < 1:
+                raise ValueError(f"every must be >= 1 (steps between bases), got {every}")
+            if epoch_rows is not None and epoch_rows < 1:
+                raise ValueError(f"epoch_rows must be >= 1 (or left out: the collector's status says it), got "
+                                 f"{epoch_rows}")
+            if basis_rho is not None and not basis_rho > 0:
+                raise ValueError(f"basis_rho must be > 0 (or left out: learned from the collector), got {basis_rho}")
+            if first_epoch:
+                raise ValueError("first_epoch is learned from the collector's status in the endpoint form: leave "
+                                 "it out")
+            if not connect_timeout > 0:
+                raise ValueError(f"connect_timeout must be > 0 seconds, got {connect_timeout}")
+            self._check_security(endpoints, plaintext, server_public_key, public_key, secret_key)
+        elif producer is None or subscriber is None:
+            raise ValueError("CollectorBasis needs the collector's endpoints (ingest=, publish=, status=) or a "
+                             "producer and a subscriber")
+        elif plaintext or server_public_key or public_key or secret_key:
+            raise ValueError("plaintext and the CURVE keys go with the collector's endpoints (ingest=, publish=, "
+                             "status=); a producer and a subscriber given carry their own")
+        elif every is None or epoch_rows is None or basis_rho is None or every < 1 or epoch_rows < 1 or \
                 not basis_rho > 0:
             raise ValueError("every and epoch_rows must be >= 1, basis_rho > 0")
+        super().__init__(on_weak, data_x, data_y)
         self.producer, self.sub = producer, subscriber
         self.rows, self.every, self.rho, self.timeout = epoch_rows, every, basis_rho, timeout
         self.cut, self.next_epoch = 0, first_epoch
+        self.ingest, self.publish, self.status = ingest, publish, status
+        self.connect_timeout = connect_timeout
+        self._sec = dict(server_public_key=server_public_key, public_key=public_key, secret_key=secret_key,
+                         plaintext=plaintext)
+        # learned from the collector (the endpoint form): its d, its aggregator (None: not known yet)
+        self.d: Optional[int] = None
+        self.aggregator: Optional[str] = None
+        self._learned = False
+        self._finalizer: Any = None
+        self.closed = False
+
+    @staticmethod
+    def _check_security(endpoints: Dict[str, Optional[str]], plaintext: bool, server_public_key: Any,
+                        public_key: Any, secret_key: Any) -> None:
+        """What apply_client_security will refuse, said at construction."""
+        if plaintext:
+            from ..keys import endpoint_is_local
+            far = [f"{k} {v}" for k, v in endpoints.items() if not endpoint_is_local(str(v))]
+            if far:
+                raise ValueError(f"plaintext refused for {', '.join(far)}: the rows are private data; use CURVE "
+                                 "keys (server_public_key, public_key, secret_key), or ipc:// / loopback endpoints")
+        elif not (server_public_key and public_key and secret_key):
+            raise ValueError("CURVE needs server_public_key, public_key and secret_key (load_public_key, "
+                             "load_keypair), or plaintext=True on ipc:// / loopback endpoints")
+
+    # ------------------------------------------------ the endpoint form: what the collector says
+    def _query(self) -> Dict[str, Any]:
+        """The collector's status, or TimeoutError naming the endpoint; PermissionError if it refused us."""
+        from ..status import query_status
+        try:
+            st = query_status(self.status, int(self.connect_timeout * 1000), **self._sec)
+        except TimeoutError:
+            raise TimeoutError(f"no dps-collector answers on the status endpoint {self.status} within "
+                               f"{self.connect_timeout:g} s (is it running there, with the same security: "
+                               f"{'plaintext' if self._sec['plaintext'] else 'CURVE, our key authorized'}?); "
+                               "nothing was sent") from None
+        if st.get("refused"):
+            raise PermissionError(f"the collector at {self.status} refused our status question ({st['refused']}): "
+                                  "our key is not authorized; nothing was sent")
+        return st
+
+    def _latest_snapshot(self, st: Dict[str, Any]) -> Any:
+        """Connect to the publish endpoint (TimeoutError naming it, if no handshake within connect_timeout;
+        PermissionError if our key is refused) and take the collector's latest snapshot, the welcome message
+        of a new subscriber (None if it has none)."""
+        import zmq
+        from zmq.utils.monitor import recv_monitor_message
+
+        from ..keys import apply_client_security
+        from ..subscriber import Snapshot
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.SUB)
+        mon = None
+        try:
+            apply_client_security(sock, self.publish, **self._sec)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SUBSCRIBE, b"")
+            mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+            sock.connect(self.publish)  # after the monitor: its handshake is not missed
+            end = time.monotonic() + self.connect_timeout
+            while True:
+                left = end - time.monotonic()
+                if left <= 0 or not mon.poll(max(1, int(left * 1000))):
+                    raise TimeoutError(f"no dps-collector answers on the publish endpoint {self.publish} within "
+                                       f"{self.connect_timeout:g} s (its status endpoint {self.status} does: is "
+                                       "publish= its --publish?); nothing was sent")
+                ev = recv_monitor_message(mon)["event"]
+                if ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                    raise PermissionError(f"the collector's publish endpoint {self.publish} refused our CURVE key "
+                                          "(not in its subscriber keys); nothing was sent")
+                if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    break
+            if not st.get("last_snapshot_seq"):
+                return None
+            left = max(0.0, end - time.monotonic())
+            while sock.poll(max(1, int(left * 1000))):
+                try:
+                    return Snapshot.from_bytes(sock.recv())
+                except ValueError:
+                    left = max(0.0, end - time.monotonic())
+            return None
+        finally:
+            if mon is not None:
+                sock.disable_monitor()
+                mon.close(0)
+            sock.close(0)
+            ctx.term()
+
+    def _learn(self) -> None:
+        """d, epoch_rows, rho_epoch and (when known) the aggregator, from the collector (the endpoint form;
+        once).  ValueError when the collector cannot serve this basis."""
+        if self._learned or not self._own:
+            return
+        asked = time.time()
+        st = self._query()
+        if st.get("shards", 0) > 1:
+            raise ValueError(f"the collector at {self.status} is sharded over {st['shards']} MPI ranks: "
+                             "CollectorBasis sends whole rows to one collector process")
+        if self.rows is not None and st["epoch_rows"] != self.rows:
+            raise ValueError(f"the collector at {self.status} closes epochs of {st['epoch_rows']} rows (t m), not "
+                             f"epoch_rows = {self.rows}")
+        snap = self._latest_snapshot(st)
+        # released by the running collector: not older than its start (uptime whole seconds, clocks, the wait)
+        fresh = snap is not None and snap.rho_epoch > 0 and \
+            snap.time_unix_ms / 1000 >= asked - st["uptime_s"] - 1 - self.FRESH_SLACK_S
+        if fresh:
+            if snap.aggregator not in self.MECHANISMS:
+                raise ValueError(f"the collector at {self.status} runs the {snap.aggregator} aggregator (its latest "
+                                 f"snapshot, epoch {snap.epoch}): CollectorBasis's guarantee is stated for "
+                                 "--aggregator gaussian or power; nothing was sent")
+            if self.rho is not None and abs(snap.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
+                raise ValueError(f"the collector at {self.status} releases at rho_epoch {snap.rho_epoch:g} (its "
+                                 f"latest snapshot, epoch {snap.epoch}), not basis_rho = {self.rho:g}; nothing "
+                                 "was sent")
+            self.rho, self.aggregator = snap.rho_epoch, snap.aggregator
+        elif self.rho is None:
+            why = ("has released no snapshot" if snap is None else
+                   f"has released none since it started (its latest, epoch {snap.epoch}, is older: a restart may "
+                   "have changed its settings)")
+            raise ValueError(f"the collector at {self.status} {why}, and its status does not state its rho per "
+                             "epoch or aggregator: give basis_rho= (its --rho; checked against every snapshot), "
+                             "or let it release an epoch first; nothing was sent")
+        self.d, self.rows, self.next_epoch = st["d"], st["epoch_rows"], st["epoch"]
+        self._learned = True
+
+    def _check_d(self, d: int) -> None:
+        if self.d is not None and d != self.d:
+            raise ValueError(f"the collector at {self.status} takes rows of d = {self.d}, but the model has "
+                             f"{d} trainable parameters: start it with --d {d} (another --state-dir), or train a "
+                             f"model of {self.d}; nothing was sent")
+
+    def _connect(self) -> None:
+        """The endpoint form: learn, then make the producer and the subscriber (once)."""
+        if self.closed:
+            raise RuntimeError("this CollectorBasis was closed")
+        if self.producer is not None or not self._own:
+            return
+        self._learn()
+        from ..producer import Producer
+        from ..subscriber import Subscriber
+        ms = int(self.connect_timeout * 1000)
+        # an epoch in one message (cut by the producer to the collector's batch limit only if above it)
+        producer = Producer(self.ingest, self.d, batch_rows=self.rows, status_endpoint=self.status,
+                            status_timeout_ms=ms, linger_ms=ms, **self._sec)
+        try:
+            if not producer.wait_ready(ms):
+                raise TimeoutError(f"no dps-collector answers on the ingest endpoint {self.ingest} within "
+                                   f"{self.connect_timeout:g} s (its status endpoint {self.status} does: is "
+                                   "ingest= its --ingest?); nothing was sent")
+            sub = Subscriber(self.publish, from_epoch=self.next_epoch, **self._sec)
+        except BaseException:
+            producer.close()  # nothing sent: closes at once
+            raise
+        self.producer, self.sub = producer, sub
+        # closed with the basis (garbage collection; the optimizer holds it) or at interpreter exit
+        self._finalizer = weakref.finalize(self, _close_clients, producer, sub, True)
+
+    def _before_epoch(self) -> None:
+        """The endpoint form, before our rows are sent: the collector's open epoch must be empty and its
+        settings those learned (nothing sent, nothing charged otherwise); the epoch we wait for."""
+        st = self._query()
+        if st["d"] != self.d or st["epoch_rows"] != self.rows:
+            raise RuntimeError(f"the collector at {self.status} now has d = {st['d']}, epochs of "
+                               f"{st['epoch_rows']} rows (learned: d = {self.d}, {self.rows} rows): restarted "
+                               "with other settings?  Nothing was sent")
+        unit, left = st.get("budget_unit", ""), st.get("budget_left", math.inf)
+        if (unit == "rho" and left < self.rho * (1 - 1e-9)) or (unit == "eps" and left <= 0):
+            raise RuntimeError(f"the collector at {self.status} has {unit} {left:g} left under its budget cap: it "
+                               "would refuse our epoch; nothing was sent")
+        if st["rows_in_epoch"]:
+            raise RuntimeError(f"the collector at {self.status} holds {st['rows_in_epoch']} rows of another "
+                               f"producer in its open epoch {st['epoch']}: CollectorBasis needs epochs of this "
+                               "run's sample alone; nothing was sent, nothing charged")
+        self.next_epoch = self.sub.from_epoch = st["epoch"]
+
+    # ------------------------------------------------ the engine's and the optimizer's
+    def bind(self, examples: Any) -> None:
+        """The examples (the engine's data loader's dataset); the endpoint
+        form connects here (TimeoutError, ValueError: nothing bound)."""
+        if self._own and self.examples is None:
+            self._examples_checked(examples)
+            self._connect()
+        super().bind(examples)
+
+    def close(self) -> None:
+        """Close the producer (flush and drain: the collector confirms every
+        batch; raises UnconfirmedBatchesError as Producer.close) and the
+        subscriber made by the endpoint form; the explicit form's are the
+        caller's.  Later updates raise RuntimeError."""
+        if not self._own:
+            return
+        self.closed = True
+        fin, self._finalizer = self._finalizer, None
+        if fin is not None and fin.detach() is not None:
+            _close_clients(self.producer, self.sub, False)
+
+    def __enter__(self) -> "CollectorBasis":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def rate(self, opt: Any) -> float:
         """The sample's rate, 0.9 epoch_rows / n from the PUBLIC dataset size
@@ -393,14 +696,43 @@ class CollectorBasis(_ReleasedBasis):
 
     def plan(self, accountant: Accountant, steps: int, d: int) -> None:
         """Charge `accountant` the epochs of a run of `steps` steps: rho_epoch
-        each as zCDP."""
+        each as zCDP.  The endpoint form learns rho_epoch from the collector
+        here and checks its d against the model's `d` (ValueError)."""
+        self._learn()
+        self._check_d(d)
         for _ in range(math.ceil(steps / self.every)):
             accountant.add_zcdp(self.rho)
+
+    def _await_epoch(self, opt: Any, want: int) -> Any:
+        """The snapshot of epoch `want` or a later one (the explicit form: the
+        subscriber's latest release; the endpoint form: any outcome, failed
+        and refused ones too); TimeoutError after charging rho_epoch."""
+        end = time.monotonic() + self.timeout
+        while True:
+            if self._own:
+                s = self.sub.recv(timeout_ms=max(0, int(min(0.2, end - time.monotonic()) * 1000)))
+            else:
+                self.sub.update()
+                s = self.sub.latest
+            if s is not None and s.epoch >= want:
+                return s
+            if time.monotonic() > end:
+                # the epoch may still be released: charged as if it were, then the caller is told
+                opt.accountant.add_zcdp(self.rho)
+                where = f" on {self.publish}" if self._own else ""
+                raise TimeoutError(f"no snapshot of epoch {want}{where} within {self.timeout:g} s (is the "
+                                   f"collector closing epochs?); its cost, rho {self.rho:g}, was charged")
+            if not self._own:
+                time.sleep(0.01)
 
     def update(self, opt: Any, step: int) -> Optional[torch.Tensor]:
         if step % self.every:
             return self.V
         examples = self._need_examples()
+        if self._own:
+            self._connect()
+            self._check_d(opt.grads.d)
+            self._before_epoch()
         idx = opt.noise.poisson_sample(len(examples), self.rate(opt))
         if len(idx) > self.rows:  # a uniformly random epoch_rows of the sample
             idx, self.cut = idx[opt.noise.slots(len(idx), self.rows)], self.cut + 1
@@ -408,20 +740,15 @@ class CollectorBasis(_ReleasedBasis):
         if len(idx):
             slots = torch.as_tensor(opt.noise.slots(self.rows, len(idx)))
             rows[slots] = clip_rows(examples.gradients(opt, idx), opt.max_grad_norm)
-        self.producer.send(rows.numpy())
-        self.producer.flush()  # the whole epoch now
-        want, end = self.next_epoch, time.monotonic() + self.timeout
-        while True:
-            self.sub.update()
-            s = self.sub.latest
-            if s is not None and s.epoch >= want:
-                break
-            if time.monotonic() > end:
-                # the epoch may still be released: charged as if it were, then the caller is told
-                opt.accountant.add_zcdp(self.rho)
-                raise TimeoutError(f"no snapshot of epoch {want} within {self.timeout:g} s (is the collector "
-                                   f"closing epochs?); its cost, rho {self.rho:g}, was charged")
-            time.sleep(0.01)
+        try:
+            self.producer.send(rows.numpy())
+            self.producer.flush()  # the whole epoch now
+        except BaseException:
+            # some of our rows may have gone (or go when the producer closes), into epochs shared with others
+            opt.accountant.add_zcdp(2 * self.rho)
+            raise
+        want = self.next_epoch
+        s = self._await_epoch(opt, want)
         if s.epoch != want or s.rows_used != self.rows:
             # our rows were sent: with others' in the collector they span at most two epochs, both charged
             opt.accountant.add_zcdp(2 * max(self.rho, s.rho_epoch))
@@ -429,10 +756,15 @@ class CollectorBasis(_ReleasedBasis):
                                f"sample (epoch {want}, {self.rows} rows): another producer is feeding the "
                                "collector; the two epochs our rows may be in were charged")
         opt.accountant.add_zcdp(max(self.rho, s.rho_epoch))  # charged whatever the outcome: it was released
+        self.next_epoch = s.epoch + 1
+        if s.status == "refused":
+            raise RuntimeError(f"the collector refused to release epoch {s.epoch} ({s.reason or 'its budget cap'}): "
+                               f"no basis; rho {self.rho:g} was charged")
         if s.aggregator not in self.MECHANISMS or abs(s.rho_epoch - self.rho) > 1e-12 * max(1.0, self.rho):
             raise RuntimeError(f"the collector runs {s.aggregator} at rho_epoch {s.rho_epoch:g}; the guarantee "
                                f"is stated for --aggregator gaussian or power at rho_epoch {self.rho:g}")
-        self.next_epoch = s.epoch + 1
+        if self._own:
+            self.aggregator = s.aggregator
         self._take(s.basis if s.status == "released" else None, s.weak, s.noise_level, step)
         return self.V
 
