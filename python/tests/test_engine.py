@@ -607,3 +607,25 @@ def test_loaders_and_clips_the_engine_cannot_use_are_refused():
     for clip in (math.inf, math.nan, 0.0):
         with pytest.raises(ValueError, match="max_grad_norm"):
             _private(max_grad_norm=clip)
+
+
+def test_a_copy_of_the_private_model_is_an_ordinary_module():
+    # copy.deepcopy and torch.save / torch.load of the hooked model give modules with inert hooks: they train
+    # as ordinary modules (their .grad is autograd's), and the private model keeps its per-example hooks
+    import copy
+    import io
+    engine, model, opt, _ = _private(seed=7)
+    x, y = _data(40)[:8]
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    for twin in (copy.deepcopy(model), torch.load(buf)):
+        twin.zero_grad()
+        F.cross_entropy(twin(x), y).backward()
+        with opt.sampler.suspended():
+            want = torch.autograd.grad(F.cross_entropy(model(x), y), list(model.parameters()))
+        assert all(torch.allclose(p.grad, w) for p, w in zip(twin.parameters(), want))
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    assert engine.accountant.steps == 1

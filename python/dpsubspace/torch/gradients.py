@@ -309,6 +309,31 @@ LAYER_RULES: Dict[type, Callable] = {
 }
 
 
+class _Hook:
+    """A GradSampler's hook.  A copy of the hooked model (copy.deepcopy,
+    torch.save then torch.load) gets an inert hook instead: the copy is an
+    ordinary module, not the engine's (make_private it to train it
+    privately), and the hook's closure over this sampler could neither be
+    pickled nor serve the copy's parameters."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_Inert, ())
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "_Inert":
+        return _Inert()
+
+
+class _Inert:
+    def __call__(self, *args: Any) -> None:
+        return None
+
+
 class _Session:
     """The per-example gradients of one step: B x d, filled by the backward
     hooks of ONE forward pass (forward_id), added up over as many backward
@@ -371,8 +396,8 @@ class GradSampler:
                                  "by counts over the whole batch (examples mix), the second makes sparse "
                                  "gradients the private step does not write; turn them off")
             rule = LAYER_RULES.get(type(m), _own_module)  # exact type: a subclass may change forward
-            self._handles.append(m.register_forward_hook(self._forward_hook(rule, name or type(m).__name__)))
-        self._handles.append(model.register_forward_pre_hook(self._count_forward))
+            self._handles.append(m.register_forward_hook(_Hook(self._forward_hook(rule, name or type(m).__name__))))
+        self._handles.append(model.register_forward_pre_hook(_Hook(self._count_forward)))
 
     # the hooks
     def _count_forward(self, module: torch.nn.Module, inputs: Any) -> None:
