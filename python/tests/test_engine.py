@@ -629,3 +629,11 @@ def test_a_copy_of_the_private_model_is_an_ordinary_module():
     F.cross_entropy(model(x), y).backward()
     opt.step()
     assert engine.accountant.steps == 1
+
+
+def test_a_seeded_run_says_it_is_not_private():
+    with pytest.warns(dpt.SeededRunWarning, match="NOT private"):
+        _private(seed=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpt.SeededRunWarning)
+        _private()

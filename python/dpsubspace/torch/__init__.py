@@ -56,7 +56,7 @@ from .bases import (ON_WEAK, CollectorBasis, FixedBasis, NoisyGradientBasis, Pri
                     WeakBasisWarning, charge_basis_release)
 from .data import (SAMPLING_CHECK_STEPS, DatasetExamples, DPDataLoader, EmptyBatchCollate, FixedBatchWarning,
                    PoissonBatchSampler, not_poisson, poisson_batches)
-from .engine import ACCOUNTANTS, PrivacyEngine
+from .engine import ACCOUNTANTS, PrivacyEngine, SeededRunWarning
 from .gradients import (LAYER_RULES, GradSampler, PerExampleGradients, SampleGradients, clip_factors, clip_rows,
                         parameter_groups, refuse_batch_statistics)
 from .optimizer import MODES, DPOptimizer, PrivateOptimizer, PrivateStep
@@ -64,6 +64,6 @@ from .optimizer import MODES, DPOptimizer, PrivateOptimizer, PrivateStep
 __all__ = ["ON_WEAK", "CollectorBasis", "FixedBasis", "NoisyGradientBasis", "PrivateBasis", "TensorExamples",
            "WeakBasisWarning", "charge_basis_release", "SAMPLING_CHECK_STEPS", "DatasetExamples", "DPDataLoader",
            "EmptyBatchCollate", "FixedBatchWarning", "PoissonBatchSampler", "not_poisson", "poisson_batches",
-           "ACCOUNTANTS", "PrivacyEngine", "LAYER_RULES", "GradSampler", "PerExampleGradients",
+           "ACCOUNTANTS", "PrivacyEngine", "SeededRunWarning", "LAYER_RULES", "GradSampler", "PerExampleGradients",
            "SampleGradients", "clip_factors", "clip_rows", "parameter_groups", "refuse_batch_statistics", "MODES",
            "DPOptimizer", "PrivateOptimizer", "PrivateStep"]

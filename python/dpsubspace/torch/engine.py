@@ -59,6 +59,10 @@ SUBSPACE_MODES = ("gep", "projection")
 _HOOKED: "weakref.WeakKeyDictionary[torch.nn.Module, GradSampler]" = weakref.WeakKeyDictionary()
 
 
+class SeededRunWarning(UserWarning):
+    """make_private was given a seed: a reproducible run, NOT private."""
+
+
 def _check_loader(data_loader: Any) -> None:
     """ValueError for a loader the engine cannot Poisson-sample from."""
     if isinstance(getattr(data_loader, "dataset", None), torch.utils.data.IterableDataset):
@@ -179,6 +183,10 @@ class PrivacyEngine:
             elif subspace.on_weak is None:
                 subspace.on_weak = "plain"
         _HOOKED[module] = sampler
+        if seed is not None:
+            warnings.warn(f"seed={seed}: the noise and the sampling are a seeded stream, reproducible and NOT "
+                          "private; the eps the engine states assumes secure randomness (seed=None)",
+                          SeededRunWarning, stacklevel=2)
         if poisson_sampling:
             loader = DPDataLoader.from_data_loader(data_loader, seed=seed)
         else:
