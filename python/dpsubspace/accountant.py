@@ -20,8 +20,10 @@ METHODS (both upper bounds on eps at delta):
     composed by FFT, discretised pessimistically (pld.py: its error is
     second order in the grid; on the anchors below it is within 1e-3 of
     the limit, measured by python/tests/test_accountant.py against rigorous
-    brackets); both directions, the worse one.  With Gaussian releases only,
-    the exact Gaussian profile, no grid.
+    brackets); both directions, the worse one.  With Gaussian releases (and
+    q = 1 steps) only, the exact Gaussian profile, no grid.  At a delta
+    below the rounding bound the grid carries (about 1e-9 after 1e3-1e4
+    steps) the PLD states no finite eps, and RDP's, also valid, is stated.
   "rdp": Renyi DP at the orders rdp.ORDERS (Opacus' defaults and the
     integers to 256), converted by Balle et al. 2020, Thm 21.
 Anchors (delta 1e-5): Tramer-Boneh's Fashion-MNIST run (q = 2048/60000,
@@ -164,7 +166,10 @@ class Accountant:
                 self._cache[key] = (pld.gaussian_epsilon(math.sqrt(2 * self.rho), delta), None)
             else:
                 events = [(q, s, c) for (q, s), c in sorted(self._events.items())]
-                self._cache[key] = (pld.epsilon(events, math.sqrt(2 * self.rho), delta, self.grid), None)
+                eps = pld.epsilon(events, math.sqrt(2 * self.rho), delta, self.grid)
+                # at a delta near the rounding bound the grid carries (about 1e-9 after 1e3-1e4 steps), the PLD
+                # can state no finite eps; RDP's bound, also valid, is stated then
+                self._cache[key] = (eps, None) if math.isfinite(eps) else rdp.eps_from_rdp(self.rdp(), delta)
         return self._cache[key]
 
     def get_epsilon(self, delta: float) -> float:

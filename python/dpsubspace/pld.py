@@ -21,8 +21,9 @@ and Wang 2022, which compose adaptively):
         add:     P = N(0, sigma^2),  Q = (1 - q) N(0, sigma^2) + q N(1, sigma^2)
     (Koskela et al. 2020; dp_accounting's and Opacus' PRV pairs).
   - Gaussian mechanism of mu = sensitivity / noise sd: P = N(mu, 1),
-    Q = N(0, 1), the same in both directions.  Gaussians compose exactly into
-    the Gaussian of mu = sqrt(sum mu_i^2), composed before discretising.
+    Q = N(0, 1), the same in both directions.  Gaussians (q = 1 steps among
+    them: the Gaussian of mu = 1/sigma) compose exactly into the Gaussian of
+    mu = sqrt(sum mu_i^2), composed before discretising.
 
 PESSIMISTIC DISCRETISATION (the stated eps is an upper bound).  The loss is
 put on the grid x_i = i h.  The mass of P with L in [x_i, x_(i+1)] is split
@@ -185,9 +186,15 @@ def compose(a: Pld, b: Pld, tail: float = TAIL_MASS) -> Pld:
     if a.h != b.h:
         raise ValueError("laws on different grids")
     n = len(a.mass) + len(b.mass) - 1
-    if min(len(a.mass), len(b.mass)) <= 64:
+    m = min(len(a.mass), len(b.mass))
+    if m == 1 and a.mass.size + b.mass.size > 2 and float((a.mass if len(a.mass) == 1 else b.mass)[0]) == 1.0:
+        one, other = (a, b) if len(a.mass) == 1 else (b, a)  # a law of one point of mass 1: a shift, exact
+        return Pld(a.h, one.offset + other.offset, other.mass, one.inf + other.inf - one.inf * other.inf,
+                   one.error + other.error)
+    if m <= 64:
         c = np.convolve(a.mass, b.mass)
-        rounding = n * _U * 4 * float(np.sum(np.abs(a.mass))) * float(np.sum(np.abs(b.mass)))
+        # each entry a sum of at most m products: l1 error <= 2 m u |a|_1 |b|_1
+        rounding = 2 * m * _U * float(np.sum(np.abs(a.mass))) * float(np.sum(np.abs(b.mass)))
     else:
         size = _fft_size(n)
         c = np.fft.irfft(np.fft.rfft(a.mass, size) * np.fft.rfft(b.mass, size), size)[:n]
@@ -198,7 +205,7 @@ def compose(a: Pld, b: Pld, tail: float = TAIL_MASS) -> Pld:
         # entries within the FFT's rounding of 0 are set to 0 (else the noise floor would stop the
         # tails' truncation and the support would grow with every product); what is zeroed joins the
         # l1 error bound
-        floor = rounding / math.sqrt(n)
+        floor = rounding / n  # far above the rounding actually seen (the l1 bound is loose), so noise goes
         small = c < floor
         rounding += float(c[small].sum())
         c[small] = 0.0
@@ -316,7 +323,12 @@ def epsilon(events: List[Tuple[float, float, int]], mu_gaussian: float, delta: f
     """eps at delta of `events` (q, sigma, count) of Poisson-subsampled
     Gaussian steps composed with a Gaussian of mu_gaussian: the worse of the
     two directions, each an upper bound (the module's text)."""
-    return max(compose_direction(events, mu_gaussian, d, h, tail).epsilon(delta) for d in DIRECTIONS)
+    # q = 1 steps are Gaussians of mu 1/sigma: composed exactly into the Gaussian, not on the grid
+    mu2 = mu_gaussian ** 2 + sum(c / (s * s) for q, s, c in events if q == 1)
+    sampled = [e for e in events if 0 < e[0] < 1 and e[2] > 0]  # q = 0 steps read nothing
+    if not sampled:
+        return gaussian_epsilon(math.sqrt(mu2), delta)
+    return max(compose_direction(sampled, math.sqrt(mu2), d, h, tail).epsilon(delta) for d in DIRECTIONS)
 
 
 def compose_direction(events, mu_gaussian: float, direction: str, h: float = GRID, tail: float = TAIL_MASS) -> Pld:
