@@ -63,7 +63,7 @@ K = 10
 MODEL = "cnn"  # or "logreg" (--model): 784 -> 10, d = 7 850, where a private basis is affordable
 GEP = dict(embedding_clip=1.0, residual_clip=0.5, embedding_share=None)  # C_e, C_r as fractions of C; a (None: the rule)
 BASIS_SHARE = 0.1  # of the budget in rho units, for rows whose basis costs privacy
-# The private basis's sample rate, chosen from the privacy arithmetic alone (basis_rho): at a fixed cost
+# The private basis's sample rate, chosen from the privacy arithmetic alone (PrivateBasis.rho_for_share): at a fixed cost
 # the basis's signal over its noise goes as (rows) sqrt(rho); with 5 releases at 10% of the budget that
 # is 1 054 / 1 588 / 1 680 / 1 731 at rate 0.05 / 0.25 / 0.5 / 1 for eps 1, and 2 890 / 7 957 / 10 341 /
 # 12 241 for eps 8: amplification by sampling does not pay for the rows it leaves out, so the rate is
@@ -99,31 +99,6 @@ class OracleBasis:
         return self.V
 
 
-def basis_charges(dp, acc, rho, releases, rate, first_steps):
-    """Charge `acc` what PrivateBasis will (dpsubspace.torch.charge_basis_release):
-    the first release takes first_steps noisy steps (a cold power iteration's
-    T), the others one."""
-    from dpsubspace.torch import charge_basis_release
-    for i in range(releases):
-        charge_basis_release(acc, rho, rate, first_steps if i == 0 else 1)
-    return acc
-
-
-def basis_rho(dp, eps, releases, rate, first_steps):
-    """The rho of each basis release (the estimator's, replace-one) such that
-    `releases` of them, charged as PrivateBasis charges them (basis_charges),
-    spend alone the eps that BASIS_SHARE of the budget in rho units would."""
-    share = dp.Accountant()
-    share.add_zcdp(BASIS_SHARE * dp.rho_for_eps(eps, DELTA))
-    target = share.get_epsilon(DELTA)
-
-    def spent(rho):
-        return basis_charges(dp, dp.Accountant(), rho, releases, rate, first_steps).get_epsilon(DELTA)
-
-    from dpsubspace.accountant import boundary
-    return boundary(lambda rho: spent(rho) >= target, 1e-8, 1.0, 1e-4)[0]
-
-
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -141,7 +116,6 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
     steps_per_epoch = max(1, int(round(n / cfg["batch"])))
     every = steps_per_epoch * cfg["basis_every_epochs"] if cfg["basis_every_epochs"] else \
         max(1, math.ceil(steps / cfg["basis_releases"]))
-    releases = math.ceil(steps / every)
     private_basis = row in ("gep-power", "gep-groups", "proj-power")
     d = sum(p.numel() for p in model.parameters())
     if row == "gep-groups":
@@ -152,19 +126,20 @@ def run_one(cfg, setting, row, eps, seed, data, torch, dp):
         estimator_kw = dict(mechanism="power")
     base = dp.Accountant()
     rho_est = 0.0
+    basis = None
     if private_basis:  # the releases (charged as PrivateBasis charges them) spend 10% of the budget in rho units
-        first_steps = dp.SubspaceEstimator(K, **estimator_kw).power_blocks_next(d)  # a cold start's T
-        rho_est = basis_rho(dp, eps, releases, cfg["basis_rate"], first_steps)
-        basis_charges(dp, base, rho_est, releases, cfg["basis_rate"], first_steps)
+        basis = dpt.PrivateBasis(xtr, ytr, K, basis_rate=cfg["basis_rate"], every=every, seed=seed + 1000,
+                                 share=BASIS_SHARE, **estimator_kw)
+        rho_est = basis.rho_for_share(eps, DELTA, steps, d)
+        basis.set_rho(rho_est)
+        basis.plan(base, steps, d)
     sigma = dp.noise_multiplier(eps, DELTA, q, steps, base=base)
     acct = dp.Accountant()
     loss_fn = torch.nn.functional.cross_entropy
-    basis, mode = None, "dpsgd"
+    mode = "dpsgd"
     if row != "dpsgd":
         mode = "projection" if row.startswith("proj") else "gep"
-    if private_basis:
-        basis = dpt.PrivateBasis(xtr, ytr, K, rho_est, cfg["basis_rate"], every, seed=seed + 1000, **estimator_kw)
-    elif row == "gep-oracle":
+    if row == "gep-oracle":
         basis = OracleBasis(xtr, ytr, cfg["oracle_rate"], every, torch)
     elif row == "gep-noisy":
         basis = dpt.NoisyGradientBasis(K, window=100, every=10)

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from ..accountant import Accountant
+from ..accountant import Accountant, boundary, rho_for_eps
 from ..estimator import Release, SubspaceEstimator
 from .gradients import clip_rows
 
@@ -282,6 +282,28 @@ class PrivateBasis(_ReleasedBasis):
             self._first_steps[d] = SubspaceEstimator(self.n_components, rho=1.0, mechanism=self.mechanism,
                                                      **self.estimator_kwargs).power_blocks_next(d)
         return self._first_steps[d]
+
+    def rho_for_share(self, target_eps: float, delta: float, steps: int, d: int, share: Optional[float] = None,
+                      method: str = "pld") -> float:
+        """Each release's rho such that the releases of a run of `steps`
+        steps, charged as plan() charges them, spend alone the eps of the
+        Gaussian release of share * rho_total, rho_total the rho whose
+        Gaussian release spends target_eps at delta: `share` (default the
+        basis's) of the budget in rho units.  The steps' sigma then takes the
+        rest (noise_multiplier with the plan as its base)."""
+        share = self.share if share is None else share
+        if share is None or not 0 < share < 1:
+            raise ValueError(f"share must be in (0, 1), got {share}")
+        alone = Accountant(method)
+        alone.add_zcdp(share * rho_for_eps(target_eps, delta, method=method))
+        share_eps = alone.get_epsilon(delta)
+
+        def spent(rho: float) -> float:
+            acc = Accountant(method)
+            self.plan(acc, steps, d, rho=rho)
+            return acc.get_epsilon(delta)
+
+        return boundary(lambda rho: spent(rho) > share_eps, 1e-9, 1e-3, 1e-4)[0]  # the largest within share_eps
 
     def plan(self, accountant: Accountant, steps: int, d: int, rho: Optional[float] = None) -> None:
         """Charge `accountant` the releases of a run of `steps` steps (at

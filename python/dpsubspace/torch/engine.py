@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import torch
 
-from ..accountant import Accountant, boundary, noise_multiplier, rho_for_eps
+from ..accountant import Accountant, noise_multiplier
 from .bases import PrivateBasis
 from .data import DatasetExamples, DPDataLoader, FixedBatchWarning
 from .gradients import GradSampler, SampleGradients
@@ -226,7 +226,7 @@ class PrivacyEngine:
                 raise TypeError(f"{type(basis).__name__} cannot plan what it will charge (no plan method): use "
                                 "make_private with a noise multiplier")
             if isinstance(basis, PrivateBasis) and basis.share is not None:
-                rho = self._share_rho(basis, target_epsilon, target_delta, steps, d)
+                rho = basis.rho_for_share(target_epsilon, target_delta, steps, d, method=self.method)
                 basis.set_rho(rho)
                 plan["basis_rho"] = rho
             basis.plan(base, steps, d)
@@ -237,22 +237,8 @@ class PrivacyEngine:
         return self.make_private(module=module, optimizer=optimizer, data_loader=data_loader,
                                  noise_multiplier=sigma, max_grad_norm=max_grad_norm, **kwargs)
 
-    def _eps_of(self, basis: Any, steps: int, d: int, delta: float, rho: Optional[float] = None) -> float:
+    def _eps_of(self, basis: Any, steps: int, d: int, delta: float) -> float:
+        """eps at delta of what `basis` will charge over `steps` steps, alone."""
         acc = Accountant(self.method)
-        if rho is None:
-            basis.plan(acc, steps, d)
-        else:
-            basis.plan(acc, steps, d, rho=rho)
-        return acc.get_epsilon(delta)
-
-    def _share_rho(self, basis: PrivateBasis, eps: float, delta: float, steps: int, d: int) -> float:
-        """Each release's rho such that the releases, charged as planned,
-        spend alone the eps of share * rho_total as zCDP."""
-        share_eps = self._eps_of_zcdp(basis.share * rho_for_eps(eps, delta, method=self.method), delta)
-        # the largest rho whose planned releases spend at most share_eps
-        return boundary(lambda r: self._eps_of(basis, steps, d, delta, rho=r) > share_eps, 1e-9, 1e-3, 1e-4)[0]
-
-    def _eps_of_zcdp(self, rho: float, delta: float) -> float:
-        acc = Accountant(self.method)
-        acc.add_zcdp(rho)
+        basis.plan(acc, steps, d)
         return acc.get_epsilon(delta)
