@@ -230,11 +230,11 @@ def self_compose(p: Pld, count: int, tail: float = TAIL_MASS) -> Pld:
 
 
 def _discretise(h: float, x_lo: float, x_hi: float, increasing: bool, o_of_x,
-                p_parts, q_parts, sd: float, o_lo: float, o_hi: float, sup: float, inf_: float) -> Pld:
+                p_parts, q_parts, sd: float, sup: float, inf_: float) -> Pld:
     """The pessimistic law of a loss L(o), monotone in o, with P and Q
     mixtures of normals of sd `sd` (parts: (weight, mean)); L's values lie
-    in (inf_, sup); o_of_x inverts L on that range; [o_lo, o_hi] holds all
-    but a negligible P-mass."""
+    in (inf_, sup); o_of_x inverts L on that range; the grid spans
+    [x_lo, x_hi] (P-mass below it moved up to x_lo, above it to +inf)."""
     i_lo, i_hi = math.floor(x_lo / h), math.ceil(x_hi / h)
     if i_hi <= i_lo:
         i_hi = i_lo + 1
@@ -276,7 +276,7 @@ def gaussian(mu: float, h: float = GRID, tail: float = TAIL_MASS) -> Pld:
     o_lo, o_hi = mu - z, mu + z
     loss = lambda o: mu * o - mu * mu / 2  # noqa: E731
     return _discretise(h, loss(o_lo), loss(o_hi), True, lambda x: (x + mu * mu / 2) / mu,
-                       [(1.0, mu)], [(1.0, 0.0)], 1.0, o_lo, o_hi, math.inf, -math.inf)
+                       [(1.0, mu)], [(1.0, 0.0)], 1.0, math.inf, -math.inf)
 
 
 def subsampled_gaussian(q: float, sigma: float, direction: str, h: float = GRID, tail: float = TAIL_MASS) -> Pld:
@@ -306,11 +306,11 @@ def subsampled_gaussian(q: float, sigma: float, direction: str, h: float = GRID,
     if direction == "remove":
         o_lo, o_hi = -sigma * z, 1 + sigma * z
         x_lo, x_hi = max(float(log_ratio(o_lo)), l1q), float(log_ratio(o_hi))
-        return _discretise(h, x_lo, x_hi, True, o_of_ratio, mix, one, sigma, o_lo, o_hi, math.inf, l1q)
+        return _discretise(h, x_lo, x_hi, True, o_of_ratio, mix, one, sigma, math.inf, l1q)
     if direction == "add":
         o_lo, o_hi = -sigma * z, sigma * z
         x_lo, x_hi = -float(log_ratio(o_hi)), min(-float(log_ratio(o_lo)), -l1q)
-        return _discretise(h, x_lo, x_hi, False, lambda x: o_of_ratio(-x), one, mix, sigma, o_lo, o_hi, -l1q,
+        return _discretise(h, x_lo, x_hi, False, lambda x: o_of_ratio(-x), one, mix, sigma, -l1q,
                            -math.inf)
     raise ValueError(f"direction must be 'remove' or 'add', got {direction!r}")
 

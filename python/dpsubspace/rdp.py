@@ -69,21 +69,6 @@ def _log_a_int(q: float, sigma: float, a: int) -> float:
     return acc
 
 
-def _log_abs_binom(a: float, k: int) -> Tuple[float, int]:
-    """log |C(a, k)| and its sign, for real a > 0 and integer k >= 0."""
-    if k == 0:
-        return 0.0, 1
-    sign, logc = 1, 0.0
-    for i in range(k):
-        t = a - i
-        if t == 0:
-            return -math.inf, 0
-        if t < 0:
-            sign = -sign
-        logc += math.log(abs(t)) - math.log(i + 1)
-    return logc, sign
-
-
 def _log_a_frac(q: float, sigma: float, a: float) -> float:
     s2 = sigma * sigma
     lq, l1q = math.log(q), math.log1p(-q)
