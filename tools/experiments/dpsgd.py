@@ -3,18 +3,9 @@
 
 Fashion-MNIST, the tanh CNN of Papernot et al. 2021 / Tramer-Boneh 2021
 (26 010 parameters), trained with dpsubspace.torch at a total (eps, 1e-5)
-that INCLUDES the basis releases; one row per way of getting the gradient:
-
-  dpsgd          plain DP-SGD (clip C, noise sigma C)
-  gep-power      GEP on a basis the library releases privately (power
-                 iteration, one group), from its own Poisson sample
-  gep-groups     GEP on per-layer bases (gaussian, parameter groups by layer)
-  gep-noisy      GEP on the top directions of the already released noisy
-                 gradients (post-processing, free), noise floor corrected
-  gep-oracle     GEP on the NON-PRIVATE top-k of the current gradients (an
-                 upper bound: its eps does not count the basis)
-  gep-random     GEP on a random k-dim basis (a lower bound)
-  proj-power     projection only (PDP-SGD) on the power basis
+that INCLUDES the basis releases; one row per way of getting the gradient,
+an arm of dpsgd_train.py (which says what each is): dpsgd, gep-oracle,
+gep-noisy, gep-power, gep-groups, proj-power, gep-random.
 
 Hyper-parameters are Tramer-Boneh's published ones for this model and data
 (SGD, momentum 0.9, lr 4, batch 2048, C 0.1), the same for every row, and
@@ -43,6 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
+from dpsgd_train import arm_parts, keep_freed_memory, train  # noqa: E402
 
 ROWS = ("dpsgd", "gep-oracle", "gep-noisy", "gep-power", "gep-groups", "proj-power", "gep-random")
 FIELDS = ["setting", "row", "eps_target", "seed", "eps_spent", "delta", "sigma", "rho_basis", "basis_releases",
@@ -58,7 +50,7 @@ SETTINGS = {
                  basis_every_epochs=1, basis_releases=None, basis_rate=0.5, oracle_rate=0.25, test_rows=10000),
 }
 DELTA = 1e-5
-LR, MOMENTUM, CLIP = 4.0, 0.9, 0.1   # Tramer-Boneh 2021, Fashion-MNIST CNN
+LR, CLIP = 4.0, 0.1   # Tramer-Boneh 2021, Fashion-MNIST CNN (SGD, momentum dpsgd_train.MOMENTUM)
 K = 10
 MODEL = "cnn"  # or "logreg" (--model): 784 -> 10, d = 7 850, where a private basis is affordable
 GEP = dict(embedding_clip=1.0, residual_clip=0.5, embedding_share=None)  # C_e, C_r as fractions of C; a (None: the rule)
@@ -70,132 +62,25 @@ BASIS_SHARE = 0.1  # of the budget in rho units, for rows whose basis costs priv
 # high; 0.5 is within 3-15% of all rows at half the per-example gradients.
 
 
-def tanh_cnn(torch):
-    nn = torch.nn
-    return nn.Sequential(nn.Conv2d(1, 16, 8, 2, padding=3), nn.Tanh(), nn.MaxPool2d(2, 1),
-                         nn.Conv2d(16, 32, 4, 2), nn.Tanh(), nn.MaxPool2d(2, 1), nn.Flatten(),
-                         nn.Linear(32 * 4 * 4, 32), nn.Tanh(), nn.Linear(32, 10))
-
-
-class OracleBasis:
-    """NOT PRIVATE: the top-K of the clipped per-example gradients of a sample
-    (rate oracle_rate) every `every` steps, by a randomized SVD (Halko et al.,
-    20 extra columns, 4 power iterations; the library's exact top-k forms a
-    min(n, d)-square Gram, minutes at 15 000 x 26 010).  An upper bound."""
-
-    def __init__(self, x, y, rate, every, torch):
-        self.x, self.y, self.rate, self.every, self.torch = x, y, rate, every, torch
-        self.V, self.releases = None, 0
-
-    def update(self, opt, step):
-        if step % self.every:
-            return self.V
-        from dpsubspace import torch as dpt
-        ix = self.torch.as_tensor(opt.noise.poisson_sample(len(self.x), self.rate))
-        G = dpt.clip_rows(opt.grads(self.x[ix], self.y[ix]), opt.max_grad_norm)
-        G = G / G.norm(dim=1, keepdim=True).clamp_min(1e-12)  # unit rows, as the library's estimators see them
-        self.V = self.torch.svd_lowrank(G, q=K + 20, niter=4)[2][:, :K].T.contiguous()
-        self.releases += 1
-        return self.V
-
-
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def run_one(cfg, setting, row, eps, seed, data, torch, dp):
-    """Train one model; returns the CSV row (a dict)."""
-    from dpsubspace import torch as dpt
-    t0 = time.time()
-    torch.manual_seed(seed)  # the initial weights: public randomness
-    model = tanh_cnn(torch) if MODEL == "cnn" else torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
-    (xtr, ytr), (xte, yte) = data
-    n = len(xtr)
-    q = cfg["batch"] / n
-    steps = cfg["steps"] or int(round(cfg["epochs"] * n / cfg["batch"]))
-    steps_per_epoch = max(1, int(round(n / cfg["batch"])))
-    every = steps_per_epoch * cfg["basis_every_epochs"] if cfg["basis_every_epochs"] else \
-        max(1, math.ceil(steps / cfg["basis_releases"]))
-    private_basis = row in ("gep-power", "gep-groups", "proj-power")
-    d = sum(p.numel() for p in model.parameters())
-    if row == "gep-groups":
-        groups = dpt.parameter_groups(model, "layer")
-        estimator_kw = dict(mechanism="gaussian", groups=groups, group_components=[min(K, w) for w in groups],
-                            dense_max_d=4096)
-    else:
-        estimator_kw = dict(mechanism="power")
-    base = dp.Accountant()
-    rho_est = 0.0
-    basis = None
-    if private_basis:  # the releases (charged as PrivateBasis charges them) spend 10% of the budget in rho units
-        basis = dpt.PrivateBasis(xtr, ytr, K, basis_rate=cfg["basis_rate"], every=every, seed=seed + 1000,
-                                 share=BASIS_SHARE, **estimator_kw)
-        rho_est = basis.rho_for_share(eps, DELTA, steps, d)
-        basis.set_rho(rho_est)
-        basis.plan(base, steps, d)
-    sigma = dp.noise_multiplier(eps, DELTA, q, steps, base=base)
-    acct = dp.Accountant()
-    loss_fn = torch.nn.functional.cross_entropy
-    mode = "dpsgd"
-    if row != "dpsgd":
-        mode = "projection" if row.startswith("proj") else "gep"
-    if row == "gep-oracle":
-        basis = OracleBasis(xtr, ytr, cfg["oracle_rate"], every, torch)
-    elif row == "gep-noisy":
-        basis = dpt.NoisyGradientBasis(K, window=100, every=10)
-    elif row == "gep-random":
-        g = np.random.default_rng(seed + 2000)
-        basis = dpt.FixedBasis(np.linalg.qr(g.standard_normal((d, K)))[0].T)
-    opt = dpt.DPOptimizer(model, torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM), loss_fn,
-                          noise_multiplier=sigma, max_grad_norm=CLIP, sample_rate=q, dataset_size=n, mode=mode,
-                          basis=basis, accountant=acct, seed=seed, embedding_clip=GEP["embedding_clip"] * CLIP,
-                          residual_clip=GEP["residual_clip"] * CLIP, embedding_share=GEP["embedding_share"])
-    losses, where = [], []
-    for step, idx in enumerate(dpt.poisson_batches(n, q, steps, opt.noise)):
-        ix = torch.as_tensor(idx)
-        opt.zero_grad()
-        loss = opt.backward(xtr[ix], ytr[ix])
-        opt.step()
-        losses.append(loss)
-        where.append(dict(opt.last))
-        if (step + 1) % max(1, steps // 10) == 0 or step + 1 == steps:
-            log(f"  {row} eps {eps:g} seed {seed}: step {step + 1}/{steps}  batch loss {loss:.3f}  "
-                f"eps so far {acct.get_epsilon(DELTA):.3f}")
-    with torch.no_grad():
-        correct = sum(int((model(xte[s:s + 2000]).argmax(1) == yte[s:s + 2000]).sum())
-                      for s in range(0, len(xte), 2000))
-    test_acc = correct / len(xte)
-    # the share of held-out per-example gradient energy the basis in use keeps, and the top-k's
-    captured = captured_topk = math.nan
-    G = opt.grads(xte[:2000], yte[:2000]).double()  # held-out gradients
-    energy = float((G * G).sum())
-    V = getattr(basis, "V", None) if basis is not None else None
-    if V is not None:
-        captured = float(((G @ V.double().T) ** 2).sum()) / energy
-    # the top-k by a randomized SVD (Halko et al.: 20 extra columns, 6 power iterations; its error
-    # in captured energy is far below the differences reported)
-    Vt = torch.svd_lowrank(G, q=K + 20, niter=6)[2][:, :K].T
-    captured_topk = float(((G @ Vt.T) ** 2).sum()) / energy
-    tail = [x for x in losses[-max(1, steps // 10):] if not math.isnan(x)]
-    out = dict(setting=setting, row=row, eps_target=eps, seed=seed, eps_spent=round(acct.get_epsilon(DELTA), 4),
-               delta=DELTA, sigma=round(sigma, 4), rho_basis=round(rho_est, 6),
-               basis_releases=getattr(basis, "releases", 0), epochs=round(steps * q, 3), steps=steps, n_train=n, k=K,
-               test_acc=round(test_acc, 4), train_loss=round(float(np.mean(tail)), 4) if tail else math.nan,
-               captured=round(captured, 4), captured_topk=round(captured_topk, 4), wall_s=round(time.time() - t0, 1),
-               snr=_snr(where, ""), snr_embedding=_snr(where, "_embedding"), snr_residual=_snr(where, "_residual"),
-               private="no (oracle basis)" if row == "gep-oracle" else "yes",
-               model=MODEL,
-               note=" ".join(([f"kept {basis.kept} directions"] if row == "gep-noisy" else []) +
+    """Train one model (dpsgd_train.train at this file's fixed settings);
+    returns the CSV row (a dict) and the optimizer."""
+    mode, _ = arm_parts(row)
+    hp = dict(lr=LR, batch=cfg["batch"], epochs=cfg["epochs"], steps=cfg["steps"], clip=CLIP, k=K,
+              share=BASIS_SHARE, embedding_clip=GEP["embedding_clip"], residual_clip=GEP["residual_clip"],
+              embedding_share=GEP["embedding_share"], every_epochs=cfg["basis_every_epochs"],
+              releases=cfg["basis_releases"],
+              basis_rate=cfg.get("oracle_rate", cfg["basis_rate"]) if row == "gep-oracle" else cfg["basis_rate"])
+    res, opt = train(MODEL, row, eps, seed, hp, data[0], {"test": data[1]}, torch, dp, delta=DELTA, log=log)
+    out = dict(res, setting=setting, row=row,
+               note=" ".join(([f"kept {res['kept']} directions"] if row == "gep-noisy" else []) +
                              ([f"C_e {GEP['embedding_clip']:g}C C_r {GEP['residual_clip']:g}C a "
                                f"{GEP['embedding_share'] or 'rule'}"] if mode != "dpsgd" else [])))
     return out, opt
-
-
-def _snr(where, part):
-    """Where the noise goes: the mean over steps of ||signal sum|| / ||noise|| of
-    the whole gradient or one GEP part (NaN where the part did not exist)."""
-    r = [w["signal" + part] / w["noise" + part] for w in where if w.get("noise" + part)]
-    return round(float(np.mean(r)), 4) if r else math.nan
 
 
 def load(cfg, torch):
@@ -207,24 +92,6 @@ def load(cfg, torch):
     n, m = cfg["n_train"], cfg["test_rows"]
     return ((torch.from_numpy(xtr[:n].copy()), torch.from_numpy(ytr[:n].copy())),
             (torch.from_numpy(xte[:m].copy()), torch.from_numpy(yte[:m].copy())))
-
-
-def keep_freed_memory():
-    """Ask glibc to keep freed memory in the heap instead of returning each
-    large block to the kernel (M_MMAP_THRESHOLD 1 GiB, M_TRIM_THRESHOLD and
-    M_TOP_PAD large): every step allocates per-example gradients of ~200 MB,
-    and on this machine touching fresh pages costs ~3.4 us a page (213 MB:
-    0.73 s, against 0.01 s to refill touched memory), 2/3 of a step's time
-    (profile of 15 steps: 38.7 s -> 12.0 s).  Same results, less wall time."""
-    import ctypes
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
-    libc.mallopt(M_MMAP_THRESHOLD, 1 << 30)
-    libc.mallopt(M_TRIM_THRESHOLD, 1 << 34)
-    libc.mallopt(M_TOP_PAD, 1 << 28)
 
 
 def cmd_run(a):
