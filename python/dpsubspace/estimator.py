@@ -337,6 +337,19 @@ class SubspaceEstimator:
             self._start(int(d))
         return int(native.lib().dps_estimator_power_blocks(self._est)) if self._est else 0
 
+    def noise_edges(self, d: int) -> List[Tuple[str, float]]:
+        """Per parameter group (one, the whole row, without groups): what
+        releases its basis, and the eigenvalue of the release's sum of
+        x_g x_g^T below which a direction is lost in its noise (the noise's
+        spectral norm; NaN for a method with no such rule), for rows of d
+        columns: the library's plan (dps_config_plan), public quantities
+        only.  A direction holding a share e of each unit row's energy
+        shows only when e * rows clears it."""
+        c = self._config(int(d))
+        p = native.Plan()
+        native.check(native.lib().dps_config_plan(ctypes.byref(c), ctypes.byref(p)), "planning")
+        return [(p.method[g].decode(), p.floor[g] * p.rows if p.floor[g] > 0 else math.nan) for g in range(p.groups)]
+
     def end_block(self, _by: str = "caller") -> "SubspaceEstimator":
         """End the open epoch's power block now: every power group takes its
         noisy step on the rows given since its last (none: a step on the

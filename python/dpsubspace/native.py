@@ -56,6 +56,12 @@ class Config(ctypes.Structure):
                 ("commit_arg", ctypes.c_void_p)]
 
 
+class Plan(ctypes.Structure):
+    """dps_plan: what an epoch of a configuration will do, from public facts only."""
+    _fields_ = [("rows", c_u64), ("memory", c_size), ("cost", Zcdp), ("groups", c_size),
+                ("method", ctypes.c_char_p * DPS_MAX_GROUPS), ("floor", c_dbl * DPS_MAX_GROUPS)]
+
+
 class SnapshotInfo(ctypes.Structure):
     """dps_snapshot_info: everything about a snapshot but its basis."""
     _fields_ = [("epoch", c_u64), ("d", c_size), ("k", c_size), ("status", c_int), ("aggregator", c_int),
@@ -97,6 +103,7 @@ _SIGNATURES = {
     "dps_config_check": (c_int, [ctypes.POINTER(Config), ctypes.POINTER(ctypes.c_char_p)]),
     "dps_config_epoch_cost": (Zcdp, [ctypes.POINTER(Config)]),
     "dps_config_uses_buckets": (c_int, [ctypes.POINTER(Config)]),
+    "dps_config_plan": (c_int, [ctypes.POINTER(Config), ctypes.POINTER(Plan)]),
     "dps_estimator_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Config)]),
     "dps_estimator_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
     "dps_estimator_push": (c_int, [ctypes.c_void_p, c_float_p, c_size, c_size, ctypes.POINTER(c_size)]),

@@ -116,12 +116,6 @@ def keep_freed_memory():
     libc.mallopt(M_TOP_PAD, 1 << 28)
 
 
-def noise_to_clip(sigma, p, batch):
-    """sigma sqrt(p) / B: the norm of a step's noise over the clip norm, both
-    divided by the batch (how noise-limited a run is)."""
-    return sigma * math.sqrt(p) / batch
-
-
 def accuracy(model, x, y, torch):
     with torch.no_grad():
         correct = sum(int((model(x[s:s + 2000]).argmax(1) == y[s:s + 2000]).sum()) for s in range(0, len(x), 2000))
@@ -208,7 +202,7 @@ def train(model_name, arm, eps, seed, hp, train_set, eval_sets, torch, dp, delta
     captured_topk = float(((G @ Vt.T) ** 2).sum()) / energy
     tail = [x for x in losses[-max(1, steps // 10):] if not math.isnan(x)]
     out.update(arm=arm, model=model_name, eps_target=eps, seed=seed, eps_spent=round(acct.get_epsilon(delta), 4),
-               delta=delta, sigma=round(sigma, 4), noise_to_clip=round(noise_to_clip(sigma, d, hp["batch"]), 4),
+               delta=delta, sigma=round(sigma, 4), noise_to_clip=round(dpt.noise_to_clip(sigma, d, hp["batch"]), 4),
                params=d, rho_basis=round(rho_est, 8), basis_releases=getattr(basis, "releases", 0),
                epochs=round(steps * q, 3), steps=steps, n_train=n, k=k if basis is not None else 0,
                train_loss=round(float(np.mean(tail)), 4) if tail else math.nan,

@@ -60,10 +60,11 @@ from .engine import ACCOUNTANTS, PrivacyEngine, SeededRunWarning
 from .gradients import (LAYER_RULES, GradSampler, PerExampleGradients, SampleGradients, clip_factors, clip_rows,
                         parameter_groups, refuse_batch_statistics)
 from .optimizer import MODES, DPOptimizer, PrivateOptimizer, PrivateStep
+from .planner import GroupPlan, Plan, noise_to_clip, plan
 
 __all__ = ["ON_WEAK", "CollectorBasis", "FixedBasis", "NoisyGradientBasis", "PrivateBasis", "TensorExamples",
            "WeakBasisWarning", "charge_basis_release", "SAMPLING_CHECK_STEPS", "DatasetExamples", "DPDataLoader",
            "EmptyBatchCollate", "FixedBatchWarning", "PoissonBatchSampler", "not_poisson", "poisson_batches",
            "ACCOUNTANTS", "PrivacyEngine", "SeededRunWarning", "LAYER_RULES", "GradSampler", "PerExampleGradients",
            "SampleGradients", "clip_factors", "clip_rows", "parameter_groups", "refuse_batch_statistics", "MODES",
-           "DPOptimizer", "PrivateOptimizer", "PrivateStep"]
+           "DPOptimizer", "PrivateOptimizer", "PrivateStep", "GroupPlan", "Plan", "noise_to_clip", "plan"]

@@ -40,6 +40,7 @@ upper bound, looser); Opacus' "prv" (privacy random variables, the same
 tight numerical composition) is taken as "pld".  Opacus' "gdp" (a central
 limit approximation, not an upper bound) is refused.
 """
+import logging
 import warnings
 import weakref
 from typing import Any, Callable, Optional, Tuple
@@ -51,12 +52,14 @@ from .bases import PrivateBasis
 from .data import DatasetExamples, DPDataLoader, FixedBatchWarning
 from .gradients import GradSampler, SampleGradients
 from .optimizer import PrivateOptimizer
+from .planner import NOISE_LIMITED, noise_to_clip
 
 ACCOUNTANTS = {"pld": "pld", "prv": "pld", "rdp": "rdp"}
 SUBSPACE_MODES = ("gep", "projection")
 # The modules make_private hooked (weakly: a module's life is its owner's), so that a second make_private of
 # one module is refused rather than hooked twice.
 _HOOKED: "weakref.WeakKeyDictionary[torch.nn.Module, GradSampler]" = weakref.WeakKeyDictionary()
+log = logging.getLogger("dpsubspace.torch")
 
 
 class SeededRunWarning(UserWarning):
@@ -183,6 +186,11 @@ class PrivacyEngine:
             elif subspace.on_weak is None:
                 subspace.on_weak = "plain"
         _HOOKED[module] = sampler
+        p = sum(t.numel() for t in module.parameters() if t.requires_grad)
+        ratio = noise_to_clip(noise_multiplier, p, q * n)
+        log.info("make_private: %d parameters, expected batch %.0f, sigma %.4g: noise-to-clip sigma*sqrt(p)/B = "
+                 "%.3g (%s; dpsubspace.torch.plan says whether a private basis can pay)", p, q * n, noise_multiplier,
+                 ratio, "limited by its noise" if ratio >= NOISE_LIMITED else "not limited by its noise")
         if seed is not None:
             warnings.warn(f"seed={seed}: the noise and the sampling are a seeded stream, reproducible and NOT "
                           "private; the eps the engine states assumes secure randomness (seed=None)",
