@@ -259,7 +259,7 @@ def summarise(out):
                 if r0["captured"] not in ("", "nan") else "",
                 captured_topk=round(float(np.mean([float(r["captured_topk"]) for r in fin])), 4),
                 wall_s=round(sum(float(r["wall_s"]) for r in rows if r["arm"] == arm), 1),
-                private=r0["private"]))
+                kept=max(int(r["kept"]) for r in fin) if r0["kept"] != "" else "", private=r0["private"]))
     return lines
 
 
@@ -299,7 +299,7 @@ def heatmap(lines, png):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     models = [m for m in PRIVATE if any(r["model"] == m for r in lines)]
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(7 * len(models), 5.4), squeeze=False)
     for ax, model in zip(axes[0], models):
         M = np.full((len(NS), len(EPSILONS)), np.nan)
         for i, n in enumerate(NS):
@@ -307,8 +307,11 @@ def heatmap(lines, png):
                 b = best_private(lines, model, n, e)
                 if b:
                     M[i, j] = b["diff_mean"]
-                    ax.text(j, i, f"{b['diff_mean']:+.3f}\n± {b['diff_sd']:.3f}\n{b['arm']}", ha="center",
-                            va="center", fontsize=8)
+                    name = b["arm"] + (" = DP-SGD\n(no direction kept)" if b["kept"] == 0 else "")
+                    oracle = [r for r in lines if (r["model"], r["n"], r["eps"], r["arm"]) == (model, n, e, "gep-oracle")]
+                    ax.text(j, i, f"{b['diff_mean']:+.3f} ± {b['diff_sd']:.3f}\n{name}" +
+                            (f"\noracle*: {oracle[0]['diff_mean']:+.3f}" if oracle else ""),
+                            ha="center", va="center", fontsize=7)
                 else:
                     ax.text(j, i, "not run", ha="center", va="center", fontsize=8, color="grey")
         lim = max(0.02, float(np.nanmax(np.abs(M)))) if np.isfinite(M).any() else 0.02
@@ -317,10 +320,11 @@ def heatmap(lines, png):
         ax.set_xticklabels([f"{e:g}" for e in EPSILONS])
         ax.set_yticks(range(len(NS)))
         ax.set_yticklabels([f"{private_n(n)}" for n in NS])
-        ax.set_xlabel("total eps (delta 1e-5), basis releases included")
+        ax.set_xlabel("total eps (delta 1e-5), basis releases included\n"
+                      "* oracle: GEP on the NON-private top-k, an upper bound")
         ax.set_ylabel("private training examples n")
         ax.set_title(f"{model}: best private-subspace arm minus plain DP-SGD\n"
-                     "(test accuracy, paired by seed, mean ± sd of 3 seeds)", fontsize=9)
+                     "(test accuracy, paired by seed, mean ± sd of 3 seeds; each arm tuned alike)", fontsize=9)
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(png, dpi=120)
