@@ -241,11 +241,19 @@ typedef enum {
                                symmetric Gaussian noise of sd 1/sqrt(rho_epoch),
                                its top-k eigenvectors; rho_epoch-zCDP, delta 0;
                                d <= 16384 (DESIGN 7.1)                          */
-    DPS_AGG_POWER = 5       /* no buckets: noisy power iteration, one step per
+    DPS_AGG_POWER = 5,      /* no buckets: noisy power iteration, one step per
                                disjoint block of the epoch's rows (power_blocks),
                                b = k + power_oversample columns, warm-started
                                from the last released basis; rho_epoch-zCDP,
                                delta 0; memory O(b d), no d x d (DESIGN 7.3)    */
+    DPS_AGG_KRON = 6        /* no buckets: as gaussian, but each parameter group
+                               with a shape r x c (group_rows) releases
+                               C_in = sum G^T G and C_out = sum G G^T of its
+                               r x c block G plus symmetric Gaussian noise of
+                               sd sqrt(2/rho_epoch) (every group's noise, then),
+                               and its basis is the k_g products u_i (x) v_j of
+                               their top eigenvectors; rho_epoch-zCDP, delta 0;
+                               memory r^2 + c^2 per such group (DESIGN 7.6)     */
 } dps_aggregator;
 
 DPS_EXPORT const char *dps_snapshot_status_name(dps_snapshot_status s);
@@ -259,7 +267,7 @@ DPS_EXPORT const char *dps_aggregator_name(dps_aggregator a);
    DPS_EINVAL for another name. */
 DPS_EXPORT int dps_aggregator_from_name(const char *name, dps_aggregator *out);
 /* What one release of aggregator a is charged as: DPS_CHARGE_GAUSSIAN for
-   gaussian and power, with or without parameter groups (each release a
+   gaussian, power and kron, with or without parameter groups (each release a
    composition of Gaussian mechanisms whose squared sensitivities over the
    noise's variance add up to 2 rho_epoch: src/mechanisms/moment_groups.c);
    DPS_CHARGE_ZCDP for the others (reference, projection and histogram carry
@@ -438,7 +446,7 @@ typedef struct {
                             radius_unrelated sqrt(2k/d) (the per-coordinate
                             distance of items of orthogonal subspaces), w_hat
                             the released cell's noisy count; q*d <= 2^23.  */
-    size_t groups;       /* parameter groups (DESIGN 7.2; the gaussian and
+    size_t groups;       /* parameter groups (DESIGN 7.2; the gaussian, kron and
                             power aggregators only): 0 (default) or 1 = one group,
                             the whole row; G >= 2: the row is G public
                             groups (a model's parameter tensors), group g of
@@ -474,6 +482,17 @@ typedef struct {
     dps_zcdp spent_before; /* budget already spent (resume; default 0)      */
     dps_commit_fn commit;  /* ledger hook (may be NULL)                     */
     void *commit_arg;
+    size_t group_rows[DPS_MAX_GROUPS]; /* kron aggregator only (refused with
+                            another): group g's shape, its block of the row
+                            read as a group_rows[g] x (group_d[g] /
+                            group_rows[g]) matrix in row-major order (as torch
+                            flattens a Linear weight (out, in), or a Conv
+                            weight (out, in, kh, kw) as out x in*kh*kw); it
+                            must divide the group's width, and both sides be
+                            at most dense_max_d.  0 (default): no shape (the
+                            group is released as the gaussian aggregator
+                            does).  Without groups (groups 0 or 1),
+                            group_rows[0] is the whole row's shape        */
 } dps_config;
 
 /* The fewest completed buckets with which WFC's noisy count can succeed even
@@ -501,7 +520,9 @@ typedef struct {
     dps_zcdp cost;       /* one release (dps_config_epoch_cost)                */
     size_t groups;       /* parameter groups: 1 without                        */
     const char *method[DPS_MAX_GROUPS]; /* per group: what releases its basis
-                                           (static strings)                    */
+                                           (static strings; a kron group's,
+                                           "kron RxC", is the calling thread's
+                                           until its next dps_config_plan)     */
     double floor[DPS_MAX_GROUPS]; /* per group: the noise floor as a share of
                             the epoch's energy: a direction whose energy
                             (its eigenvalue of sum x_g x_g^T) is below

@@ -28,7 +28,8 @@ import numpy as np
 
 from . import native
 
-STREAMING = ("gaussian", "power", "reference", "projection", "histogram", "covariance")
+STREAMING = ("gaussian", "power", "kron", "reference", "projection", "histogram", "covariance")
+SUMS = ("gaussian", "power", "kron")  # the mechanisms on sums of the rows: groups, an add/remove statement
 CENTRAL = ("analyze-gauss", "iterative", "cov-laplace", "cov-gaussian", "exact", "topk")
 EPS_METHODS = ("iterative", "cov-laplace", "cov-gaussian", "exact")  # budgets in (eps, delta), not rho
 MECHANISMS = STREAMING + CENTRAL
@@ -118,7 +119,8 @@ class SubspaceEstimator:
     rho: zCDP rho of each release (replace-one; see rho_add_remove());
       default 1.  Not for the eps methods.
     mechanism: one of MECHANISMS -- "gaussian" (DESIGN 7.1, d <= 16384 dense),
-      "power" (noisy power iteration, 7.3, any d), the bucket aggregators
+      "power" (noisy power iteration, 7.3, any d), "kron" (Kronecker-factored
+      bases of the groups given a shape, 7.6; needs groups and group_shapes), the bucket aggregators
       "reference", "projection", "histogram" (sample-and-aggregate, 3.3),
       "covariance" (Amin et al., as an epoch aggregator), and the central
       methods on all rows at once: "analyze-gauss" (charged (rho, delta)),
@@ -130,8 +132,11 @@ class SubspaceEstimator:
       exact), charged as eps^2/2-zCDP (with delta for the last two).
     delta: the (eps, delta) mechanisms' delta per release.
     groups: widths of public parameter groups adding up to d (DESIGN 7.2;
-      gaussian and power): one basis per group for the cost of one release.
+      gaussian, power and kron): one basis per group for the cost of one release.
     group_components: each group's rank (default n_components each).
+    group_shapes: kron only, one entry per group: (r, c) with r c its width
+      (the group read as an r x c matrix, row-major: a Linear weight (out,
+      in)), or None (the group released as gaussian's); as --param-groups RxC.
     t, m: the collector's epochs of t*m rows (see the module's text).
     power_blocks, power_oversample, dense_max_d, q: as dps-estimate's flags.
     cap_rho / cap_eps: a cap on everything this estimator releases (eps at
@@ -146,6 +151,7 @@ class SubspaceEstimator:
     def __init__(self, n_components: int, rho: Optional[float] = None, mechanism: str = "gaussian", *,
                  eps: Optional[float] = None, delta: float = 1e-8,
                  groups: Optional[Sequence[int]] = None, group_components: Optional[Sequence[int]] = None,
+                 group_shapes: Optional[Sequence[Optional[Tuple[int, int]]]] = None,
                  t: Optional[int] = None, m: Optional[int] = None, q: Optional[int] = None,
                  power_blocks: Optional[int] = None, power_oversample: Optional[int] = None,
                  dense_max_d: Optional[int] = None, cap_rho: Optional[float] = None,
@@ -172,14 +178,26 @@ class SubspaceEstimator:
             raise ValueError("give both t and m (epochs of t*m rows), or neither (one release per fit)")
         if t is not None and mechanism in CENTRAL:
             raise ValueError(f"{mechanism} releases once from all rows: t and m do not apply")
-        if groups is not None and mechanism not in ("gaussian", "power"):
-            raise ValueError("groups apply to the gaussian and power mechanisms only")
+        if groups is not None and mechanism not in SUMS:
+            raise ValueError("groups apply to the gaussian, power and kron mechanisms only")
+        if group_shapes is not None and mechanism != "kron":
+            raise ValueError("group_shapes apply to the kron mechanism only")
+        if mechanism == "kron" and (groups is None or group_shapes is None):
+            raise ValueError("the kron mechanism needs groups and group_shapes (an (r, c) for at least one group)")
+        if group_shapes is not None:
+            if len(group_shapes) != len(groups):
+                raise ValueError(f"group_shapes has {len(group_shapes)} entries for {len(groups)} groups")
+            for g, (w, sh) in enumerate(zip(groups, group_shapes)):
+                if sh is not None and (len(sh) != 2 or int(sh[0]) < 1 or int(sh[1]) < 1
+                                       or int(sh[0]) * int(sh[1]) != w):
+                    raise ValueError(f"group {g + 1}: shape {sh!r} is not (r, c) with r c = its width {w}")
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         self.n_components = int(n_components)
         self.rho, self.eps, self.delta, self.mechanism = float(rho), eps, float(delta), mechanism
         self.groups = list(groups) if groups is not None else None
         self.group_components = list(group_components) if group_components is not None else None
+        self.group_shapes = list(group_shapes) if group_shapes is not None else None
         self.t, self.m, self.q = t, m, q
         self.power_blocks, self.power_oversample, self.dense_max_d = power_blocks, power_oversample, dense_max_d
         if (cap_rho is not None and budget_rho is not None) or (cap_eps is not None and budget_eps is not None):
@@ -222,6 +240,8 @@ class SubspaceEstimator:
             c.groups = len(self.groups)
             for g, (w, kg) in enumerate(zip(self.groups, gk)):
                 c.group_d[g], c.group_k[g] = w, kg
+                sh = self.group_shapes[g] if self.group_shapes is not None else None
+                c.group_rows[g] = int(sh[0]) if sh is not None else 0
         if self.t is None and L.dps_config_uses_buckets(ctypes.byref(c)):
             pass  # bucket aggregators: the library's epochs (t = 125, m = 2k) and fit closes the last partial one
         elif self.t is None:  # every row of a call in one epoch, as dps-estimate --method NAME
@@ -301,7 +321,7 @@ class SubspaceEstimator:
             self._start(A.shape[1])
             self.releases_.append(self._central(A))
             return self
-        if self.t is None and self.mechanism in ("gaussian", "power"):
+        if self.t is None and self.mechanism in SUMS:
             return self._fit_power_blocks(X)
         self.partial_fit(X)
         if self.rows_in_epoch() > 0:
@@ -402,7 +422,7 @@ class SubspaceEstimator:
                                                   for g in range(max(1, info.groups))),
                           group_weak=tuple(bool(L.dps_snapshot_group_weak(snap, g))
                                            for g in range(max(1, info.groups))))
-            if self.mechanism in ("gaussian", "power"):
+            if self.mechanism in SUMS:
                 # the library reports the steps of a release; one not made public is bounded by most_steps
                 steps = max(1, rel.power_blocks_run if basis is not None else most_steps)
                 rel.rho_add_remove = _rho_add_remove(rel.rho_epoch, steps, cut_by)
@@ -590,12 +610,19 @@ class SubspaceEstimator:
         replacing a row (power_iteration.c; 7e-6 at n = 60 000, d = 10^5,
         b = 20), against the sensitivities 1 and sqrt 2.  Neither is added
         to the noise; the Gaussian draws' own floating-point caveat is rng.c's.
+        kron: every entry's noise is s = sqrt(2/rho) (replace-one moves of up
+        to 4 in squares, moment_groups.c); adding a unit row x moves a kron
+        group's two sides by X^T X and X X^T, ||.||_F^2 <= ||x_g||^4 each, and
+        a dense or power group by ||x_g||^4, so the squares add up to at most
+        2 sum_g ||x_g||^4 <= 2 and one step is 2/(2 s^2) = rho/2-zCDP: the
+        same statement as gaussian's, with the same cases for the blocks of
+        its power groups.
         """
         if self.mechanism == "topk":
             return 0.0
-        if self.mechanism not in ("gaussian", "power"):
+        if self.mechanism not in SUMS:
             raise ValueError(f"the {self.mechanism} mechanism has no add/remove statement (its guarantee is for "
-                             "replacing one row of a public row count); use gaussian or power with DP-SGD")
+                             "replacing one row of a public row count); use gaussian, power or kron with DP-SGD")
         charged = [r for r in self.releases_ if r.rho > 0]
         if any(r.rho_add_remove is None for r in charged):
             raise ValueError("a release's blocks were cut by the caller (end_block): its add/remove cost is the "

@@ -53,7 +53,7 @@ class Config(ctypes.Structure):
                 ("power_blocks", c_size), ("power_oversample", c_size), ("dense_max_d", c_size),
                 ("cap", Budget), ("public_seed", c_u64), ("seeded", c_int), ("seed", c_u64), ("workers", c_int),
                 ("first_epoch", c_u64), ("spent_before", Zcdp), ("commit", ctypes.c_void_p),
-                ("commit_arg", ctypes.c_void_p)]
+                ("commit_arg", ctypes.c_void_p), ("group_rows", c_size * DPS_MAX_GROUPS)]
 
 
 class Plan(ctypes.Structure):

@@ -292,3 +292,33 @@ def test_release_states_each_groups_level(planted):
     assert rel.group_noise_level[0] < 0.1 and rel.group_noise_level[1] >= 1
     one = dp.SubspaceEstimator(K, rho=1.0, mechanism="gaussian", seed=3).fit(planted[0]).releases_[-1]
     assert one.group_noise_level == (one.noise_level,) and one.group_weak == (one.weak,)
+
+
+def test_kron_releases_the_planted_products():
+    # Rows whose first 60 columns are G = a b^T (a in R^6 near u, b in R^10 near v, 0.05 noise per
+    # coordinate) and 5 more columns of small noise: at rho 1e4 the kron group's top direction is u (x) v
+    # (|cos| near 1), its rows orthonormal and zero outside its columns; the charge is (rho, 0), the noise
+    # sqrt(2/rho) (the library's test checks it), and bad shapes are refused before any row.
+    rng = np.random.default_rng(5)
+    u, v = rng.standard_normal(6), rng.standard_normal(10)
+    u, v = u / np.linalg.norm(u), v / np.linalg.norm(v)
+    n = 400
+    a = rng.standard_normal((n, 1)) * u + 0.05 * rng.standard_normal((n, 6))
+    b = rng.standard_normal((n, 1)) * v + 0.05 * rng.standard_normal((n, 10))
+    X = np.concatenate([np.einsum("ni,nj->nij", a, b).reshape(n, 60), 0.01 * rng.standard_normal((n, 5))], axis=1)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    est = dp.SubspaceEstimator(2, rho=1e4, mechanism="kron", groups=[60, 5], group_shapes=[(6, 10), None],
+                               group_components=[2, 1], seed=4).fit(X)
+    rel = est.releases_[-1]
+    V = est.components_
+    assert V.shape == (3, 65) and rel.rho_epoch == 1e4
+    assert abs(float(V[0, :60] @ np.kron(u, v))) > 0.99
+    assert np.allclose(V @ V.T, np.eye(3), atol=1e-5)
+    assert not V[:2, 60:].any() and not V[2, :60].any()
+    assert rel.group_noise_level[0] < 0.2 and not rel.group_weak[0]
+    with pytest.raises(ValueError, match="shape"):
+        dp.SubspaceEstimator(2, mechanism="kron", groups=[60, 5], group_shapes=[(7, 10), None])
+    with pytest.raises(ValueError, match="group_shapes"):
+        dp.SubspaceEstimator(2, mechanism="gaussian", groups=[60, 5], group_shapes=[(6, 10), None])
+    with pytest.raises(ValueError, match="kron"):
+        dp.SubspaceEstimator(2, mechanism="kron", groups=[60, 5])

@@ -412,3 +412,15 @@ def test_a_sampled_release_states_nothing_of_its_row_count(cut):
         bases.append(est.releases_[-1].basis)
     assert all(np.array_equal(b, bases[0]) for b in bases)
     assert levels[0] == levels[1] == levels[2]
+
+
+def test_parameter_shapes_and_kron_basis():
+    model = _model()
+    assert dpt.parameter_shapes(model) == [(5, 6), None, (3, 5), None]
+    conv = torch.nn.Conv2d(2, 4, 3)
+    assert dpt.parameter_shapes(conv) == [(4, 18), None]
+    with pytest.raises(ValueError, match="parameter_shapes"):
+        dpt.PrivateBasis(n_components=2, rho=1.0, every=1, mechanism="kron")
+    b = dpt.PrivateBasis(n_components=2, rho=1.0, every=1, mechanism="kron",
+                         groups=dpt.parameter_groups(model), group_shapes=dpt.parameter_shapes(model))
+    assert b.mechanism == "kron"

@@ -64,10 +64,11 @@ int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_size(const char *s, size_t *out);
 int cli_parse_double(const char *s, double *out);
 
-/* The parameter groups (DESIGN 7.2) of --param-groups D1,D2,... and --group-k
+/* The parameter groups (DESIGN 7.2) of --param-groups D1,D2,... (an item
+   RxC: width R*C and that shape, group_rows = R) and --group-k
    K1,K2,... (either may be NULL; without --group-k every group gets c->k,
    at most its width) into c, whose d and k are set: c->groups, group_d,
-   group_k, and c->k = the sum of the ranks.  Returns 0, or -1 with a
+   group_rows, group_k, and c->k = the sum of the ranks.  Returns 0, or -1 with a
    sentence in err (c's groups then unspecified). */
 int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, char *err, size_t errlen);
 

@@ -1,11 +1,14 @@
 /* args_groups.c - the estimator settings written as lists, as every program
    takes them: the parameter groups (DESIGN 7.2) --param-groups D1,D2,...
-   (the groups' widths, in row order) and --group-k K1,K2,... (their ranks),
-   and the rho split --split S:C:M; into a dps_config.  Part of dps_args, so
-   that dps-estimate and dps-collector read them one way. */
+   (the groups' widths, in row order; a group written RxC is R*C wide and
+   has that shape, for --aggregator kron: DESIGN 7.6) and --group-k
+   K1,K2,... (their ranks), and the rho split --split S:C:M; into a
+   dps_config.  Part of dps_args, so that dps-estimate and dps-collector
+   read them one way. */
 #include "args.h"
 #include "dpsubspace.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +34,64 @@ static int s_parse_list(const char *s, size_t *out, size_t max, size_t *n)
     return *n ? 0 : -1;
 }
 
+/* One --param-groups item, D or RxC, into its width *d and shape *rows
+   (0: none); -1 if malformed (a side 0, or R*C past SIZE_MAX). */
+static int s_parse_group(const char *item, size_t *d, size_t *rows)
+{
+    const char *x = strchr(item, 'x');
+    *rows = 0;
+    if (!x)
+        return cli_parse_size(item, d);
+    char r[32];
+    size_t len = (size_t)(x - item), cols;
+    if (len == 0 || len >= sizeof r)
+        return -1;
+    memcpy(r, item, len);
+    r[len] = '\0';
+    if (cli_parse_size(r, rows) || cli_parse_size(x + 1, &cols) || *rows == 0 || cols == 0 || cols > SIZE_MAX / *rows)
+        return -1;
+    *d = *rows * cols;
+    return 0;
+}
+
+/* The --param-groups list into c->group_d and c->group_rows; -1 with a
+   sentence in err. */
+static int s_parse_groups(const char *s, dps_config *c, size_t *n, char *err, size_t errlen)
+{
+    char item[64];
+    *n = 0;
+    while (s && *s) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        if (len == 0 || (comma && !comma[1])) {
+            snprintf(err, errlen, "--param-groups: an empty item (a comma too many) in the list D1,D2,...");
+            return -1;
+        }
+        if (*n == DPS_MAX_GROUPS) {
+            snprintf(err, errlen, "--param-groups: more than %d groups", DPS_MAX_GROUPS);
+            return -1;
+        }
+        int bad = len >= sizeof item;
+        if (!bad) {
+            memcpy(item, s, len);
+            item[len] = '\0';
+            bad = s_parse_group(item, &c->group_d[*n], &c->group_rows[*n]) != 0;
+        }
+        if (bad) {
+            snprintf(err, errlen, "--param-groups: group %zu '%.*s' is neither a width D nor a shape RxC (two "
+                     "positive whole numbers, e.g. 100352 or 128x784)", *n + 1, (int)(len < 40 ? len : 40), s);
+            return -1;
+        }
+        (*n)++;
+        s = comma ? comma + 1 : NULL;
+    }
+    if (*n == 0) {
+        snprintf(err, errlen, "--param-groups: an empty list (want D1,D2,... or RxC items)");
+        return -1;
+    }
+    return 0;
+}
+
 int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, char *err, size_t errlen)
 {
     if (!groups && !group_k)
@@ -40,10 +101,9 @@ int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, cha
         return -1;
     }
     size_t n = 0, nk = 0;
-    if (s_parse_list(groups, c->group_d, DPS_MAX_GROUPS, &n)) {
-        snprintf(err, errlen, "--param-groups: '%s' is not a list of 1 to %d widths D1,D2,...", groups, DPS_MAX_GROUPS);
+    memset(c->group_rows, 0, sizeof c->group_rows);
+    if (s_parse_groups(groups, c, &n, err, errlen))
         return -1;
-    }
     size_t d = 0, k = 0;
     for (size_t g = 0; g < n; g++) {
         if (c->group_d[g] < 1 || c->group_d[g] > c->d) {

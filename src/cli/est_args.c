@@ -117,11 +117,12 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
         CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
     const char *agg = s->one_epoch ? s->one_epoch : a->aggregator;
     if ((cli_opt_given(opts, n_opts, "--power-blocks") || cli_opt_given(opts, n_opts, "--power-oversample")) &&
-        !(agg && (strcmp(agg, "power") == 0 || strcmp(agg, "gaussian") == 0)))
-        CLI_USAGE("--power-blocks and --power-oversample apply only to --aggregator power (and gaussian, for its "
-                  "groups wider than --dense-max-d); drop them");
-    if (cli_opt_given(opts, n_opts, "--dense-max-d") && !(agg && strcmp(agg, "gaussian") == 0))
-        CLI_USAGE("--dense-max-d applies only to --aggregator gaussian; drop it");
+        !(agg && (strcmp(agg, "power") == 0 || strcmp(agg, "gaussian") == 0 || strcmp(agg, "kron") == 0)))
+        CLI_USAGE("--power-blocks and --power-oversample apply only to --aggregator power (and gaussian or kron, for "
+                  "their unshaped groups wider than --dense-max-d); drop them");
+    if (cli_opt_given(opts, n_opts, "--dense-max-d") &&
+        !(agg && (strcmp(agg, "gaussian") == 0 || strcmp(agg, "kron") == 0)))
+        CLI_USAGE("--dense-max-d applies only to --aggregator gaussian and kron; drop it");
     if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
         CLI_USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
     if (a->mean_out && s->task != EST_MEAN)

@@ -112,6 +112,18 @@ static const char s_synopsis[] =
     "                 count is not known in advance, it takes one step (and\n"
     "                 says so).  The\n"
     "                 steps taken are in the output (power steps, power_steps).\n"
+    "  kron           no buckets: as gaussian, but each parameter group written\n"
+    "                 RxC in --param-groups (e.g. 128x784,128: a Linear layer's\n"
+    "                 weight out x in, then its bias) is read as an R x C matrix\n"
+    "                 G and releases sum G G^T (R x R) and sum G^T G (C x C) plus\n"
+    "                 symmetric Gaussian noise; its basis is the --group-k\n"
+    "                 products u (x) v of their top eigenvectors with the largest\n"
+    "                 eigenvalue products (DESIGN 7.6): memory R^2 + C^2 where the\n"
+    "                 dense covariance needs (R C)^2.  The other groups are as\n"
+    "                 gaussian's.  Every group's noise is sd sqrt(2/rho) (the\n"
+    "                 two sides move by up to 2 together): rho-zCDP per epoch,\n"
+    "                 charged (--rho, 0).  --method kron runs one epoch of all\n"
+    "                 rows.\n"
     "\nTask mean (--task mean, DESIGN 3.8): --rho is the total; the subspace gets\n"
     "rho/2 (the estimator runs one epoch at rho/2, Analyze Gauss is called with\n"
     "rho/4) and the Gaussian mean of all rows the other rho/2; the output is the\n"
@@ -506,23 +518,28 @@ int main(int argc, char **argv)
          "reference (projected reference points), projection (d x d, d <= 10000), histogram (Singhal-Steinke "
          "grid histogram, (sqrt(2 rho), delta)-DP), covariance (no buckets: each epoch's sum x x^T and iterative "
          "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096), gaussian (no buckets: each epoch's sum x x^T "
-         "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384) or power "
+         "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384), power "
          "(no buckets: noisy power iteration, one step per disjoint block of the epoch's rows, rho-zCDP, memory "
-         "O((k + p) d), any d)", 0},
+         "O((k + p) d), any d) or kron (no buckets: gaussian's, but each group written RxC in --param-groups gets "
+         "the products u (x) v of the top eigenvectors of its noisy sum G G^T and sum G^T G, memory R^2 + C^2; "
+         "noise sd sqrt(2/rho) for every group, rho-zCDP)", 0},
         {"--power-blocks", CLI_OPT_SIZE, &a.power_blocks, "T", "0 = 3 cold, 1 warm",
          "power aggregator: disjoint blocks of the epoch's rows, one noisy power step each (1..1024); by default "
          "3 until an epoch has been released (a cold start needs steps), then 1", 0},
         {"--power-oversample", CLI_OPT_SIZE, &a.power_oversample, "P", "10",
          "power aggregator: columns iterated beyond k (b = k + P)", 0},
         {"--dense-max-d", CLI_OPT_SIZE, &a.dense_max_d, "D", "8192",
-         "gaussian aggregator: the widest group (or d) released densely (a d x d covariance); wider ones get the "
-         "noisy power iteration (--power-blocks, --power-oversample) in O(k d) memory (at most 16384)", 0},
+         "gaussian and kron aggregators: the widest group (or d) released densely (a d x d covariance); wider ones "
+         "get the noisy power iteration (--power-blocks, --power-oversample) in O(k d) memory (at most 16384); "
+         "kron: also the widest side R or C of a shaped group", 0},
         {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
          "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
         {"--param-groups", CLI_OPT_STRING, &a.groups, "D1,D2,...", "one group",
-         "gaussian aggregator: the row is these public parameter groups (a model's parameter tensors, in row "
-         "order; widths adding up to d); each gets its own basis, all for the cost of one release (DESIGN 7.2); "
-         "the basis is group-wise (k = the sum of the ranks rows, each zero outside its group)", 0},
+         "gaussian, power and kron aggregators: the row is these public parameter groups (a model's parameter "
+         "tensors, in row order; widths adding up to d); each gets its own basis, all for the cost of one release "
+         "(DESIGN 7.2); the basis is group-wise (k = the sum of the ranks rows, each zero outside its group).  "
+         "kron: a group written RxC (e.g. 128x784,128,10x128,10) is R*C wide, read as an R x C matrix in row "
+         "order (a Linear weight (out, in)), and Kronecker-factored (DESIGN 7.6)", 0},
         {"--group-k", CLI_OPT_STRING, &a.group_k, "K1,K2,...", "--k each",
          "with --param-groups: each group's rank (0 = no basis for that group); without it every group gets --k "
          "(at most its width)", 0},

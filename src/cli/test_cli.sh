@@ -447,6 +447,21 @@ run "$EST" --plan --dim 30 --k 2 --aggregator gaussian --param-groups 20,10 --gr
 check "--plan: one line per parameter group" sh -c "[ $rc -eq 0 ] && grep -q 'group 2 (columns 20..29), d 10, k 1' out.txt"
 run "$EST" --plan --dim 30 --k 2 --aggregator gaussian --param-groups 20,9
 check "--plan: groups that miss d are a usage error (exit 2)" sh -c "[ $rc -eq 2 ] && grep -q 'add up to 29' err.txt"
+# --aggregator kron: a group written RxC is R*C wide with that shape; its floor is the wider side's Wigner
+# edge 2 s sqrt(max(R, C)) / rows with s = sqrt(2/rho) = sqrt 2: 2 sqrt 2 sqrt 5 / 500 = 0.0126; the other
+# group's (dense) is 2 s sqrt(10) / 500 = 0.0179 (every group's noise is sqrt(2/rho) with a kron group).
+run "$EST" --plan --dim 30 --k 2 --aggregator kron --param-groups 4x5,10 --group-k 2,1
+check "--plan --aggregator kron: the shaped group is kron 4x5, floors with s = sqrt(2/rho)" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'group 1 (columns 0..19), d 20, k 2: kron 4x5 .*noise floor 0.0126 ' out.txt &&
+           grep -q 'group 2 (columns 20..29), d 10, k 1: dense .*noise floor 0.0179 ' out.txt"
+expect_error "--param-groups 4x,10: a malformed shape" 2 "group 1 '4x' is neither a width D nor a shape RxC" \
+    "$EST" --plan --dim 30 --k 2 --aggregator kron --param-groups 4x,10
+expect_error "--param-groups 0x5,10: a side 0" 2 "group 1 '0x5' is neither" \
+    "$EST" --plan --dim 30 --k 2 --aggregator kron --param-groups 0x5,10
+expect_error "--aggregator kron without a shape" 2 "kron needs a group with a shape RxC" \
+    "$EST" --plan --dim 30 --k 2 --aggregator kron --param-groups 20,10
+expect_error "a shape with --aggregator gaussian" 2 "shapes RxC [(]group_rows[)] are for --aggregator kron only" \
+    "$EST" --plan --dim 30 --k 2 --aggregator gaussian --param-groups 4x5,10
 run "$EST" --plan --k 2
 check "--plan without --dim or an input: exit 2" [ "$rc" -eq 2 ]
 # The methods that run one epoch of every input row: the rows come from the header of pl.npy (6000 x 200, never
@@ -521,6 +536,11 @@ gmg_ok=no
 check "--method gaussian with --param-groups: released, k = 2 + 1 = 3 rows" [ "$gmg_ok" = yes ]
 run "$EST" --method gaussian --k 2 --t 5 gm.npy
 check "--method gaussian with --t: a usage error" [ "$rc" -eq 2 ]
+# --method kron: gm.npy's 60 columns as a 6 x 10 matrix: released, k = 2 rows of Kronecker products.
+run "$EST" --method kron --k 2 --param-groups 6x10 --seed 2 --out gmk.npy --json gmk.json gm.npy
+gmk_ok=no
+[ "$rc" -eq 0 ] && [ "$(jall gmk.json status)" = released ] && npy_dict gmk.npy | grep -q "'shape': (2, 60)" && gmk_ok=yes
+check "--method kron --param-groups 6x10: released, 2 rows" [ "$gmk_ok" = yes ]
 
 # ------------------------------------------------------------------ --method power: its blocks
 # Every row is one epoch; --power-blocks T cuts the rows of a file into T blocks by index, one noisy step

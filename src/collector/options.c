@@ -39,19 +39,26 @@ static const opt_def s_opts[] = {
                                                     " eps = sqrt(2 rho), d <= 4096), gaussian (no"
                                                     " buckets: the epoch's sum x x^T plus symmetric Gaussian"
                                                     " noise of sd 1/sqrt(rho), its top-k eigenvectors,"
-                                                    " rho-zCDP, d <= 16384) or power (no buckets: noisy power"
+                                                    " rho-zCDP, d <= 16384), power (no buckets: noisy power"
                                                     " iteration on disjoint blocks of the epoch's rows,"
-                                                    " rho-zCDP, memory O((k + p) d), any d)"},
+                                                    " rho-zCDP, memory O((k + p) d), any d) or kron (no"
+                                                    " buckets: gaussian's, but a group given as RxC in"
+                                                    " --param-groups gets the products u (x) v of the top"
+                                                    " eigenvectors of its noisy sum G G^T and sum G^T G, memory"
+                                                    " R^2 + C^2; noise sd sqrt(2/rho) for every group,"
+                                                    " rho-zCDP)"},
     {"power-blocks", OPT_U64, F(power_blocks), "T", "power aggregator: disjoint blocks of an epoch's rows, one"
                                                     " noisy power step each (1..1024)"},
     {"power-oversample", OPT_U64, F(power_oversample), "P", "power aggregator: columns iterated beyond k"},
-    {"dense-max-d", OPT_U64, F(dense_max_d), "D", "gaussian aggregator: the widest group (or d) released densely"
+    {"dense-max-d", OPT_U64, F(dense_max_d), "D", "gaussian and kron aggregators: the widest group (or d, or kron side) released densely"
                                                   " (default 8192, at most 16384); wider ones get the noisy power"
                                                   " iteration in O(k d) memory"},
     {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
-    {"param-groups", OPT_STR, F(param_groups), "D1,D2,...", "gaussian aggregator: the rows' public parameter groups"
-                                                            " (widths in row order, adding up to d); each gets its"
-                                                            " own basis for the cost of one release"},
+    {"param-groups", OPT_STR, F(param_groups), "D1,D2,...", "gaussian, power and kron aggregators: the rows' public"
+                                                            " parameter groups (widths in row order, adding up to"
+                                                            " d); each gets its own basis for the cost of one"
+                                                            " release; kron: a group written RxC (e.g. 128x784) is"
+                                                            " R*C wide, a row-major R x C matrix, Kronecker-factored"},
     {"group-k", OPT_STR, F(group_k), "K1,K2,...", "with --param-groups: each group's rank (default: --k each, at"
                                                   " most its width); the snapshot's k is their sum"},
     {"rho", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent by each epoch's release"},
@@ -386,13 +393,13 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         return -1;
     }
     if ((o->power_blocks != lib.power_blocks || o->power_oversample != lib.power_oversample) &&
-        strcmp(o->aggregator, "power") && strcmp(o->aggregator, "gaussian")) {
+        strcmp(o->aggregator, "power") && strcmp(o->aggregator, "gaussian") && strcmp(o->aggregator, "kron")) {
         snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power (and gaussian's"
-                              " groups wider than --dense-max-d) only");
+                              " or kron's unshaped groups wider than --dense-max-d) only");
         return -1;
     }
-    if (o->dense_max_d && strcmp(o->aggregator, "gaussian")) {
-        snprintf(err, errlen, "--dense-max-d is for --aggregator gaussian only");
+    if (o->dense_max_d && strcmp(o->aggregator, "gaussian") && strcmp(o->aggregator, "kron")) {
+        snprintf(err, errlen, "--dense-max-d is for --aggregator gaussian and kron only");
         return -1;
     }
     if (!o->insecure_plaintext && (!o->server_key[0] || !o->authorized_keys[0])) {

@@ -458,3 +458,9 @@ void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M)
     dps_blas_init_once();
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)n, 1.0, B, (int)d, 1.0, M, (int)d);
 }
+
+void la_syrk_gram_add_double(const double *B, size_t n, size_t d, size_t ld, double *M)
+{
+    dps_blas_init_once();
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)n, (int)d, 1.0, B, (int)ld, 1.0, M, (int)n);
+}

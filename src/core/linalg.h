@@ -105,6 +105,9 @@ double la_dot_self(const float *x, size_t n);
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M);
 /* M (d x d, row-major, upper triangle) += B^T B for B (n x d, double). */
 void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M);
+/* M (n x n, row-major, upper triangle) += B B^T for B (n x d, double,
+   row-major, row stride ld >= d): the Gram of B's rows. */
+void la_syrk_gram_add_double(const double *B, size_t n, size_t d, size_t ld, double *M);
 
 /* Top-r singular triplets of a dense m x n double matrix A (row-major,
    destroyed): U (m x r, row-major, orthonormal columns), s (r values,

@@ -79,15 +79,18 @@ typedef enum {
 
 /* The mechanism-specific fields of dps_config a mechanism reads: with
    EPOCH_USES_Q, q must be at least k; without EPOCH_USES_HIST_WIDTH a
-   hist_width > 0 is refused, without EPOCH_USES_GROUPS two or more groups
-   (dps_config_check). */
-enum { EPOCH_USES_Q = 1, EPOCH_USES_HIST_WIDTH = 2, EPOCH_USES_GROUPS = 4 };
+   hist_width > 0 is refused, without EPOCH_USES_GROUPS two or more groups,
+   without EPOCH_USES_SHAPES a group shape (group_rows) (dps_config_check). */
+enum { EPOCH_USES_Q = 1, EPOCH_USES_HIST_WIDTH = 2, EPOCH_USES_GROUPS = 4, EPOCH_USES_SHAPES = 8 };
 
 /* The configuration's parameter groups (DESIGN 7.2), checked by
    dps_config_check: groups 0 or 1 is one group, the whole row. */
 static inline size_t epoch_groups(const dps_config *c) { return c->groups > 1 ? c->groups : 1; }
 static inline size_t epoch_group_d(const dps_config *c, size_t g) { return c->groups > 1 ? c->group_d[g] : c->d; }
 static inline size_t epoch_group_k(const dps_config *c, size_t g) { return c->groups > 1 ? c->group_k[g] : c->k; }
+/* Group g's shape r_g (its block is r_g x d_g / r_g, row-major), 0 for none;
+   without groups group_rows[0] is the whole row's. */
+static inline size_t epoch_group_rows(const dps_config *c, size_t g) { return c->group_rows[g]; }
 
 /* A mechanism's state: each mechanism file defines struct epoch_state (the
    three that aggregate bucket bases share one, epoch_aggregate.h). */

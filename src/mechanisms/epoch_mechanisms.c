@@ -14,6 +14,7 @@ extern const epoch_mechanism epoch_histogram;  /* epoch_histogram.c  */
 extern const epoch_mechanism epoch_covariance; /* epoch_covariance.c */
 extern const epoch_mechanism epoch_gaussian;   /* epoch_gaussian.c   */
 extern const epoch_mechanism epoch_power;      /* epoch_power.c      */
+extern const epoch_mechanism epoch_kron;       /* epoch_kron.c       */
 
 const epoch_mechanism *const epoch_mechanisms[] = {
     &epoch_reference,
@@ -22,6 +23,7 @@ const epoch_mechanism *const epoch_mechanisms[] = {
     &epoch_covariance,
     &epoch_gaussian,
     &epoch_power,
+    &epoch_kron,
     NULL,
 };
 

@@ -1,7 +1,10 @@
 /* moment_groups.c - the second-moment mechanisms group by group (see
    moment_groups.h): each parameter group releases its top-k_g basis either
-   densely (epoch_gaussian.c: C_g + E_g) or by the noisy power iteration
-   (epoch_power.c: one step per disjoint block of the epoch's rows).
+   densely (epoch_gaussian.c: C_g + E_g), by the noisy power iteration
+   (epoch_power.c: one step per disjoint block of the epoch's rows), or by
+   its Kronecker factors (epoch_kron.c, kron_moment.h).
+   Owned by the mechanisms module: the gaussian, power and kron table
+   entries are this file's hooks.
 
    THE RELEASE.  The row is x = (x_1, ..., x_G), group g of d_g public
    columns (one group, the whole row, without groups).  Dense groups add
@@ -13,10 +16,17 @@
    released basis of the group completed with public directions).  The basis
    is post-processing of these: group g's top-k_g eigenvectors of its noisy
    C_g, or the top-k_g left singular vectors of its last Y, written into its
-   own block of the group-wise k x d basis (zero elsewhere).
+   own block of the group-wise k x d basis (zero elsewhere).  Kron groups
+   (the kron aggregator's groups with a shape r_g x c_g, r_g c_g = d_g)
+   read x_g as the r_g x c_g matrix X_g (row-major) and release the upper
+   triangles of C_in,g = sum X_g^T X_g (c_g x c_g) and C_out,g = sum X_g X_g^T
+   (r_g x r_g), each plus iid N(0, s^2); their basis is k_g products of the
+   two noisy matrices' top eigenvectors (kron_moment.h).
 
    GUARANTEE.  rho_epoch-zCDP per epoch under replacing one row, charged
-   (rho_epoch, 0), with s = 1/sqrt(rho) for every group, dense or power.
+   (rho_epoch, 0), with s = 1/sqrt(rho) for every group, dense or power,
+   when no group is kron, and s = sqrt(2/rho) for every group (dense, power
+   and kron alike) when one is.
 
    ARGUMENT.  Fix neighbours that differ in row x -> y (norms <= 1), in
    block j, and let D = y y^T - x x^T, D_gg its diagonal block of group g:
@@ -41,10 +51,31 @@
    sqrt(2 rho_epoch)-GDP, charged DPS_CHARGE_GAUSSIAN
    (moment_groups.h), and a total of such releases is stated by the exact
    Gaussian profile (src/core/accountant.c).
-   (This tightens the first version's bound, which added
-   ||x_g x_g^T X|| + ||y_g y_g^T X|| by the triangle inequality, up to 2,
-   and drew s = sqrt(2/rho) whenever a group was power.)  The bases are
-   post-processing.  Every entry's
+   The bases are post-processing.
+   KRON GROUPS.  For PSD A, B, <A, B>_F = tr(A B) >= 0, so
+   ||B - A||_F^2 = ||A||_F^2 + ||B||_F^2 - 2 <A, B>_F <= ||A||_F^2
+   + ||B||_F^2; and ||X^T X||_F^2 = sum_i sigma_i(X)^4 <= (sum_i
+   sigma_i(X)^2)^2 = ||X||_F^4 = ||x_g||^4.  So, with X, Y group g's r x c
+   blocks of x and y, the released C_in,g moves by D_in = Y^T Y - X^T X with
+   ||D_in||_F^2 <= ||x_g||^4 + ||y_g||^4, and C_out,g by D_out = Y Y^T - X X^T
+   with the same bound: together 2 (||x_g||^4 + ||y_g||^4).  A dense or
+   power group's move is at most ||D_gg||_F (above), and ||D_gg||_F^2 =
+   ||x_g||^4 + ||y_g||^4 - 2 (x_g.y_g)^2 <= ||x_g||^4 + ||y_g||^4.  The
+   squared moves of everything released then add up to at most
+       2 sum_g (||x_g||^4 + ||y_g||^4) <= 2 ((sum_g ||x_g||^2)^2
+           + (sum_g ||y_g||^2)^2) = 2 (||x||^4 + ||y||^4) <= 4,
+   reached (a test checks it) by x, y unit with all their mass in one kron
+   group, X = u1 v1^T, Y = u2 v2^T, u1 _|_ u2, v1 _|_ v2: ||D_in||_F^2 =
+   ||D_out||_F^2 = 2.  The same chain of Gaussian mechanisms with noise s
+   then gives sum of squared moves / (2 s^2) <= 4 / (2 s^2) = rho for
+   s = sqrt(2/rho), and mu = sqrt(sum of squared moves) / s <= 2 / s
+   = sqrt(2 rho): rho-zCDP and sqrt(2 rho)-GDP, charged DPS_CHARGE_GAUSSIAN
+   as without kron groups.  Every group's noise, dense and power too, is
+   then sqrt(2/rho): the bound 4 is of the sum over all groups, and a
+   dense group holding the whole pair moves by up to sqrt 2, a kron group
+   by up to 2; one s for all keeps the argument a single sum.  (Without a
+   kron group the sum is at most ||D||_F^2 <= 2, the bound above, and s
+   stays 1/sqrt(rho).)  Every entry's
    noise is drawn whatever the data; a power group's noise is drawn at the
    end of each block, before the charge, and nothing of it leaves before the
    release (an epoch not released publishes nothing, and the warm start
@@ -52,8 +83,11 @@
 
    MEMORY.  Dense groups: C_g and a block of rows (second_moment.h), and one
    noisy copy of the widest dense group with its eigenvectors.  Power
-   groups: power_bytes(d_g, k_g, b_g).  The last released basis (k d
-   floats) when a group is power (its warm start), and a k_g x d_g slice. */
+   groups: power_bytes(d_g, k_g, b_g).  Kron groups: kron_bytes(r_g, c_g,
+   k_g) (both sums, their noisy copies, eigenpairs, a block of rows), and
+   the eigensolver's copy, which shares the dense groups' (the widest side
+   or dense group, squared).  The last released basis (k d floats) when a
+   group is power (its warm start), and a k_g x d_g slice. */
 #include "moment_groups.h"
 
 #include "epoch_power.h"
@@ -65,6 +99,7 @@
 #include "second_moment.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 struct epoch_state {
@@ -73,7 +108,9 @@ struct epoch_state {
     group_kind kind[DPS_MAX_GROUPS];
     second_moment sm[DPS_MAX_GROUPS];   /* dense groups: sum x_g x_g^T        */
     power_iteration pi[DPS_MAX_GROUPS]; /* power groups                       */
-    double *A, *Z, *w;  /* dense release: C_g + E_g, its eigenvectors, values */
+    kron_moment km[DPS_MAX_GROUPS];     /* kron groups                        */
+    double *A, *Z, *w;  /* dense release: C_g + E_g, its eigenvectors, values;
+                           A is also a kron group's eigensolver copy          */
     double *sv;         /* a power group's top-k_g noisy singular values     */
     float *slice;       /* k_g x d_g: a warm start, or a power group's basis  */
     float *prev;        /* k x d: the last released basis (power groups only) */
@@ -90,25 +127,42 @@ struct epoch_state {
     int err;            /* a LAPACK error of a step, returned by the release  */
 };
 
+static size_t s_dense_max(const dps_config *c) { return c->dense_max_d ? c->dense_max_d : DPS_DENSE_MAX_D; }
+
 group_kind moment_group_kind(const dps_config *c, size_t g)
 {
     if (epoch_group_k(c, g) == 0)
         return GROUP_NONE;
-    size_t dense_max = c->dense_max_d ? c->dense_max_d : DPS_DENSE_MAX_D;
-    return c->aggregator == DPS_AGG_GAUSSIAN && epoch_group_d(c, g) <= dense_max ? GROUP_DENSE : GROUP_POWER;
+    if (c->aggregator == DPS_AGG_KRON && epoch_group_rows(c, g))
+        return GROUP_KRON;
+    int dense_ok = c->aggregator == DPS_AGG_GAUSSIAN || c->aggregator == DPS_AGG_KRON;
+    return dense_ok && epoch_group_d(c, g) <= s_dense_max(c) ? GROUP_DENSE : GROUP_POWER;
 }
 
-static int s_any_power(const dps_config *c)
+static int s_any(const dps_config *c, group_kind kind)
 {
     for (size_t g = 0; g < epoch_groups(c); g++)
-        if (moment_group_kind(c, g) == GROUP_POWER)
+        if (moment_group_kind(c, g) == kind)
             return 1;
     return 0;
 }
 
+static int s_any_power(const dps_config *c) { return s_any(c, GROUP_POWER); }
+
 int moment_warm(const dps_config *c) { return s_any_power(c); }
 
-double moment_noise_sd(const dps_config *c) { return power_noise_sd(c->rho_epoch); }
+/* ARGUMENT above: squared moves add up to 2 without a kron group, 4 with. */
+double moment_noise_sd(const dps_config *c)
+{
+    return s_any(c, GROUP_KRON) ? sqrt(2.0 / c->rho_epoch) : power_noise_sd(c->rho_epoch);
+}
+
+/* A kron group's sides: r_g and c_g = d_g / r_g. */
+static void s_shape(const dps_config *c, size_t g, size_t *r, size_t *cols)
+{
+    *r = epoch_group_rows(c, g);
+    *cols = *r ? epoch_group_d(c, g) / *r : 0;
+}
 
 /* T: power_blocks, or by default (0) 3 blocks while no epoch has been
    released and 1 after.  Public: whether an epoch was released is.  Cold,
@@ -129,14 +183,20 @@ static size_t s_columns(const dps_config *c, size_t g)
     return b < d ? b : d;
 }
 
-/* The widest dense group, the most dense eigenvector entries and values,
-   the largest k_g d_g of any group. */
+/* The widest dense group or kron side (the eigensolver's copy), the most
+   dense eigenvector entries, the most eigenvalues of a dense group or kron
+   side, the largest k_g d_g of any group. */
 static void s_largest(const dps_config *c, size_t *d_max, size_t *kd_dense, size_t *k_max, size_t *kd_any)
 {
     *d_max = *kd_dense = *k_max = *kd_any = 0;
     for (size_t g = 0; g < epoch_groups(c); g++) {
-        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
+        size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g), r, cols;
         *kd_any = DPS_MAX(*kd_any, kg * dg);
+        if (moment_group_kind(c, g) == GROUP_KRON) {
+            s_shape(c, g, &r, &cols);
+            *d_max = DPS_MAX(*d_max, DPS_MAX(r, cols));
+            *k_max = DPS_MAX(*k_max, DPS_MIN(kg, DPS_MAX(r, cols)));
+        }
         if (moment_group_kind(c, g) != GROUP_DENSE)
             continue;
         *d_max = DPS_MAX(*d_max, dg);
@@ -159,13 +219,30 @@ int moment_check(const dps_config *c, const char **why)
         *why = "dense_max_d is above 16384: two d x d matrices of that size do not fit the machines this runs on";
         return DPS_ELIMIT;
     }
+    int kron = 0;
     for (size_t g = 0; g < epoch_groups(c); g++) {
-        size_t dg = epoch_group_d(c, g);
+        size_t dg = epoch_group_d(c, g), r, cols;
         if (moment_group_kind(c, g) == GROUP_POWER &&
             (dg > (size_t)INT32_MAX || s_columns(c, g) > SIZE_MAX / sizeof(float) / 4 / dg)) {
             *why = "a group (or d) is too large for the power iteration's BLAS calls";
             return DPS_ELIMIT;
         }
+        if (moment_group_kind(c, g) != GROUP_KRON)
+            continue;
+        kron = 1;
+        s_shape(c, g, &r, &cols);
+        if (r > s_dense_max(c) || cols > s_dense_max(c)) {
+            static __thread char msg[200];
+            snprintf(msg, sizeof msg, "group %zu's shape %zux%zu has a side above the dense limit %zu (dense_max_d): "
+                     "its side moment would not fit", g + 1, r, cols, s_dense_max(c));
+            *why = msg;
+            return DPS_ELIMIT;
+        }
+    }
+    if (c->aggregator == DPS_AGG_KRON && !kron) {
+        *why = "--aggregator kron needs a group with a shape RxC and a rank above 0 (--param-groups 128x784,...; "
+               "group_rows in dps_config)";
+        return DPS_EINVAL;
     }
     return DPS_OK;
 }
@@ -180,6 +257,11 @@ size_t moment_memory(const dps_config *c)
             sum += second_moment_bytes(dg);
         else if (moment_group_kind(c, g) == GROUP_POWER)
             sum += power_bytes(dg, epoch_group_k(c, g), s_columns(c, g));
+        else if (moment_group_kind(c, g) == GROUP_KRON) {
+            size_t r, cols;
+            s_shape(c, g, &r, &cols);
+            sum += kron_bytes(r, cols, epoch_group_k(c, g));
+        }
     }
     sum += (d_max * d_max + kd_dense + k_max) * sizeof(double) + kd_any * sizeof(float);
     if (d_max)
@@ -195,6 +277,7 @@ void moment_destroy(epoch_state **pst)
     for (size_t g = 0; g < st->groups; g++) {
         second_moment_free(&st->sm[g]);
         power_free(&st->pi[g]);
+        kron_free(&st->km[g]);
     }
     free(st->A);
     free(st->Z);
@@ -224,14 +307,19 @@ int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool)
             rc = second_moment_init(&st->sm[g], epoch_group_d(c, g));
         else if (st->kind[g] == GROUP_POWER)
             rc = power_init(&st->pi[g], epoch_group_d(c, g), epoch_group_k(c, g), s_columns(c, g));
+        else if (st->kind[g] == GROUP_KRON) {
+            size_t r, cols;
+            s_shape(c, g, &r, &cols);
+            rc = kron_init(&st->km[g], r, cols, epoch_group_k(c, g));
+        }
     }
     size_t d_max, kd_dense, k_max, kd_any;
     s_largest(c, &d_max, &kd_dense, &k_max, &kd_any);
     int ok = !rc;
     if (ok && d_max) {
         st->A = malloc(d_max * d_max * sizeof *st->A);
-        st->Z = malloc(kd_dense * sizeof *st->Z);
-        st->w = malloc(k_max * sizeof *st->w);
+        st->Z = malloc(DPS_MAX(kd_dense, 1) * sizeof *st->Z); /* none: only kron groups */
+        st->w = malloc(DPS_MAX(k_max, 1) * sizeof *st->w);
         ok = st->A && st->Z && st->w;
     }
     if (ok)
@@ -287,6 +375,8 @@ int moment_begin(epoch_state *st, uint64_t epoch, dps_rng *noise)
     for (size_t g = 0; g < st->groups && !rc; g++) {
         if (st->kind[g] == GROUP_DENSE)
             second_moment_reset(&st->sm[g]);
+        if (st->kind[g] == GROUP_KRON)
+            kron_reset(&st->km[g]);
         if (st->kind[g] != GROUP_POWER)
             continue;
         if (st->has_prev)
@@ -343,6 +433,8 @@ void moment_take_row(epoch_state *st, const float *row)
             second_moment_add(&st->sm[g], row + col);
         else if (st->kind[g] == GROUP_POWER)
             power_add(&st->pi[g], row + col);
+        else if (st->kind[g] == GROUP_KRON)
+            kron_add(&st->km[g], row + col);
     }
     if (++st->rows == st->block_end && st->block < st->blocks)
         s_end_block(st);
@@ -370,6 +462,11 @@ const power_iteration *moment_group_power(const epoch_state *st, size_t g)
     return st && g < st->groups && st->kind[g] == GROUP_POWER ? &st->pi[g] : NULL;
 }
 
+const kron_moment *moment_group_kron(const epoch_state *st, size_t g)
+{
+    return st && g < st->groups && st->kind[g] == GROUP_KRON ? &st->km[g] : NULL;
+}
+
 /* The epoch's rows over the last power block's: a power group's noisy
    singular values measure one block's C_i X, this factor puts them in the
    epoch's units, those of a dense group's eigenvalues (public: the blocks
@@ -387,15 +484,63 @@ static double s_epoch_over_last_block(const epoch_state *st)
     return end > first ? (double)st->rows / (double)(end - first) : 1;
 }
 
+/* The margin by which the Wigner edge of an n x n noise passes a top
+   eigenvalue w1, at least 1. */
+static double s_edge_margin(double w1, size_t n, double s)
+{
+    return w1 > 0 ? DPS_MAX(1.0, 2 * s * sqrt((double)n) / w1) : 1.0;
+}
+
 /* The level of a group none of whose directions cleared its detection
    level: the margin by which the noise's edge passes its top eigenvalue, at
-   least 1 (dense: st->w holds group g's eigenvalues); 1 (power). */
-static double s_margin(const epoch_state *st, size_t g, double s)
+   least 1 (dense: st->w holds group g's eigenvalues); 1 (power).  A kron
+   group with a side none of whose used directions cleared: that side's
+   margin (the larger of the two when neither did). */
+static double s_margin(const epoch_state *st, size_t g, double s, const int *side_seen)
 {
-    if (st->kind[g] != GROUP_DENSE || !(st->w[0] > 0))
+    if (st->kind[g] == GROUP_KRON) {
+        const kron_moment *km = &st->km[g];
+        double m = 1.0;
+        if (!side_seen[0])
+            m = DPS_MAX(m, s_edge_margin(km->wout[0], km->r, s));
+        if (!side_seen[1])
+            m = DPS_MAX(m, s_edge_margin(km->win[0], km->c, s));
+        return m;
+    }
+    if (st->kind[g] != GROUP_DENSE)
         return 1.0;
-    double edge = 2 * s * sqrt((double)epoch_group_d(st->cfg, g));
-    return DPS_MAX(1.0, edge / st->w[0]);
+    return s_edge_margin(st->w[0], epoch_group_d(st->cfg, g), s);
+}
+
+/* A KRON GROUP'S LEVEL.  Each side is a Gaussian covariance of its own:
+   gauss_noise_parts over the eigenvalues the pairs use (a prefix of each
+   side: kron_moment.h) gives lost_side / total_side, the predicted share of
+   the side's energy that its noisy eigenvectors lose.  A product direction
+   u (x) v keeps, of a block X = a b^T, (u.a)^2 (v.b)^2: the product of what
+   each side keeps; so the group keeps (1 - a_out)(1 - a_in) of what its
+   noise-free factors would, a_side = lost_side / total_side, and loses
+   1 - (1 - a_out)(1 - a_in).  Its energy: the rows' energy on the chosen
+   pairs, sum_p sum_rows (u_p^T X v_p)^2, is at most sum over the used u_i
+   of u_i^T C_out u_i and at most the same sum of the used v_j's on C_in,
+   so the smaller of the two sides' totals (their de-biased eigenvalues)
+   bounds it: the group enters the overall level with that total.  Seen:
+   both sides have a direction above the detection level; otherwise the
+   side that has none is at random level and the group's level is its
+   margin (s_margin, >= 1).  What this level measures is the distance of the
+   released basis from the same mechanism's noise-free one: how far the
+   rows are from Kronecker-structured (what the noise-free products miss of
+   the group's top k_g) is not in it, and is what the measurements of
+   tools/experiments/README.md ("Kronecker-factored bases") show.  Inputs:
+   released eigenvalues and public s, r, c, k_g: post-processing. */
+static int s_kron_parts(const kron_moment *km, double s, double *lost, double *total, int *side_seen)
+{
+    double lo = 0, to = 0, li = 0, ti = 0;
+    side_seen[0] = gauss_noise_parts(km->wout, km->used_out, km->r, s, &lo, &to);
+    side_seen[1] = gauss_noise_parts(km->win, km->used_in, km->c, s, &li, &ti);
+    double kept = (1 - lo / to) * (1 - li / ti);
+    *total = DPS_MIN(to, ti);
+    *lost = *total * (1 - kept);
+    return side_seen[0] && side_seen[1];
 }
 
 /* THE OVERALL LEVEL.  What a group-wise basis keeps is a sum over the
@@ -412,7 +557,9 @@ static double s_margin(const epoch_state *st, size_t g, double s)
    - a dense group with none: k_g T_g, all lost but what a random basis
      keeps (noise_level.c: k_g / d_g of it).  By the spiked Wigner threshold
      a direction of C_g above T_g = s sqrt(d_g) would have cleared it,
-     whatever the data, so T_g bounds what each holds;
+     whatever the data, so T_g bounds what each holds; a kron group whose
+     sides did not both clear enters the same way with its own sums
+     (s_kron_parts: each side's directions bounded by its T);
    - a power group with none: no such bound.  Its last step sees C_g X, and
      from a cold X a direction of eigenvalue lambda shows through about
      sqrt(b_g / d_g) of it, so a wide group can hold most of the rows'
@@ -460,7 +607,7 @@ static double s_overall_level(const epoch_state *st, const double *lost, const d
             W += total[g];
             claimed += total[g];
             any = 1;
-        } else if (st->kind[g] == GROUP_DENSE) {
+        } else if (st->kind[g] == GROUP_DENSE || st->kind[g] == GROUP_KRON) {
             L += lost[g];
             W += total[g];
         } else {
@@ -495,7 +642,7 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
     if (st->err)
         return st->err;
     double s = moment_noise_sd(c), lost[DPS_MAX_GROUPS], total[DPS_MAX_GROUPS];
-    int seen[DPS_MAX_GROUPS];
+    int seen[DPS_MAX_GROUPS], side_seen[2] = {1, 1};
     memset(basis, 0, c->k * c->d * sizeof *basis);
     for (size_t g = 0; g < st->groups; g++) {
         size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g);
@@ -512,12 +659,15 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
             seen[g] = !rc && power_noise_parts(st->sv, kg, dg, st->pi[g].b, s, &lost[g], &total[g]);
             lost[g] *= units;
             total[g] *= units;
+        } else if (st->kind[g] == GROUP_KRON) {
+            rc = kron_release(&st->km[g], s, st->noise, st->A, st->slice);
+            seen[g] = !rc && s_kron_parts(&st->km[g], s, &lost[g], &total[g], side_seen);
         } else {
             continue;
         }
         if (rc)
             return rc;
-        out->group_level[g] = kg >= dg ? 0 : seen[g] ? sqrt(lost[g] / total[g]) : s_margin(st, g, s);
+        out->group_level[g] = kg >= dg ? 0 : seen[g] ? sqrt(lost[g] / total[g]) : s_margin(st, g, s, side_seen);
         s_block_put(c, g, st->slice, basis);
     }
     out->groups = st->groups;
@@ -531,7 +681,13 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
 
 const char *moment_group_method(const dps_config *c, size_t g)
 {
+    static __thread char kron[DPS_MAX_GROUPS][64]; /* the calling thread's, until its next call for g */
+    size_t r, cols;
     switch (moment_group_kind(c, g)) {
+    case GROUP_KRON:
+        s_shape(c, g, &r, &cols);
+        snprintf(kron[g], sizeof kron[g], "kron %zux%zu (Kronecker factors, Gaussian noise)", r, cols);
+        return kron[g];
     case GROUP_DENSE: return "dense covariance (Gaussian noise, top-k eigenvectors)";
     case GROUP_POWER: return "noisy power iteration (O(k d) memory)";
     default: return "none (rank 0)";
@@ -540,13 +696,21 @@ const char *moment_group_method(const dps_config *c, size_t g)
 
 /* The noise's spectral norm, the eigenvalue below which a direction is not
    told apart from it: 2 s sqrt(d_g) for a dense group (the Wigner
-   semicircle's edge); s (sqrt d_g + sqrt b_g) per block of N/T rows for a
-   power group, i.e. T times that in the epoch's units (T of a cold start). */
+   semicircle's edge); 2 s sqrt(max(r_g, c_g)) for a kron group (the wider
+   side's edge: an eigenvalue of C_in or C_out below it is lost on that
+   side, and a product needs both sides); s (sqrt d_g + sqrt b_g) per block
+   of N/T rows for a power group, i.e. T times that in the epoch's units (T
+   of a cold start). */
 double moment_noise_floor(const dps_config *c, size_t g)
 {
     double s = moment_noise_sd(c), dg = (double)epoch_group_d(c, g);
     if (moment_group_kind(c, g) == GROUP_DENSE)
         return 2.0 * s * sqrt(dg);
+    if (moment_group_kind(c, g) == GROUP_KRON) {
+        size_t r, cols;
+        s_shape(c, g, &r, &cols);
+        return 2.0 * s * sqrt((double)DPS_MAX(r, cols));
+    }
     double blocks = (double)DPS_MIN((uint64_t)s_blocks(c, 0), (uint64_t)c->t * c->m);
     return blocks * s * (sqrt(dg) + sqrt((double)s_columns(c, g)));
 }

@@ -11,21 +11,26 @@
 #define DPS_MOMENT_GROUPS_H
 
 #include "epoch_mechanism.h"
+#include "kron_moment.h"
 #include "power_iteration.h"
 
-/* How group g releases: nothing (k_g = 0), dense, or power iteration.  The
-   gaussian aggregator runs a group densely up to dense_max_d columns
-   (DPS_DENSE_MAX_D when 0), the power aggregator never. */
-typedef enum { GROUP_NONE, GROUP_DENSE, GROUP_POWER } group_kind;
+/* How group g releases: nothing (k_g = 0), dense, power iteration, or by
+   its Kronecker factors (kron_moment.h).  The gaussian and kron aggregators
+   run an unshaped group densely up to dense_max_d columns (DPS_DENSE_MAX_D
+   when 0), the power aggregator never; the kron aggregator runs a shaped
+   group (group_rows) by its factors. */
+typedef enum { GROUP_NONE, GROUP_DENSE, GROUP_POWER, GROUP_KRON } group_kind;
 group_kind moment_group_kind(const dps_config *c, size_t g);
-/* The noise sd of every entry of the release, dense or power: 1/sqrt(rho)
-   (the groups' moves add up in squares to at most 2; the argument is in
-   moment_groups.c). */
+/* The noise sd of every entry of the release, dense, power or kron: with a
+   kron group sqrt(2/rho) (the moves add up in squares to at most 4), else
+   1/sqrt(rho) (at most 2); the argument is in moment_groups.c. */
 double moment_noise_sd(const dps_config *c);
 
 /* For tests: group g's power iteration (its last step's noisy singular
-   values), NULL unless group g is power. */
+   values), NULL unless group g is power; its Kronecker factors (the noisy
+   matrices, eigenpairs and pairs of the last release), NULL unless kron. */
 const power_iteration *moment_group_power(const epoch_state *st, size_t g);
+const kron_moment *moment_group_kron(const epoch_state *st, size_t g);
 
 /* The hooks of both table entries (epoch_mechanism.h). */
 int moment_check(const dps_config *c, const char **why);
@@ -42,10 +47,10 @@ int moment_warm(const dps_config *c);
 int moment_end_block(epoch_state *st);
 uint64_t moment_blocks(const dps_config *c, const epoch_state *st);
 
-/* Every hook of a table entry built on this module (all but id and name;
-   epoch_rows_* are second_moment.h's). */
+/* Every hook of a table entry built on this module (all but id, name and
+   uses; epoch_rows_* are second_moment.h's). */
 #define MOMENT_GROUP_HOOKS                                                                                    \
-    .intake = EPOCH_ROWS, .uses = EPOCH_USES_GROUPS, .check = moment_check,                                   \
+    .intake = EPOCH_ROWS, .check = moment_check,                                                              \
     .min_buckets = epoch_rows_min_buckets, .memory = moment_memory, .cost = epoch_rows_cost,                  \
     .kind = DPS_CHARGE_GAUSSIAN, /* moment_groups.c's argument: sum_g ||D_gg||_F^2 / s^2 <= 2 rho */          \
     .radius_unrelated = epoch_rows_radius_unrelated, .group_method = moment_group_method,                     \

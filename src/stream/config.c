@@ -67,7 +67,18 @@ static const char *s_check_groups(const dps_config *c, const epoch_mechanism *me
     if (c->groups > DPS_MAX_GROUPS)
         return "too many parameter groups (at most DPS_MAX_GROUPS = 256)";
     if (c->groups > 1 && !(mech->uses & EPOCH_USES_GROUPS))
-        return "parameter groups are for the gaussian aggregator only";
+        return "parameter groups are for the gaussian, power and kron aggregators only";
+    for (size_t g = 0; g < epoch_groups(c); g++) {
+        size_t r = epoch_group_rows(c, g), dg = epoch_group_d(c, g);
+        if (r && !(mech->uses & EPOCH_USES_SHAPES))
+            return "group shapes RxC (group_rows) are for --aggregator kron only";
+        if (r && dg % r)
+            return "a group's shape must divide its width: group_rows[g] rows of group_d[g] / group_rows[g] "
+                   "columns";
+    }
+    for (size_t g = epoch_groups(c); g < DPS_MAX_GROUPS; g++)
+        if (c->group_rows[g])
+            return "a shape (group_rows) is given for a group past the last";
     if (c->groups == 0)
         return NULL;
     size_t d = 0, k = 0;

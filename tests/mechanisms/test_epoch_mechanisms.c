@@ -12,7 +12,7 @@
 
 /* The last dps_aggregator value (include/dpsubspace.h): update it with a new
    mechanism. */
-#define LAST_AGGREGATOR DPS_AGG_POWER
+#define LAST_AGGREGATOR DPS_AGG_KRON
 
 static void s_hooks(const epoch_mechanism *m)
 {
@@ -35,6 +35,8 @@ static void s_configured(const epoch_mechanism *m)
     c.workers = 1;
     c.t = dps_config_min_buckets(&c) + 1;
     c.window = c.t;
+    if (m->uses & EPOCH_USES_SHAPES)
+        c.group_rows[0] = 4; /* the row as a 4 x 5 matrix: kron needs a shape */
     const char *why = "";
     CHECK(dps_config_check(&c, &why) == DPS_OK, "%s: default configuration: %s", m->name, why);
     CHECK(m->min_buckets(&c) == dps_config_min_buckets(&c), "%s: min buckets", m->name);
@@ -45,11 +47,11 @@ static void s_configured(const epoch_mechanism *m)
           cost.rho, cost.delta);
     CHECK(m->check(&c, &why) == DPS_OK, "%s: own check", m->name);
     /* Charged DPS_CHARGE_GAUSSIAN (the exact Gaussian eps of a total): the
-       gaussian and power releases only, Gaussian mechanisms of mu =
+       gaussian, power and kron releases only, Gaussian mechanisms of mu =
        sqrt(2 rho) with no delta (moment_groups.c); the sample-and-aggregate
        and histogram ones carry a delta, covariance is pure eps-DP, so one
        of theirs in a total makes it a mix (the CKS conversion). */
-    int gaussian = m->id == DPS_AGG_GAUSSIAN || m->id == DPS_AGG_POWER;
+    int gaussian = m->id == DPS_AGG_GAUSSIAN || m->id == DPS_AGG_POWER || m->id == DPS_AGG_KRON;
     CHECK(m->kind == (gaussian ? DPS_CHARGE_GAUSSIAN : DPS_CHARGE_ZCDP) && dps_aggregator_charge_kind(m->id) == m->kind,
           "%s: charged as %s", m->name, m->kind == DPS_CHARGE_GAUSSIAN ? "Gaussian" : "zCDP");
     CHECK(m->kind != DPS_CHARGE_GAUSSIAN || cost.delta == 0, "%s: a Gaussian charge has no delta", m->name);

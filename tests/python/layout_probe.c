@@ -27,6 +27,7 @@ int main(void)
     F("Config", dps_config, seeded); F("Config", dps_config, seed); F("Config", dps_config, workers);
     F("Config", dps_config, first_epoch); F("Config", dps_config, spent_before); F("Config", dps_config, commit);
     F("Config", dps_config, commit_arg);
+    F("Config", dps_config, group_rows);
     Z("SnapshotInfo", dps_snapshot_info);
     F("SnapshotInfo", dps_snapshot_info, epoch); F("SnapshotInfo", dps_snapshot_info, d);
     F("SnapshotInfo", dps_snapshot_info, k); F("SnapshotInfo", dps_snapshot_info, status);

@@ -8,7 +8,8 @@
    one private run.
 
    Output: for each rho, OUT_PREFIX<rho>.npy (the basis, k x d) and one JSON
-   line on stdout: {"rho", "status", "noise_level", "weak", "rows",
+   line on stdout: {"rho", "status", "noise_level", "group_noise_level" (each
+   parameter group's, null for a group of rank 0), "weak", "rows",
    "seconds" (the release), "memory_bound"}.  Progress on stderr. */
 #include "args.h"
 #include "io.h"
@@ -176,9 +177,17 @@ int main(int argc, char **argv)
             cli_error("%s", m.msg);
             code = 1;
         }
-        printf("{\"rho\": %g, \"status\": \"%s\", \"noise_level\": %.6g, \"weak\": %s, \"rows\": %llu, "
+        printf("{\"rho\": %g, \"status\": \"%s\", \"noise_level\": %.6g, \"group_noise_level\": [", rhos.v[i],
+               rc ? dps_strerror(rc) : dps_snapshot_status_name(info.status), info.noise_level);
+        for (size_t g = 0; g < info.groups; g++) { /* NaN (rank 0) as null */
+            double lv = dps_snapshot_group_noise_level(s, g);
+            if (isfinite(lv))
+                printf("%s%.6g", g ? ", " : "", lv);
+            else
+                printf("%snull", g ? ", " : "");
+        }
+        printf("], \"weak\": %s, \"rows\": %llu, "
                "\"power_steps\": %llu, \"seconds\": %.2f, \"memory_bound\": %zu, \"basis\": \"%s\"}\n",
-               rhos.v[i], rc ? dps_strerror(rc) : dps_snapshot_status_name(info.status), info.noise_level,
                dps_snapshot_weak(&info) ? "true" : "false", (unsigned long long)info.rows_used,
                s ? (unsigned long long)dps_snapshot_power_steps(s) : 0ULL, secs, dps_estimator_memory_bound(&cfg[i]),
                V ? path : "");

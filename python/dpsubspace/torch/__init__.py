@@ -12,7 +12,7 @@ residual kept (GEP, Yu et al. 2021), and one accountant for the whole run
 The modules, each owning one part:
   gradients.py  per-example gradients: PerExampleGradients (functorch),
                 GradSampler (hooks filled by loss.backward()),
-                SampleGradients, parameter_groups, clip_rows,
+                SampleGradients, parameter_groups, parameter_shapes, clip_rows,
                 refuse_batch_statistics
   optimizer.py  the private step (PrivateStep.private_gradient: plain
                 DP-SGD, GEP, projection; the charge), DPOptimizer,
@@ -58,7 +58,7 @@ from .data import (SAMPLING_CHECK_STEPS, DatasetExamples, DPDataLoader, EmptyBat
                    PoissonBatchSampler, not_poisson, poisson_batches)
 from .engine import ACCOUNTANTS, PrivacyEngine, SeededRunWarning
 from .gradients import (LAYER_RULES, GradSampler, PerExampleGradients, SampleGradients, clip_factors, clip_rows,
-                        parameter_groups, refuse_batch_statistics)
+                        parameter_groups, parameter_shapes, refuse_batch_statistics)
 from .optimizer import MODES, DPOptimizer, PrivateOptimizer, PrivateStep
 from .planner import GroupPlan, Plan, noise_to_clip, plan
 
@@ -66,5 +66,6 @@ __all__ = ["ON_WEAK", "CollectorBasis", "FixedBasis", "NoisyGradientBasis", "Pri
            "WeakBasisWarning", "charge_basis_release", "SAMPLING_CHECK_STEPS", "DatasetExamples", "DPDataLoader",
            "EmptyBatchCollate", "FixedBatchWarning", "PoissonBatchSampler", "not_poisson", "poisson_batches",
            "ACCOUNTANTS", "PrivacyEngine", "SeededRunWarning", "LAYER_RULES", "GradSampler", "PerExampleGradients",
-           "SampleGradients", "clip_factors", "clip_rows", "parameter_groups", "refuse_batch_statistics", "MODES",
-           "DPOptimizer", "PrivateOptimizer", "PrivateStep", "GroupPlan", "Plan", "noise_to_clip", "plan"]
+           "SampleGradients", "clip_factors", "clip_rows", "parameter_groups", "parameter_shapes",
+           "refuse_batch_statistics", "MODES", "DPOptimizer", "PrivateOptimizer", "PrivateStep", "GroupPlan", "Plan",
+           "noise_to_clip", "plan"]

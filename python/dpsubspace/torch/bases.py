@@ -186,7 +186,11 @@ class PrivateBasis(_ReleasedBasis):
     time (memory: chunk x d, not the sample's rows x d).  mechanism, rho,
     groups and the other keywords go to SubspaceEstimator (one estimator for
     the run: a power iteration warm-starts from the last released basis,
-    public).
+    public).  mechanism "kron" (DESIGN 7.6) needs groups=parameter_groups(model)
+    and group_shapes=parameter_shapes(model): each weight's gradient gets the
+    Kronecker-factored basis of its out x in shape, the other tensors the
+    gaussian mechanism's; its noise is sqrt(2/rho) on every entry against an
+    add/remove move of norm <= sqrt 2, so the charges below are the same.
 
     The examples: data_x, data_y (DPOptimizer), or none, and the engine
     binds its data loader's dataset (PrivacyEngine.make_private).  The cost:
@@ -241,8 +245,11 @@ class PrivateBasis(_ReleasedBasis):
         super().__init__(on_weak, data_x, data_y)
         if every is None or every < 1:
             raise ValueError(f"every must be >= 1 (steps between releases), got {every}")
-        if mechanism not in ("gaussian", "power"):  # the streaming mechanisms with an add/remove statement
-            raise ValueError(f"mechanism must be gaussian or power, got {mechanism!r}")
+        if mechanism not in ("gaussian", "power", "kron"):  # the streaming mechanisms with an add/remove statement
+            raise ValueError(f"mechanism must be gaussian, power or kron, got {mechanism!r}")
+        if mechanism == "kron" and not ("groups" in estimator_kwargs and "group_shapes" in estimator_kwargs):
+            raise ValueError("mechanism kron needs the model's groups and their shapes: PrivateBasis(..., "
+                             "mechanism='kron', groups=parameter_groups(model), group_shapes=parameter_shapes(model))")
         bad = [k for k in _UNACCOUNTED_KEYWORDS if k in estimator_kwargs]
         if bad:
             raise ValueError(f"{' and '.join(bad)} would make the estimator release every epoch of t*m rows that "
@@ -320,8 +327,8 @@ class PrivateBasis(_ReleasedBasis):
 
     def _charge(self, opt: Any, rel: Release, blocks: int) -> Release:
         """Charge one release cut into `blocks` random blocks here; return it
-        as published (see the class's text).  The mechanism is gaussian or
-        power (checked at construction).  The published rho_add_remove is
+        as published (see the class's text).  The mechanism is gaussian,
+        power or kron (checked at construction).  The published rho_add_remove is
         the release's zCDP bound, rho/2 (an amplified release is charged
         less)."""
         self.amplified += charge_basis_release(opt.accountant, rel.rho_epoch, self.rate, blocks, self.amplify)

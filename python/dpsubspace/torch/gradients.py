@@ -115,6 +115,17 @@ def parameter_groups(model: torch.nn.Module, by: str = "tensor") -> List[int]:
     return widths
 
 
+def parameter_shapes(model: torch.nn.Module) -> List[Optional[Tuple[int, int]]]:
+    """Each parameter tensor's matrix shape, in the order of
+    parameter_groups(model, "tensor"), for the kron mechanism (DESIGN 7.6):
+    a tensor of two or more dimensions (a Linear weight (out, in), a Conv
+    weight (out, in, kh, kw)) is (out, numel / out), the matrix its
+    row-major flattening is; a bias or any 1-d tensor is None (released as
+    the gaussian mechanism releases a group)."""
+    return [(p.shape[0], p.numel() // p.shape[0]) if p.dim() >= 2 else None
+            for _, p in model.named_parameters() if p.requires_grad]
+
+
 def clip_rows(G: torch.Tensor, C: float) -> torch.Tensor:
     """Scale each row of G (in place) to norm at most C; returns G."""
     G.mul_(clip_factors(G, C).unsqueeze(1))
