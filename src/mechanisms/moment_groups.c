@@ -553,7 +553,14 @@ static int s_kron_parts(const kron_moment *km, double s, double *lost, double *t
      its own sums (noise_level.c: de-biased eigenvalues, T_g for each of its
      directions that did not clear), lost_g of total_g;
    - a group that spans its whole columns (k_g = d_g): nothing is lost,
-     whatever the noise; it enters with total_g, lost 0 (level 0);
+     whatever the noise (level 0), but its basis is its identity whatever
+     the data, so it says nothing of how far the data-chosen part is from
+     noise, and it does not enter: what bounds its energy is only T_g per
+     direction, an upper bound, and entering lossless with an upper bound
+     would hide the other groups' noise (the tanh CNN's four biases, whole
+     at k_g >= 10, read 0.34 over four weight groups at levels 1.0-1.4, a
+     basis keeping 0.10 of the held-out energy).  A release of whole groups
+     only has level 0;
    - a dense group with none: k_g T_g, all lost but what a random basis
      keeps (noise_level.c: k_g / d_g of it).  By the spiked Wigner threshold
      a direction of C_g above T_g = s sqrt(d_g) would have cleared it,
@@ -593,16 +600,14 @@ static double s_overall_level(const epoch_state *st, const double *lost, const d
 {
     const dps_config *c = st->cfg;
     double L = 0, W = 0, claimed = 0, pool = 0, pool_lost = 0, worst = 0;
-    int any = 0, dead_power = 0;
+    int any = 0, dead_power = 0, chosen = 0;
     for (size_t g = 0; g < st->groups; g++) {
         size_t kg = epoch_group_k(c, g);
-        if (st->kind[g] == GROUP_NONE)
-            continue;
+        if (st->kind[g] == GROUP_NONE || kg >= epoch_group_d(c, g))
+            continue; /* no basis, or its identity (level 0, not weighed) */
+        chosen = 1;
         worst = DPS_MAX(worst, level[g]);
-        if (kg >= epoch_group_d(c, g)) {
-            W += total[g]; /* lost 0 */
-            any = 1;
-        } else if (seen[g]) {
+        if (seen[g]) {
             L += lost[g];
             W += total[g];
             claimed += total[g];
@@ -616,6 +621,8 @@ static double s_overall_level(const epoch_state *st, const double *lost, const d
             dead_power = 1;
         }
     }
+    if (!chosen)
+        return 0;
     if (!any)
         return worst;
     if (dead_power && !st->caller_cut && st->rows == st->n && (double)st->n - claimed > pool) {
