@@ -14,7 +14,8 @@ at random level at these budgets, the layer the Kronecker-factored basis
 is for; a CNN as wide would take hours a run on 2 cores).
 
 ARMS (dpsgd_train.py): dpsgd (plain DP-SGD), gep-P and proj-P on the
-model's private basis P, gep-noisy (the free basis from released noisy
+model's private basis P (every release is used, WEAK or not: the CSV
+counts the WEAK ones, against the captured energy), gep-noisy (the free basis from released noisy
 gradients), gep-random (a lower bound), gep-oracle (NOT private: an upper
 bound).
 
@@ -72,7 +73,7 @@ GRID_LARGE = dict(GRID, rate=(1 / 64, 1 / 32, 1 / 16), epochs=(5, 10))  # n = 60
 GRID_GEP = dict(k=(10, 20, 40), residual_clip=(0.25, 0.5), share=(0.05, 0.1, 0.2))
 FIELDS = ["phase", "model", "n", "eps", "arm", "trial", "seed", "step", "lr", "clip", "batch", "epochs", "k",
           "residual_clip", "share", "val_acc", "test_acc", "eps_spent", "sigma", "noise_to_clip", "params",
-          "rho_basis", "basis_releases", "steps", "train_loss", "captured", "captured_topk", "kept", "snr",
+          "rho_basis", "basis_releases", "weak_releases", "steps", "train_loss", "captured", "captured_topk", "kept", "snr",
           "snr_embedding", "snr_residual", "private", "wall_s"]
 
 
@@ -146,8 +147,10 @@ def append_row(path, row):
         with open(path + ".new", "w", newline="") as f:
             csv.DictWriter(f, FIELDS).writeheader()
         os.replace(path + ".new", path)
+    with open(path, newline="") as f:  # the file's own columns (one written before a column was added has fewer)
+        fields = next(csv.reader(f))
     with open(path, "a", newline="") as f:
-        csv.DictWriter(f, FIELDS, extrasaction="ignore").writerow(row)
+        csv.DictWriter(f, fields, extrasaction="ignore").writerow(row)
 
 
 def best_trial(rows, arm):

@@ -136,7 +136,9 @@ def train(model_name, arm, eps, seed, hp, train_set, eval_sets, torch, dp, delta
     a basis: k, residual_clip and embedding_clip (fractions of C),
     embedding_share (None: DPOptimizer's rule), basis_rate (a private or
     oracle basis's sample rate), releases (basis updates per run) or
-    every_epochs, share (a private basis's share of the budget in rho units).
+    every_epochs, share (a private basis's share of the budget in rho units),
+    on_weak (what a WEAK private release does, PrivateBasis's; default "warn":
+    it is used).
     eval_sets: {name: (x, y)}, each reported as NAME_acc.  energy_set: (x, y)
     whose first ENERGY_ROWS examples' gradients measure the captured energy
     of the final basis and of the non-private top-k (default: the first
@@ -159,7 +161,8 @@ def train(model_name, arm, eps, seed, hp, train_set, eval_sets, torch, dp, delta
     rho_est, basis = 0.0, None
     if basis_name in PRIVATE_BASES:  # the releases, charged as PrivateBasis charges them, spend `share` of the budget
         basis = dpt.PrivateBasis(xtr, ytr, k, basis_rate=hp.get("basis_rate", 0.5), every=every, seed=seed + 1000,
-                                 share=hp["share"], **private_basis_kwargs(basis_name, model, k, dpt))
+                                 share=hp["share"], on_weak=hp.get("on_weak", "warn"),
+                                 **private_basis_kwargs(basis_name, model, k, dpt))
         rho_est = basis.rho_for_share(eps, delta, steps, d)
         basis.set_rho(rho_est)
         basis.plan(base, steps, d)
@@ -204,6 +207,7 @@ def train(model_name, arm, eps, seed, hp, train_set, eval_sets, torch, dp, delta
     out.update(arm=arm, model=model_name, eps_target=eps, seed=seed, eps_spent=round(acct.get_epsilon(delta), 4),
                delta=delta, sigma=round(sigma, 4), noise_to_clip=round(dpt.noise_to_clip(sigma, d, hp["batch"]), 4),
                params=d, rho_basis=round(rho_est, 8), basis_releases=getattr(basis, "releases", 0),
+               weak_releases=getattr(basis, "weak_releases", ""),
                epochs=round(steps * q, 3), steps=steps, n_train=n, k=k if basis is not None else 0,
                train_loss=round(float(np.mean(tail)), 4) if tail else math.nan,
                captured=round(captured, 4), captured_topk=round(captured_topk, 4), wall_s=round(time.time() - t0, 1),
