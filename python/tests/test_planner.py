@@ -41,7 +41,7 @@ def test_threshold_is_the_dense_gaussian_edge_over_the_rows():
     sqrt(2/rho) (or an edge of s d_g) would miss this by a factor of
     sqrt 2 (or more)."""
     m = two_layers()
-    out = dpt.plan(m, 5000, 250, 4, 2.0, 1e-5, share=0.2, basis_rate=0.4)
+    out = dpt.plan(m, 5000, 250, 4, 2.0, 1e-5, share=0.2, basis_rate=0.4, mechanism="gaussian")
     s = 1 / math.sqrt(out.rho_release)
     rows = 0.4 * 5000
     assert [g.width for g in out.groups] == [168, 27]
@@ -52,10 +52,47 @@ def test_threshold_is_the_dense_gaussian_edge_over_the_rows():
     assert out.kept == pytest.approx(sum(g.width * g.kept for g in out.groups) / out.params)
 
 
+def test_kron_threshold_is_the_wider_side_edge_at_sqrt2_the_noise():
+    """A kron release draws s = sqrt(2 / rho) for every entry (moment_groups.c)
+    and a group's edge is its wider side's, 2 s sqrt(max(r, c)); each side
+    of r x c needs s sqrt(r) / N and s sqrt(c) / N, and a product keeps
+    what both sides keep.  The biases (no shape) are dense at the same s."""
+    m = two_layers()
+    out = dpt.plan(m, 50000, 500, 4, 3.0, 1e-5, share=0.2, mechanism="kron")
+    s = math.sqrt(2 / out.rho_release)
+    rows = 0.5 * 50000
+    assert out.mechanism == "kron" and [g.width for g in out.groups] == [160, 8, 24, 3]
+    def kept(e, needed):
+        return 1 - (needed / e) ** 2 if e > needed else 0.0
+
+    for g, side in zip(out.groups, [20, 8, 8, 3]):  # 8x20 by its wider side, bias 8 dense, 3x8, bias 3
+        assert g.needed == pytest.approx(s * math.sqrt(side) / rows, rel=1e-9)
+    (r0, c0), (r2, c2) = (8, 20), (3, 8)
+    assert out.groups[0].needed_sides == pytest.approx((s * math.sqrt(r0) / rows, s * math.sqrt(c0) / rows))
+    assert out.groups[2].needed_sides == pytest.approx((s * math.sqrt(r2) / rows, s * math.sqrt(c2) / rows))
+    for g in (out.groups[0], out.groups[2]):
+        assert g.kept == pytest.approx(kept(planner.TOP_DIRECTION_OUT, g.needed_sides[0]) *
+                                       kept(planner.TOP_DIRECTION_IN, g.needed_sides[1]))
+    for g in (out.groups[1], out.groups[3]):
+        assert g.needed_sides is None and g.kept == pytest.approx(kept(planner.TOP_DIRECTION, g.needed))
+    assert [g.method.startswith("kron") for g in out.groups] == [True, False, True, False]
+
+
+def test_default_considers_both_and_keeps_the_better():
+    m = two_layers()
+    both = dpt.plan(m, 50000, 500, 4, 3.0, 1e-5)
+    kron = dpt.plan(m, 50000, 500, 4, 3.0, 1e-5, mechanism="kron")
+    gauss = dpt.plan(m, 50000, 500, 4, 3.0, 1e-5, mechanism="gaussian")
+    assert both.kept == max(kron.kept, gauss.kept)
+    assert both.mechanism == ("kron" if kron.kept > gauss.kept else "gaussian")
+    with pytest.raises(ValueError):
+        dpt.plan(m, 100, 10, 1, 1.0, 1e-5, mechanism="histogram")
+
+
 def test_rho_release_is_the_share_of_the_budget():
     """Each release's rho is what PrivateBasis.rho_for_share gives for the run."""
     m = two_layers()
-    out = dpt.plan(m, 2000, 100, 3, 1.0, 1e-5, share=0.1, releases=4)
+    out = dpt.plan(m, 2000, 100, 3, 1.0, 1e-5, share=0.1, releases=4, mechanism="gaussian")
     every = math.ceil(60 / 4)
     b = dpt.PrivateBasis(n_components=10, every=every, share=0.1, groups=[168, 27], group_components=[10, 10])
     assert out.rho_release == pytest.approx(b.rho_for_share(1.0, 1e-5, 60, 195), rel=1e-9)

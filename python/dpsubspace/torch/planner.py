@@ -20,21 +20,22 @@ What it computes (plan()):
   direction holding a share e of each row's energy lambda = N e.
 - the share of its energy a group's strongest direction would keep under
   a STATED ASSUMPTION: that it holds TOP_DIRECTION of each example's
-  gradient energy (measured below), and the mean over groups weighted by
-  their widths (`kept`).
+  gradient energy (a kron group: each Kronecker side's strongest
+  direction TOP_DIRECTION_OUT and TOP_DIRECTION_IN; measured below), and
+  the mean over groups weighted by their widths (`kept`).
 - a recommendation, by the rule RULE below, whose evidence is the map
   tools/experiments/dpsgd_map.py measured (README, "Does a private subspace
   help DP-SGD?").
 """
 import math
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from ..accountant import Accountant, noise_multiplier
 from .bases import PrivateBasis
-from .gradients import parameter_groups
+from .gradients import parameter_groups, parameter_shapes
 
 # The assumption about the gradients (see the module's text): the share of
 # each example's gradient energy in a group's strongest direction.  Measured
@@ -44,6 +45,10 @@ from .gradients import parameter_groups
 # the CNN's four weight tensors and 0.048-0.099 for the MLP's two; about
 # 0.05 is their median.
 TOP_DIRECTION = 0.05
+# A kron group's two sides, on the same tensors: the top eigenvalue of
+# C_out = sum G G^T held 0.030-0.139 of the total energy (median 0.06), of
+# C_in = sum G^T G 0.039-0.429 (median 0.18).
+TOP_DIRECTION_OUT, TOP_DIRECTION_IN = 0.06, 0.18
 # RULE: GEP on a private basis only when DP-SGD is limited by its noise
 # (noise-to-clip at least NOISE_LIMITED) and the basis is predicted to keep
 # at least KEEP_ENOUGH of its strongest directions' energy; otherwise plain DP-SGD.
@@ -59,6 +64,7 @@ class GroupPlan:
     edge: float          # the release's noise edge (an eigenvalue of the sum over its rows)
     needed: float        # the least share of each example's energy a direction must hold to show
     kept: float          # the share of its energy the strongest direction keeps, under the assumption
+    needed_sides: Optional[Tuple[float, float]] = None  # a kron group's: (C_out's, C_in's)
 
 
 @dataclass
@@ -92,8 +98,11 @@ class Plan:
                  f"  predicted share of a strongest direction's energy kept (if it holds {TOP_DIRECTION:g} of "
                  f"each example's gradient energy), mean over groups by width: {self.kept:.2f}"]
         for i, g in enumerate(self.groups):
-            lines.append(f"    group {i}: {g.width} wide, rank {g.rank}, {g.method}: a direction must hold "
-                         f"{g.needed:.3g} of each example's energy to show; kept {g.kept:.2f}")
+            need = (f"{g.needed:.3g}" if g.needed_sides is None else
+                    f"{g.needed_sides[0]:.3g} (C_out, assumed {TOP_DIRECTION_OUT:g}) and {g.needed_sides[1]:.3g} "
+                    f"(C_in, assumed {TOP_DIRECTION_IN:g})")
+            lines.append(f"    group {i}: {g.width} wide, rank {g.rank}, {g.method}: a direction must hold {need} "
+                         f"of each example's energy to show; kept {g.kept:.2f}")
         lines.append(f"  recommendation: {self.recommendation} ({self.reason})")
         return "\n".join(lines)
 
@@ -115,53 +124,97 @@ def _kept(share: float, needed: float) -> float:
     return 1.0 - (needed / share) ** 2
 
 
+def _basis_settings(model: torch.nn.Module, mechanism: str, k: int) -> Dict[str, Any]:
+    """The groups PrivateBasis gets for `mechanism` on this model: the
+    parameter tensors with their shapes for kron, the layers otherwise."""
+    if mechanism == "kron":
+        widths = parameter_groups(model, "tensor")
+        return dict(groups=widths, group_components=[min(k, w) for w in widths],
+                    group_shapes=parameter_shapes(model))
+    widths = parameter_groups(model, "layer")
+    return dict(groups=widths, group_components=[min(k, w) for w in widths]) if len(widths) > 1 else {}
+
+
+def _basis_plan(model: torch.nn.Module, p: int, mechanism: str, k: int, share: float, basis_rate: float,
+                n: int, steps: int, every: int, target_epsilon: float, target_delta: float, accountant: str
+                ) -> Tuple[float, Accountant, List[GroupPlan], float]:
+    """One mechanism's basis at `share`: each release's rho, the accountant
+    its releases are charged to, its groups' plans and the width-weighted
+    kept share."""
+    settings = _basis_settings(model, mechanism, k)
+    basis = PrivateBasis(n_components=k, basis_rate=basis_rate, every=every, mechanism=mechanism, share=share,
+                         **settings)
+    rho = basis.rho_for_share(target_epsilon, target_delta, steps, p, method=accountant)
+    basis.set_rho(rho)
+    charged = Accountant(accountant)
+    basis.plan(charged, steps, p)
+    widths = settings.get("groups", [p])
+    ranks = settings.get("group_components", [k])
+    shapes = settings.get("group_shapes", [None] * len(widths))
+    rows = basis_rate * n
+    groups, weighted = [], 0.0
+    for (method, edge), w, kg, shape in zip(basis._estimator.noise_edges(p), widths, ranks, shapes):
+        needed, sides = edge / 2 / rows, None
+        kept = _kept(TOP_DIRECTION, needed) if kg else 0.0
+        if method.startswith("kron") and shape:
+            # edge is the wider side's, 2 s sqrt(max(r, c)); each side's own is 2 s sqrt(its width), and a
+            # product keeps what both of its factors keep
+            r, c = shape
+            sides = (needed * math.sqrt(r / max(r, c)), needed * math.sqrt(c / max(r, c)))
+            kept = _kept(TOP_DIRECTION_OUT, sides[0]) * _kept(TOP_DIRECTION_IN, sides[1]) if kg else 0.0
+        groups.append(GroupPlan(width=w, rank=kg, method=method, edge=edge, needed=needed, kept=kept,
+                                needed_sides=sides))
+        weighted += w * kept
+    return rho, charged, groups, weighted / p
+
+
 def plan(model: torch.nn.Module, n: int, batch_size: int, epochs: float, target_epsilon: float,
-         target_delta: float, *, k: int = 10, share: float = 0.1, mechanism: str = "gaussian",
-         basis_rate: float = 0.5, releases: int = 5, accountant: str = "pld",
-         groups: Optional[List[int]] = None) -> Plan:
+         target_delta: float, *, k: int = 10, share: float = 0.1, mechanism: Optional[str] = None,
+         basis_rate: float = 0.5, releases: int = 5, accountant: str = "pld") -> Plan:
     """Plan a DP-SGD run (see the module's text); print(plan(...)) says it.
-    mechanism, groups (default: the model's layers), k, share, basis_rate and
-    releases describe the private basis considered (as PrivateBasis takes
-    them).  Everything is public: no data is read."""
+    The private basis considered is PrivateBasis(mechanism, k, share,
+    basis_rate) updated `releases` times: mechanism "kron" (the parameter
+    tensors, matrix-shaped ones by their Kronecker factors), "gaussian"
+    (the layers, dense up to the dense limit, wider ones by the power
+    iteration) or "power"; None (default): kron and gaussian, and the plan
+    is the one predicted to keep more.  Everything is public: no data is
+    read."""
     if not (n >= 1 and 1 <= batch_size <= n and epochs > 0 and target_epsilon > 0 and 0 < target_delta < 1):
         raise ValueError("want n >= 1, 1 <= batch_size <= n, epochs > 0, target_epsilon > 0, 0 < target_delta < 1")
     if not 1 <= releases:
         raise ValueError(f"releases must be >= 1, got {releases}")
+    if mechanism not in (None, "kron", "gaussian", "power"):
+        raise ValueError(f"mechanism must be kron, gaussian, power or None (the better of kron and gaussian), "
+                         f"got {mechanism!r}")
     p = sum(t.numel() for t in model.parameters() if t.requires_grad)
     q = batch_size / n
     steps = max(1, int(round(epochs * n / batch_size)))
     sigma = noise_multiplier(target_epsilon, target_delta, q, steps, method=accountant)
-    widths = groups if groups is not None else parameter_groups(model, "layer")
-    ranks = [min(k, w) for w in widths]
-    kwargs = dict(groups=widths, group_components=ranks) if len(widths) > 1 else {}
     every = max(1, math.ceil(steps / releases))
-    basis = PrivateBasis(n_components=k, basis_rate=basis_rate, every=every, mechanism=mechanism, share=share,
-                         **kwargs)
-    rho = basis.rho_for_share(target_epsilon, target_delta, steps, p, method=accountant)
-    basis.set_rho(rho)
-    base = Accountant(accountant)
-    basis.plan(base, steps, p)
-    sigma_basis = noise_multiplier(target_epsilon, target_delta, q, steps, base=base, method=accountant)
-    rows = basis_rate * n
+    best = None
+    for mech in ([mechanism] if mechanism else ["kron", "gaussian"]):
+        if mech == "kron" and not any(shape for shape in parameter_shapes(model)):
+            continue  # no matrix-shaped tensor
+        cand = (mech, *_basis_plan(model, p, mech, k, share, basis_rate, n, steps, every, target_epsilon,
+                                   target_delta, accountant))
+        if best is None or cand[4] > best[4]:
+            best = cand
+    if best is None:
+        raise ValueError("mechanism kron needs a matrix-shaped parameter tensor; the model has none")
+    mech, rho, charged, groups, kept = best
+    sigma_basis = noise_multiplier(target_epsilon, target_delta, q, steps, base=charged, method=accountant)
     out = Plan(params=p, n=n, batch_size=batch_size, epochs=epochs, steps=steps, target_epsilon=target_epsilon,
                target_delta=target_delta, sigma=sigma, noise_to_clip=noise_to_clip(sigma, p, batch_size),
-               mechanism=mechanism, share=share, k=k, rho_release=rho, releases=math.ceil(steps / every),
-               sigma_with_basis=sigma_basis)
-    weighted = 0.0
-    for (method, edge), w, kg in zip(basis._estimator.noise_edges(p), widths, ranks):
-        needed = edge / 2 / rows
-        kept = _kept(TOP_DIRECTION, needed) if kg else 0.0
-        out.groups.append(GroupPlan(width=w, rank=kg, method=method, edge=edge, needed=needed, kept=kept))
-        weighted += w * kept
-    out.kept = weighted / p
+               mechanism=mech, share=share, k=k, rho_release=rho, releases=math.ceil(steps / every),
+               sigma_with_basis=sigma_basis, groups=groups, kept=kept)
     if out.noise_to_clip < NOISE_LIMITED:
         out.reason = (f"noise-to-clip {out.noise_to_clip:.2f} < {NOISE_LIMITED:g}: DP-SGD is not limited by its "
                       "noise here, so a basis that only lowers noise cannot gain")
     elif out.kept < KEEP_ENOUGH:
-        out.reason = (f"the basis is predicted to keep {out.kept:.2f} < {KEEP_ENOUGH:g} of its strongest "
+        out.reason = (f"the {mech} basis is predicted to keep {out.kept:.2f} < {KEEP_ENOUGH:g} of its strongest "
                       "directions' energy: too noisy to pay for its share of the budget")
     else:
-        out.recommendation = f"gep on a private {mechanism} basis"
-        out.reason = (f"noise-to-clip {out.noise_to_clip:.2f} >= {NOISE_LIMITED:g} and the basis is predicted to "
-                      f"keep {out.kept:.2f} >= {KEEP_ENOUGH:g} of its strongest directions' energy")
+        out.recommendation = f"gep on a private {mech} basis"
+        out.reason = (f"noise-to-clip {out.noise_to_clip:.2f} >= {NOISE_LIMITED:g} and the {mech} basis is "
+                      f"predicted to keep {out.kept:.2f} >= {KEEP_ENOUGH:g} of its strongest directions' energy")
     return out
