@@ -34,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
-from dpsgd_train import arm_parts, keep_freed_memory, train  # noqa: E402
+from dpsgd_train import arm_parts, keep_freed_memory, parse_shard, train  # noqa: E402
 
 ROWS = ("dpsgd", "gep-oracle", "gep-noisy", "gep-power", "gep-groups", "proj-power", "gep-random")
 FIELDS = ["setting", "row", "eps_target", "seed", "eps_spent", "delta", "sigma", "rho_basis", "basis_releases",
@@ -122,14 +122,7 @@ def cmd_run(a):
         cfg["seeds"] = a.seeds
     if a.epochs:
         cfg["epochs"], cfg["steps"] = a.epochs, None
-    shard, shards = 0, 1
-    if a.shard:
-        try:
-            shard, shards = (int(v) for v in a.shard.split("/"))
-        except ValueError:
-            shards = 0
-        if not 0 <= shard < shards:
-            sys.exit(f"dpsgd.py: --shard wants I/N with 0 <= I < N, got {a.shard!r}")
+    shard, shards = parse_shard(a.shard, "dpsgd.py")
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"dpsgd-{a.setting}.csv")
     done = set()

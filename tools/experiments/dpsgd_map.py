@@ -50,7 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
-from dpsgd_train import MODELS, PRIVATE_BASES, arm_parts, keep_freed_memory, train  # noqa: E402
+from dpsgd_train import MODELS, PRIVATE_BASES, arm_parts, keep_freed_memory, parse_shard, train  # noqa: E402
 
 DELTA = 1e-5
 NS = (1000, 2000, 5000, 60000)
@@ -208,14 +208,7 @@ def cmd_run(a):
     models = parse_list(a.model, str, "model", tuple(PRIVATE))
     ns = parse_list(a.n, int, "n", NS)
     epss = parse_list(a.eps, float, "eps", EPSILONS)
-    shard, shards = 0, 1
-    if a.shard:
-        try:
-            shard, shards = (int(v) for v in a.shard.split("/"))
-        except ValueError:
-            shards = 0
-        if not 0 <= shard < shards:
-            sys.exit(f"dpsgd_map.py: --shard wants I/N with 0 <= I < N, got {a.shard!r}")
+    shard, shards = parse_shard(a.shard, "dpsgd_map.py")
     keep_freed_memory()
     import torch
     import dpsubspace as dp

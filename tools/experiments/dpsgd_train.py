@@ -17,6 +17,7 @@ accuracies are the FINAL model's, never the best epoch's.
 
 Owns nothing between runs: the caller owns the data and the results."""
 import math
+import sys
 import time
 
 import numpy as np
@@ -114,6 +115,19 @@ def keep_freed_memory():
     libc.mallopt(M_MMAP_THRESHOLD, 1 << 30)
     libc.mallopt(M_TRIM_THRESHOLD, 1 << 34)
     libc.mallopt(M_TOP_PAD, 1 << 28)
+
+
+def parse_shard(text, prog):
+    """(i, n) from "I/N" (0 <= I < N), (0, 1) for None; exits with a message naming prog otherwise."""
+    if not text:
+        return 0, 1
+    try:
+        shard, shards = (int(v) for v in text.split("/"))
+    except ValueError:
+        shard, shards = 0, 0
+    if not 0 <= shard < shards:
+        sys.exit(f"{prog}: --shard wants I/N with 0 <= I < N, got {text!r}")
+    return shard, shards
 
 
 def accuracy(model, x, y, torch):
