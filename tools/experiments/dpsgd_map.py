@@ -278,9 +278,43 @@ def cmd_report(a):
         cap = f"{r['captured']} ({r['captured_topk']})" if r["captured"] != "" else f"- ({r['captured_topk']})"
         print(f"| {r['model']} | {r['n']} | {r['eps']:g} | {r['noise_to_clip']} | {r['arm']} | "
               f"{r['test_mean']:.3f} ± {r['test_sd']:.3f} | {diff} | {cap} |")
+    planner_check(lines)
     if a.png:
         heatmap(lines, a.png)
     return 0
+
+
+def planner_check(lines):
+    """dpsubspace.torch.plan's recommendation in each cell with plain DP-SGD's
+    and a private arm's final runs (plain DP-SGD's tuned batch and epochs,
+    the private arm's tuned k and share), against the arm that won there:
+    the best private arm if its paired difference is above two standard
+    errors (2 sd / sqrt(seeds)), else plain DP-SGD (a tie goes to the
+    simpler arm).  Prints one line a cell and the count."""
+    import torch
+    from dpsubspace import torch as dpt
+    agree = cells = 0
+    for model in PRIVATE:
+        for n in NS:
+            for e in EPSILONS:
+                base = [r for r in lines if (r["model"], r["n"], r["eps"], r["arm"]) == (model, n, e, "dpsgd")]
+                priv = best_private(lines, model, n, e)
+                mine = [r for r in lines if (r["model"], r["n"], r["eps"]) == (model, n, e)
+                        and r["arm"] in (f"gep-{PRIVATE[model]}", f"proj-{PRIVATE[model]}")]
+                if not base or not priv or not mine:
+                    continue
+                b, m = base[0], max(mine, key=lambda r: r["test_mean"])
+                plan = dpt.plan(MODELS[model](torch), private_n(n), int(b["batch"]), float(b["epochs"]), e, DELTA,
+                                k=int(m["k"]), share=float(m["share"]), basis_rate=BASIS_RATE, releases=RELEASES)
+                margin = 2 * (priv["diff_sd"] or 0) / math.sqrt(len(FINAL_SEEDS))
+                won = priv["arm"] if priv["diff_mean"] > margin else "dpsgd"
+                picked = "dpsgd" if plan.recommendation == "dpsgd" else f"gep-{plan.mechanism}"
+                ok = (picked == "dpsgd") == (won == "dpsgd")
+                agree += ok
+                cells += 1
+                print(f"planner {model} n {n} eps {e:g}: noise-to-clip {plan.noise_to_clip:.2f}, predicted kept "
+                      f"{plan.kept:.2f} -> {picked}; won: {won} ({'agrees' if ok else 'DISAGREES'})")
+    print(f"the planner picked the arm that won in {agree} of {cells} cells")
 
 
 def best_private(lines, model, n, eps):
