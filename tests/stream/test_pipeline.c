@@ -26,6 +26,8 @@ static dps_config s_config(dps_aggregator a)
     dps_config c;
     dps_config_init(&c, D, K);
     c.aggregator = a;
+    if (epoch_mechanism_for(a)->uses & EPOCH_USES_SHAPES)
+        c.group_rows[0] = 4; /* the row as a 4 x 5 matrix: kron needs a shape */
     c.workers = 2;
     c.t = dps_config_min_buckets(&c) + 2;
     c.window = c.t;
