@@ -290,6 +290,14 @@ class PrivateBasis(_ReleasedBasis):
                                                      **self.estimator_kwargs).power_blocks_next(d)
         return self._first_steps[d]
 
+    def noise_edges(self, d: int) -> List[Tuple[str, float]]:
+        """Per group, what releases its basis and the eigenvalue below which
+        a direction is lost in the release's noise, at this basis's rho
+        (SubspaceEstimator.noise_edges): public quantities only."""
+        if self._estimator is None:
+            raise RuntimeError("PrivateBasis(share=...) has no rho yet: set_rho or make_private_with_epsilon sets it")
+        return self._estimator.noise_edges(d)
+
     def rho_for_share(self, target_eps: float, delta: float, steps: int, d: int, share: Optional[float] = None,
                       method: str = "pld") -> float:
         """Each release's rho such that the releases of a run of `steps`
