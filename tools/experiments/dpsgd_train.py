@@ -26,7 +26,9 @@ PRIVATE_BASES = ("power", "groups", "kron")
 BASES = PRIVATE_BASES + ("noisy", "oracle", "random")
 MODES = {"gep": "gep", "proj": "projection"}
 MOMENTUM = 0.9
-ENERGY_ROWS = 2000  # held-out examples whose per-example gradients measure a basis's captured energy
+# The held-out examples whose per-example gradients measure a basis's captured energy: 2 000, or fewer for a
+# wide model, so that their gradients stay within ENERGY_FLOATS floats (1 GB: 614 rows of the MLP's 407 050)
+ENERGY_ROWS, ENERGY_FLOATS = 2000, 250_000_000
 
 
 def arm_parts(arm):
@@ -154,9 +156,9 @@ def train(model_name, arm, eps, seed, hp, train_set, eval_sets, torch, dp, delta
     on_weak (what a WEAK private release does, PrivateBasis's; default "warn":
     it is used).
     eval_sets: {name: (x, y)}, each reported as NAME_acc.  energy_set: (x, y)
-    whose first ENERGY_ROWS examples' gradients measure the captured energy
-    of the final basis and of the non-private top-k (default: the first
-    eval set)."""
+    whose first examples' gradients (ENERGY_ROWS, fewer for a wide model)
+    measure the captured energy of the final basis and of the non-private
+    top-k (default: the first eval set)."""
     from dpsubspace import torch as dpt
     mode, basis_name = arm_parts(arm)
     t0 = time.time()
@@ -209,14 +211,15 @@ def train(model_name, arm, eps, seed, hp, train_set, eval_sets, torch, dp, delta
            ((name, *xy) for name, xy in eval_sets.items())}
     # the share of held-out per-example gradient energy the final basis keeps, and the top-k's
     ex, ey = energy_set or next(iter(eval_sets.values()))
-    G = opt.grads(ex[:ENERGY_ROWS], ey[:ENERGY_ROWS]).double()
-    energy = float((G * G).sum())
+    rows = min(ENERGY_ROWS, ENERGY_FLOATS // d)
+    G = opt.grads(ex[:rows], ey[:rows])
+    energy = float((G.double() ** 2).sum())
     V = getattr(basis, "V", None) if basis is not None else None
-    captured = float(((G @ V.double().T) ** 2).sum()) / energy if V is not None else math.nan
+    captured = float(((G @ V.T).double() ** 2).sum()) / energy if V is not None else math.nan
     # the top-k by a randomized SVD (Halko et al.: 20 extra columns, 6 power iterations; its error
     # in captured energy is far below the differences reported)
     Vt = torch.svd_lowrank(G, q=k + 20, niter=6)[2][:, :k].T
-    captured_topk = float(((G @ Vt.T) ** 2).sum()) / energy
+    captured_topk = float(((G @ Vt.T).double() ** 2).sum()) / energy
     tail = [x for x in losses[-max(1, steps // 10):] if not math.isnan(x)]
     out.update(arm=arm, model=model_name, eps_target=eps, seed=seed, eps_spent=round(acct.get_epsilon(delta), 4),
                delta=delta, sigma=round(sigma, 4), noise_to_clip=round(dpt.noise_to_clip(sigma, d, hp["batch"]), 4),
