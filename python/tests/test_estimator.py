@@ -166,6 +166,11 @@ def test_rho_add_remove_states_the_bound(planted):
     # goes to the next epoch when a row is added before it)
     assert [r.rho_add_remove for r in two.releases_] == [pytest.approx(0.4)] * 2
     assert power.releases_[0].rho_add_remove == pytest.approx(4 * 0.8)
+    # kron: an added row moves both sides of a shaped group by at most sqrt(2 sum_g ||x_g||^4) <= sqrt 2
+    # against noise sqrt(2/rho) on every entry: one step, rho/2 as for gaussian
+    d = X.shape[1]
+    kron = dp.SubspaceEstimator(K, rho=0.8, mechanism="kron", groups=[d], group_shapes=[(2, d // 2)], seed=1)
+    assert d % 2 == 0 and kron.fit(X).rho_add_remove() == pytest.approx(0.4)
     with pytest.raises(ValueError, match="no add/remove statement"):
         dp.SubspaceEstimator(K, rho=1, mechanism="reference", seed=1).fit(X).rho_add_remove()
 
