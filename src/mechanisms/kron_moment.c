@@ -6,7 +6,9 @@
 #include "gaussian_cov.h"
 #include "internal.h"
 #include "linalg.h"
+#include "noise_level.h"
 
+#include <math.h>
 #include <string.h>
 
 /* A block of rows is at most this many doubles (16 MB) and 64 rows: the
@@ -22,7 +24,7 @@ static size_t s_block_rows(size_t d)
 size_t kron_bytes(size_t r, size_t c, size_t k)
 {
     size_t kout = DPS_MIN(k, r), kin = DPS_MIN(k, c);
-    size_t doubles = 2 * (r * r + c * c) + s_block_rows(r * c) * r * c + kout * (r + 1) + kin * (c + 1);
+    size_t doubles = 2 * (r * r + c * c) + s_block_rows(r * c) * r * c + kout * (r + 3) + kin * (c + 3);
     return doubles * sizeof(double) + (2 * k + kout) * sizeof(size_t);
 }
 
@@ -40,6 +42,7 @@ void kron_free(kron_moment *km)
     free(km->pi);
     free(km->pj);
     free(km->next);
+    free(km->side);
     memset(km, 0, sizeof *km);
 }
 
@@ -64,8 +67,9 @@ int kron_init(kron_moment *km, size_t r, size_t c, size_t k)
     km->pi = malloc(k * sizeof *km->pi);
     km->pj = malloc(k * sizeof *km->pj);
     km->next = malloc(km->kout * sizeof *km->next);
+    km->side = malloc(2 * (km->kout + km->kin) * sizeof *km->side);
     if (!km->Cin || !km->Cout || !km->block || !km->Nin || !km->Nout || !km->win || !km->wout || !km->Zin ||
-        !km->Zout || !km->pi || !km->pj || !km->next) {
+        !km->Zout || !km->pi || !km->pj || !km->next || !km->side) {
         kron_free(km);
         return DPS_ENOMEM;
     }
@@ -153,6 +157,11 @@ int kron_release(kron_moment *km, double s, dps_rng *noise, double *scratch, flo
     gauss_cov_add_noise(km->Nout, r, s, noise);
     memcpy(km->Nin, km->Cin, c * c * sizeof *km->Nin);
     gauss_cov_add_noise(km->Nin, c, s, noise);
+    km->tr_out = km->tr_in = 0;
+    for (size_t a = 0; a < r; a++)
+        km->tr_out += km->Nout[a * r + a];
+    for (size_t b = 0; b < c; b++)
+        km->tr_in += km->Nin[b * c + b];
     memcpy(scratch, km->Nout, r * r * sizeof *scratch);
     int rc = la_sym_topk_d(scratch, r, km->kout, NULL, km->wout, km->Zout, NULL); /* a public start */
     if (rc)
@@ -172,4 +181,59 @@ int kron_release(kron_moment *km, double s, dps_rng *noise, double *scratch, flo
                 slice[p * d + a * c + b] = (float)(u[a] * v[b]);
     }
     return DPS_OK;
+}
+
+/* A KRON GROUP'S LEVEL.  Each side is a Gaussian covariance of its own
+   (noise_level.c): each used direction has an energy lambda (de-biased where
+   it cleared the detection level) and a predicted kept share (cos^2 of its
+   eigenvector, or the random share).  A product u (x) v keeps, of a block
+   X = a b^T, (u.a)^2 (v.b)^2: the product of what each side keeps; and under
+   a separable model of the rows (the energy on pair (i, j) proportional to
+   lambda_out_i lambda_in_j) the group keeps the pairs' kept shares
+   weighted by those products:
+       kept = sum_p lo_i li_j ko_i ki_j / sum_p lo_i li_j,
+   which weighs a side direction by the pairs that use it: at large k most
+   pairs couple one strong direction with a weak one, and those carry
+   little.  The energy of a used direction that did not clear: at most T =
+   s sqrt(dim), and together at most what the side's trace leaves
+   (gauss_noise_weak).  The group's energy (its
+   weight in the release's level) is the smaller side's sum of lambdas over
+   the used directions: the rows' energy on the chosen pairs is at most each
+   side's.  Seen: both sides have a used direction that cleared; otherwise
+   the side with none is at random level and moment_groups.c gives the group
+   its margin.  What this level measures is the distance of the released
+   basis from the same mechanism's noise-free one: how far the rows are from
+   Kronecker-structured is not in it.  Inputs: released eigenvalues and
+   traces, public s, r, c, k_g: post-processing. */
+static double s_side(const double *w, size_t used, size_t dim, double s, double tr, double *lambda, double *keep,
+                     int *seen)
+{
+    size_t m = gauss_noise_cleared(w, used, dim, s);
+    double weak = gauss_noise_weak(w, used, dim, s, m, tr), sum = 0;
+    for (size_t i = 0; i < used; i++) {
+        gauss_noise_dir(w[i], m, used, dim, s, &lambda[i], &keep[i]);
+        if (i >= m)
+            lambda[i] = weak;
+        sum += lambda[i];
+    }
+    *seen = m > 0;
+    return sum;
+}
+
+int kron_noise_parts(kron_moment *km, double s, double *lost, double *total, int side_seen[2])
+{
+    double *lo = km->side, *ko = lo + km->kout, *li = ko + km->kout, *ki = li + km->kin;
+    double to = s_side(km->wout, km->used_out, km->r, s, km->tr_out, lo, ko, &side_seen[0]);
+    double ti = s_side(km->win, km->used_in, km->c, s, km->tr_in, li, ki, &side_seen[1]);
+    double num = 0, den = 0;
+    for (size_t p = 0; p < km->k; p++) {
+        double w = lo[km->pi[p]] * li[km->pj[p]];
+        num += w * ko[km->pi[p]] * ki[km->pj[p]];
+        den += w;
+    }
+    double kept = den > 0 ? num / den : 0;
+    double t = DPS_MIN(to, ti);
+    *total += t;
+    *lost += t * (1 - kept);
+    return side_seen[0] && side_seen[1];
 }

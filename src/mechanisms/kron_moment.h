@@ -48,6 +48,9 @@ typedef struct {
     size_t *pi, *pj;     /* the k chosen pairs, in order                     */
     size_t *next;        /* kron_pairs' frontier (kout entries)              */
     size_t used_out, used_in; /* how many u's and v's the pairs use (prefixes) */
+    double tr_out, tr_in;     /* the noisy matrices' traces                     */
+    double *side;        /* kron_noise_parts' per-direction energies and kept
+                            shares: 2 (kout + kin) doubles                      */
 } kron_moment;
 
 /* DPS_OK or DPS_ENOMEM (then nothing is held).  r c is the group's width,
@@ -69,6 +72,13 @@ void kron_finish(kron_moment *km);
    doubles, destroyed), the pairs, and the k x (r c) basis into slice.
    DPS_OK or the eigensolver's error. */
 int kron_release(kron_moment *km, double s, dps_rng *noise, double *scratch, float *slice);
+
+/* After kron_release: the group's part of the snapshot's level (see
+   kron_moment.c), added to *lost and *total as gauss_noise_parts adds a
+   dense group's; side_seen[0] (out) and [1] (in): whether a used direction
+   of that side cleared its detection level.  Returns 1 if both did.
+   Post-processing: released eigenvalues and traces, public s, r, c, k. */
+int kron_noise_parts(kron_moment *km, double s, double *lost, double *total, int side_seen[2]);
 
 /* The k pairs with the largest products of the clamped values (the order
    above) into pi, pj; w_out (kout values) and w_in (kin values) descending,

@@ -111,6 +111,7 @@ struct epoch_state {
     kron_moment km[DPS_MAX_GROUPS];     /* kron groups                        */
     double *A, *Z, *w;  /* dense release: C_g + E_g, its eigenvectors, values;
                            A is also a kron group's eigensolver copy          */
+    double trace;       /* the dense release's tr(C_g + E_g) (its level)      */
     double *sv;         /* a power group's top-k_g noisy singular values     */
     float *slice;       /* k_g x d_g: a warm start, or a power group's basis  */
     float *prev;        /* k x d: the last released basis (power groups only) */
@@ -450,6 +451,9 @@ static int s_dense_basis(epoch_state *st, size_t g, double s)
     second_moment_finish(sm);
     memcpy(st->A, sm->C, dg * dg * sizeof *st->A);
     gauss_cov_add_noise(st->A, dg, s, st->noise);
+    st->trace = 0;
+    for (size_t i = 0; i < dg; i++)
+        st->trace += st->A[i * dg + i];
     int rc = la_sym_topk_d(st->A, dg, kg, NULL, st->w, st->Z, NULL); /* a public start: no noise draws */
     for (size_t j = 0; !rc && j < kg; j++)
         for (size_t i = 0; i < dg; i++)
@@ -512,37 +516,6 @@ static double s_margin(const epoch_state *st, size_t g, double s, const int *sid
     return s_edge_margin(st->w[0], epoch_group_d(st->cfg, g), s);
 }
 
-/* A KRON GROUP'S LEVEL.  Each side is a Gaussian covariance of its own:
-   gauss_noise_parts over the eigenvalues the pairs use (a prefix of each
-   side: kron_moment.h) gives lost_side / total_side, the predicted share of
-   the side's energy that its noisy eigenvectors lose.  A product direction
-   u (x) v keeps, of a block X = a b^T, (u.a)^2 (v.b)^2: the product of what
-   each side keeps; so the group keeps (1 - a_out)(1 - a_in) of what its
-   noise-free factors would, a_side = lost_side / total_side, and loses
-   1 - (1 - a_out)(1 - a_in).  Its energy: the rows' energy on the chosen
-   pairs, sum_p sum_rows (u_p^T X v_p)^2, is at most sum over the used u_i
-   of u_i^T C_out u_i and at most the same sum of the used v_j's on C_in,
-   so the smaller of the two sides' totals (their de-biased eigenvalues)
-   bounds it: the group enters the overall level with that total.  Seen:
-   both sides have a direction above the detection level; otherwise the
-   side that has none is at random level and the group's level is its
-   margin (s_margin, >= 1).  What this level measures is the distance of the
-   released basis from the same mechanism's noise-free one: how far the
-   rows are from Kronecker-structured (what the noise-free products miss of
-   the group's top k_g) is not in it, and is what the measurements of
-   tools/experiments/README.md ("Kronecker-factored bases") show.  Inputs:
-   released eigenvalues and public s, r, c, k_g: post-processing. */
-static int s_kron_parts(const kron_moment *km, double s, double *lost, double *total, int *side_seen)
-{
-    double lo = 0, to = 0, li = 0, ti = 0;
-    side_seen[0] = gauss_noise_parts(km->wout, km->used_out, km->r, s, &lo, &to);
-    side_seen[1] = gauss_noise_parts(km->win, km->used_in, km->c, s, &li, &ti);
-    double kept = (1 - lo / to) * (1 - li / ti);
-    *total = DPS_MIN(to, ti);
-    *lost = *total * (1 - kept);
-    return side_seen[0] && side_seen[1];
-}
-
 /* THE OVERALL LEVEL.  What a group-wise basis keeps is a sum over the
    groups: the captured energy of group g's part of a row on its own block,
    against the group-wise reference's sum_g E_g (E_g: the energy of C_g's
@@ -566,7 +539,8 @@ static int s_kron_parts(const kron_moment *km, double s, double *lost, double *t
      a direction of C_g above T_g = s sqrt(d_g) would have cleared it,
      whatever the data, so T_g bounds what each holds; a kron group whose
      sides did not both clear enters the same way with its own sums
-     (s_kron_parts: each side's directions bounded by its T);
+     (kron_noise_parts: each side's directions bounded by its T and by
+     what its trace leaves);
    - a power group with none: no such bound.  Its last step sees C_g X, and
      from a cold X a direction of eigenvalue lambda shows through about
      sqrt(b_g / d_g) of it, so a wide group can hold most of the rows'
@@ -659,7 +633,7 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
         out->group_level[g] = NAN;
         if (st->kind[g] == GROUP_DENSE) {
             rc = s_dense_basis(st, g, s);
-            seen[g] = !rc && gauss_noise_parts(st->w, kg, dg, s, &lost[g], &total[g]);
+            seen[g] = !rc && gauss_noise_parts(st->w, kg, dg, s, st->trace, &lost[g], &total[g]);
         } else if (st->kind[g] == GROUP_POWER) {
             rc = power_basis(&st->pi[g], st->slice, st->sv);
             double units = s_epoch_over_last_block(st); /* a power group in the epoch's units */
@@ -668,7 +642,7 @@ int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_o
             total[g] *= units;
         } else if (st->kind[g] == GROUP_KRON) {
             rc = kron_release(&st->km[g], s, st->noise, st->A, st->slice);
-            seen[g] = !rc && s_kron_parts(&st->km[g], s, &lost[g], &total[g], side_seen);
+            seen[g] = !rc && kron_noise_parts(&st->km[g], s, &lost[g], &total[g], side_seen);
         } else {
             continue;
         }

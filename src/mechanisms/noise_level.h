@@ -35,9 +35,21 @@ double gauss_noise_level(const double *w, size_t k, size_t d, double s);
 
 /* The two sums gauss_noise_level's energy-weighted sine is made of, added
    to *lost and *total: a group's level is sqrt(lost / total), and a release
-   with parameter groups weighs its groups by them (moment_groups.c);
-   returns 1 if some eigenvalue cleared the detection level. */
-int gauss_noise_parts(const double *w, size_t k, size_t d, double s, double *lost, double *total);
+   with parameter groups weighs its groups by them (moment_groups.c); tr,
+   the trace of C + E (NAN: not known) bounds what the directions that did
+   not clear hold (noise_level.c).  Returns 1 if some eigenvalue cleared the
+   detection level. */
+int gauss_noise_parts(const double *w, size_t k, size_t d, double s, double tr, double *lost, double *total);
+/* The rule those sums are made of, one direction at a time: how many of
+   the k eigenvalues w (descending) cleared the detection level (a prefix);
+   for one of them, w, given that count m: its de-biased eigenvalue
+   *lambda (T = s sqrt(d), the most it can hold, where it did not clear) and
+   the predicted share of it its eigenvector keeps, *keep (1 - T^2/lambda^2,
+   or the random share (k - m)/(d - m)); and what each that did not clear is
+   taken to hold given the trace tr of C + E (T when tr is NAN). */
+size_t gauss_noise_cleared(const double *w, size_t k, size_t d, double s);
+void gauss_noise_dir(double w, size_t m, size_t k, size_t d, double s, double *lambda, double *keep);
+double gauss_noise_weak(const double *w, size_t k, size_t d, double s, size_t m, double tr);
 /* The same sums for the noisy power iteration's last Y = C X + G (d x b, G
    iid N(0, s^2)): sv, its top-k singular values (noise_level.c). */
 int power_noise_parts(const double *sv, size_t k, size_t d, size_t b, double s, double *lost, double *total);

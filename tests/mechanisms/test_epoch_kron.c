@@ -155,6 +155,38 @@ static void s_test_pairs(void)
           pi[3], pj[3]);
 }
 
+/* 2b. The group's level by hand (s = 1).  Out: r = 4 (T 2, edge 4,
+   detection 4 + 4 x 4^(-1/6) = 7.2), w = 20.2, 5: lambda = (20.2 +
+   sqrt(20.2^2 - 16))/2 = 20, keeping 1 - 4/400 = 0.99; 5 does not clear,
+   keeps the random share (2 - 1)/(4 - 1) = 1/3, and the trace 17 leaves it
+   17 - 20 + 2 T = 1.  In: c = 16 (T 4, edge 8, detection 10.5), w = 40.4, 7:
+   lambda 40, keeping 0.99; 7 keeps 1/15, the trace 34 leaves it 2.  k = 3
+   pairs by product: (0,0), (1,0) (5 x 40.4 = 202), (0,1) (141), weighing
+   800, 40 and 40: kept = (800 x 0.99^2 + 40 x 0.99/3 + 40 x 0.99/15) / 880
+   = 0.909; the group weighs the smaller side's 21, lost 21 (1 - kept).
+   Both sides seen.  (With T each and the product of the sides' shares the
+   group would read kept 0.84.) */
+static void s_test_level_by_hand(void)
+{
+    kron_moment km;
+    CHECK(kron_init(&km, 4, 16, 3) == DPS_OK, "init");
+    km.wout[0] = 20.2, km.wout[1] = 5, km.wout[2] = 1;
+    km.win[0] = 40.4, km.win[1] = 7, km.win[2] = 6;
+    km.tr_out = 17, km.tr_in = 34;
+    kron_pairs(km.wout, km.kout, km.win, km.kin, km.k, km.pi, km.pj, km.next);
+    km.used_out = km.used_in = 2;
+    CHECK(km.pi[1] == 1 && km.pj[1] == 0 && km.pi[2] == 0 && km.pj[2] == 1, "the pairs (0,0) (1,0) (0,1)");
+    double lost = 0, total = 0, kept = (800 * 0.99 * 0.99 + 40 * 0.99 / 3 + 40 * 0.99 / 15) / 880;
+    int side[2] = {0, 0};
+    CHECK(kron_noise_parts(&km, 1.0, &lost, &total, side) && side[0] && side[1], "both sides seen");
+    CHECK(fabs(total - 21) < 1e-9 && fabs(lost - 21 * (1 - kept)) < 1e-9, "lost %.12g of %.12g, want %.12g of 21",
+          lost, total, 21 * (1 - kept));
+    km.win[0] = 9; /* below the in side's detection level: that side is not seen */
+    lost = total = 0;
+    CHECK(!kron_noise_parts(&km, 1.0, &lost, &total, side) && side[0] && !side[1], "the in side unseen");
+    kron_free(&km);
+}
+
 /* A kron configuration: group 0 dense (DD columns, rank 1), group 1 kron
    R x C (rank K), group 2 power when DP > 0 (rank 1, above dense_max_d). */
 static void s_config(dps_config *c, size_t dd, size_t r, size_t cols, size_t k, size_t dp, double rho)
@@ -465,6 +497,7 @@ int main(void)
 {
     s_test_sensitivity();
     s_test_pairs();
+    s_test_level_by_hand();
     s_test_noise();
     s_test_planted();
     s_test_config();

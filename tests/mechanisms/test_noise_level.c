@@ -386,6 +386,29 @@ static void s_test_random_share(void)
     CHECK(fabs(lv - want) < 1e-9, "10 of 10: level %g, want %g", lv, want);
 }
 
+/* 3c. The trace bounds what the undetected directions hold together: the
+   spectrum of 3b with tr(C + E) = 46 (d = 16, T = 4): R = 46 - 40 + 2 T =
+   14 over the nine, 14/9 each (below T), so lost = 16/40 + 14 x (1 - 9/15)
+   = 6 of 40 + 14, level sqrt(6 / 54) = 0.333 (against 0.441 with T each); a
+   trace that leaves more than 9 T gives T each (3b's 0.441); one below the
+   cleared energy less 2 T leaves them nothing.  Without the trace (NAN): T
+   each. */
+static void s_test_trace_bound(void)
+{
+    double w[10] = {40.4, 7, 7, 7, 7, 7, 7, 7, 7, 7}, T = 4, edge = 8;
+    double lambda = 0.5 * (40.4 + sqrt(40.4 * 40.4 - edge * edge)), cos_lost = T * T / lambda;
+    size_t m = gauss_noise_cleared(w, 10, 16, 1.0);
+    CHECK(m == 1, "one of ten cleared (%zu)", m);
+    double tr = lambda + 6, lost = 0, total = 0;
+    CHECK(fabs(gauss_noise_weak(w, 10, 16, 1.0, m, tr) - 14.0 / 9) < 1e-12, "the nine hold 14/9 each");
+    CHECK(gauss_noise_parts(w, 10, 16, 1.0, tr, &lost, &total), "seen");
+    CHECK(fabs(lost - (cos_lost + 14 * 0.4)) < 1e-12 && fabs(total - (lambda + 14)) < 1e-12,
+          "trace-bounded sums: lost %g of %g, want %g of %g", lost, total, cos_lost + 14 * 0.4, lambda + 14);
+    CHECK(gauss_noise_weak(w, 10, 16, 1.0, m, lambda + 100) == T, "a large trace: T each");
+    CHECK(gauss_noise_weak(w, 10, 16, 1.0, m, lambda - 2 * T - 1) == 0, "a trace below the cleared less 2 T: 0");
+    CHECK(gauss_noise_weak(w, 10, 16, 1.0, m, NAN) == T, "no trace: T each");
+}
+
 /* 4. The pure-DP covariance mechanism releases no eigenvalue: its level is
    the public floor sqrt(k (d - 1) / (eps n)), the same on zero rows and on
    the signal.  d = 300, k = 2, eps = sqrt 2: n = 1 200 gives 0.59 (below
@@ -460,6 +483,7 @@ int main(void)
     s_test_weak_rule();
     s_test_gauss_spectra();
     s_test_random_share();
+    s_test_trace_bound();
     s_test_covariance();
     s_test_gaussian();
     s_test_power();
