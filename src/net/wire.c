@@ -214,6 +214,16 @@ int dps_snapshot_encode(const dps_snapshot *s, unsigned char **out, size_t *len)
 
 static int s_nonneg(double x) { return isfinite(x) && x >= 0; }
 
+/* An aggregator of the library's mechanism table (its name maps back to
+   it): the table is the one list, so a new mechanism's snapshots decode
+   without an edit here. */
+static int s_known_aggregator(int a)
+{
+    dps_aggregator back;
+    return a >= 0 && dps_aggregator_from_name(dps_aggregator_name((dps_aggregator)a), &back) == DPS_OK &&
+           (int)back == a;
+}
+
 static int s_budget_unit_ok(const char *u)
 {
     return !u || !*u || strcmp(u, "rho") == 0 || strcmp(u, "eps") == 0 || strcmp(u, "none") == 0;
@@ -232,9 +242,7 @@ int dps_snapshot_decode(const unsigned char *buf, size_t len, dps_snapshot **out
     if (m->version != DPS_WIRE_VERSION || m->d < 2 || m->k < 1 || m->k >= m->d ||
         (m->status != DPS__WIRE__SNAPSHOT_STATUS__RELEASED && m->status != DPS__WIRE__SNAPSHOT_STATUS__FAILED &&
          m->status != DPS__WIRE__SNAPSHOT_STATUS__REFUSED) ||
-        (m->aggregator != DPS__WIRE__AGGREGATOR__REFERENCE && m->aggregator != DPS__WIRE__AGGREGATOR__PROJECTION &&
-         m->aggregator != DPS__WIRE__AGGREGATOR__HISTOGRAM && m->aggregator != DPS__WIRE__AGGREGATOR__COVARIANCE &&
-         m->aggregator != DPS__WIRE__AGGREGATOR__GAUSSIAN && m->aggregator != DPS__WIRE__AGGREGATOR__POWER) ||
+        !s_known_aggregator((int)m->aggregator) ||
         (uint64_t)m->k * m->d > SIZE_MAX / 4 ||
         (released ? m->basis.len != (size_t)m->k * m->d * 4 : m->basis.len != 0) ||
         !s_nonneg(m->rho_epoch) || !s_nonneg(m->delta_epoch) || !s_nonneg(m->rho_total) ||

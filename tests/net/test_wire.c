@@ -213,8 +213,8 @@ int main(void)
     }
     free(buf);
     dps_snapshot_destroy(&s);
-    /* the histogram, covariance, gaussian and power values round-trip; an unknown value is refused */
-    for (int a = DPS_AGG_HISTOGRAM; a <= DPS_AGG_POWER; a++) {
+    /* the histogram, covariance, gaussian, power and kron values round-trip; an unknown value is refused */
+    for (int a = DPS_AGG_HISTOGRAM; a <= DPS_AGG_KRON; a++) {
         in.aggregator = (dps_aggregator)a;
         dps_snapshot_new(&s, &in, basis);
         dps_snapshot_encode(s, &buf, &len);
@@ -232,7 +232,7 @@ int main(void)
         dps_snapshot_encode(s, &buf, &len);
         mm = dps__wire__snapshot__unpack(NULL, len, buf);
         free(buf);
-        mm->aggregator = (Dps__Wire__Aggregator)6; /* one past DPS_AGG_POWER */
+        mm->aggregator = (Dps__Wire__Aggregator)(DPS_AGG_KRON + 1); /* one past the table's last */
         len = dps__wire__snapshot__get_packed_size(mm);
         buf = malloc(len);
         dps__wire__snapshot__pack(mm, buf);

@@ -325,12 +325,13 @@ def test_weak_snapshot():
     c.stop()
 
 
-def row_mechanism_epoch(aggregator, rho, sin_bound, rng, extra=()):
-    """One epoch of 240 rows near a 2-dim span of R^20 through a collector running a row-intake mechanism
-    (no buckets): released, every row used, charged (rho, 0) in the snapshot and the ledger, within sin_bound."""
+def row_mechanism_epoch(aggregator, rho, sin_bound, rng, extra=(), data=None):
+    """One epoch of 240 rows near a 2-dim span of R^20 (data: (rows, basis), else synth's) through a collector
+    running a row-intake mechanism (no buckets): released, every row used, charged (rho, 0) in the snapshot and the
+    ledger, within sin_bound."""
     c = Collector(aggregator[:5], d=20, k=2, t=60, extra=("--aggregator", aggregator, "--rho", str(rho)) + tuple(extra)).start()
     sub = c.subscriber()
-    rows, basis = synth(240, 20, 2, 2e4, rng)
+    rows, basis = data if data is not None else synth(240, 20, 2, 2e4, rng)
     send_rows(c, rows)
     s = sub.recv(10000)
     ok = s is not None and s.status == "released" and s.aggregator == aggregator
@@ -342,6 +343,14 @@ def row_mechanism_epoch(aggregator, rho, sin_bound, rng, extra=()):
         check(sn < sin_bound and not s.weak, f"{aggregator}: sin {sn:.3f} to the truth, not flagged weak "
               f"(noise level {s.noise_level:.3g})")
         check(s.noise_level > 0, f"{aggregator}: the snapshot carries its noise level")
+        # the C decoder (dps-watch, a restarted collector's own latest) reads it too, not only Python's protobuf
+        w = subprocess.run([os.path.join(BUILD, "src", "cli", "dps-watch"), "--connect", c.publish,
+                            "--insecure-plaintext", "--count", "1", "--json", "--timeout", "10"],
+                           capture_output=True, text=True, timeout=30)
+        line = json.loads(w.stdout.splitlines()[0]) if w.returncode == 0 and w.stdout.strip() else {}
+        check(line.get("aggregator") == aggregator and line.get("epoch") == 0,
+              f"{aggregator}: dps-watch decodes the snapshot ({w.returncode}: {w.stdout.strip()[:200]} "
+              f"{w.stderr.strip()[:200]})")
     total, epochs = ledger_invariants(c, aggregator)
     check(epochs == [0] and abs(total - rho) < 1e-12, f"{aggregator}: the ledger has epoch 0 at rho {rho:g}")
     sub.close()
@@ -349,7 +358,8 @@ def row_mechanism_epoch(aggregator, rho, sin_bound, rng, extra=()):
 
 
 def test_other_mechanisms():
-    """The collector runs the histogram aggregator and the covariance, Gaussian and power mechanisms end to end."""
+    """The collector runs the histogram aggregator and the covariance, Gaussian, power and kron mechanisms end to
+    end."""
     rng = np.random.default_rng(12)
     # covariance: pure eps-DP charged (rho, 0).  With eps = 2, n = 240 rows near a 2-dim span in d = 20, each
     # exponential-mechanism draw has sin^2 about chi^2_18 / (eps n / 2) = 18/240 (see
@@ -368,6 +378,20 @@ def test_other_mechanisms():
     # test_epoch_power.c) gives sin <= 9.1 / (30 - 9.1) = 0.44 after it, with ||G|| <= s (sqrt 20 + sqrt 12 + 5)
     # = 9.1; block 2 then starts within that and ends at about 9.1 / (60 x 0.9 - 9.1) = 0.2: accept sin < 0.4.
     row_mechanism_epoch("power", 4.0, 0.4, rng, ("--power-blocks", "2", "--power-oversample", "10"))
+    # kron (DESIGN 7.6): one 4 x 5 group, rows x = g1 vec(u v1^T) + g2 vec(u v2^T) + small noise (g iid N(0, 1/2),
+    # u, v1, v2 random unit, v1 orthogonal to v2; then unit rows), whose span is the truth.  At rho 1 every entry's noise has sd
+    # sqrt(2) and the sides' noise norms are at most 2 sqrt(2) sqrt(5) (1.1) = 7; C_out = 240 u u^T (about) and
+    # C_in about 120 (v1 v1^T + v2 v2^T), so Davis-Kahan bounds each side's sine by 2 x 7 / 120 = 0.12, the chosen
+    # pairs are (u, v1) and (u, v2) (120 x 120 against at most 7 x 120), and the products' sine is at most about
+    # 0.12 + 0.12: accept sin < 0.4.  It also checks that a kron snapshot decodes for a subscriber.
+    u = rng.standard_normal(4)
+    u /= np.linalg.norm(u)
+    v = np.linalg.qr(rng.standard_normal((5, 2)))[0].T
+    truth = np.array([np.kron(u, v[0]), np.kron(u, v[1])])
+    g = rng.standard_normal((240, 2)) / np.sqrt(2)
+    kron_rows = g @ truth + 1e-3 * rng.standard_normal((240, 20))
+    kron_rows = (kron_rows / np.linalg.norm(kron_rows, axis=1, keepdims=True)).astype(np.float32)  # unit rows
+    row_mechanism_epoch("kron", 1.0, 0.4, rng, ("--param-groups", "4x5"), (kron_rows, truth))
     bad = subprocess.run([COLLECTOR, "--d", "20", "--k", "2", "--power-blocks", "3", "--insecure-plaintext",
                           "--no-cap", "--state-dir", os.path.join(TMP, "powbad")], capture_output=True, text=True)
     check(bad.returncode == 2 and "--aggregator power" in bad.stderr,
