@@ -359,8 +359,8 @@ DPS_EXPORT void dps_snapshot_get_info(const dps_snapshot *s, dps_snapshot_info *
    release measured (logistic-regression gradients and the paper's generator;
    the MLP's and the CNN's parameter groups at rho 0.1 to 4, per group and
    overall): kept < 0.2 is WEAK; kept >= 0.65 is not.  Between 0.2 and 0.65
-   either may happen (issue 30 reports a release of the logistic-regression
-   gradients that kept 0.629 at level 0.753, WEAK).  Per group, "kept" counts
+   either may happen (a release of the logistic-regression gradients kept
+   0.629 at level 0.753, WEAK).  Per group, "kept" counts
    above what a random basis of the group's k_g of d_g columns keeps,
    (kept - r) / (1 - r), r = k_g / d_g of the group's energy over its top
    k_g's: a group of 10 of 32 columns at random level kept 0.65 of its top
@@ -734,7 +734,7 @@ DPS_EXPORT int dps_reference_points(uint64_t public_seed, uint64_t epoch, size_t
 DPS_EXPORT double dps_subspace_sin(const float *A, const float *B, size_t k, size_t d, double *fro);
 
 /* Shard `shard` of rows of d coordinates split over `shards` ranks of a
-   sharded collector (dps-collector --sharded, issue 15): coordinates
+   sharded collector (dps-collector --sharded): coordinates
    [*c0, *c1), as even as can be (the first d % shards shards one more).
    A producer splits its rows with it; each collector rank holds its slice. */
 DPS_EXPORT void dps_shard_slice(size_t d, size_t shards, size_t shard, size_t *c0, size_t *c1);

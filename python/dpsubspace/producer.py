@@ -695,8 +695,8 @@ class RanksNotReadyError(TimeoutError):
 
 
 class ShardedProducer:
-    """Rows to a collector sharded by coordinate over `shards` ranks (mpirun -np R dps-collector --sharded,
-    issue 15): each row is split into R slices (shard_slice) and slice r sent to rank r's ingest endpoint
+    """Rows to a collector sharded by coordinate over `shards` ranks (mpirun -np R dps-collector --sharded):
+    each row is split into R slices (shard_slice) and slice r sent to rank r's ingest endpoint
     (shard_endpoint of endpoint), by R parts, each a Producer, all under one producer id and one random
     stream (their run) so that every rank pairs its slice with rank 0's.  status_endpoint is rank 0's: it
     confirms a batch only once every rank took its slice, so close() (part 0's drain) confirms them all.  A

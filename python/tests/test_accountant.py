@@ -62,7 +62,7 @@ def test_one_step_delta_matches_direct_integration_and_is_above_it():
 
 
 def test_gaussian_exact_and_discretised():
-    # the exact Gaussian profile (Balle-Wang 2018) against the figures, and the discretised
+    # the exact Gaussian profile (Balle-Wang 2018) against its published figures, and the discretised
     # Gaussian law against it: above, and within 1e-4
     for rho, want in ((1.0, 6.57), (3.0, 12.87), (0.1, 1.76)):
         mu = math.sqrt(2 * rho)
@@ -133,7 +133,7 @@ def _bracket(q, sigma, steps, h):
 
 
 def test_tramer_boneh_within_a_rigorous_bracket():
-    # the bar: at most 2.42 and at least the exact value.  The exact value lies between the
+    # the bar: at most 2.42 and at least the exact value.  The exact value lies between the
     # rounded-down and rounded-up laws (2e-5 grid: [2.3645, 2.3877]); the PLD method is in it, and
     # within 1e-3 of itself on a 4x finer grid (its excess is second order in the grid).
     lo, hi = _bracket(*TB, h=2e-5)
@@ -193,7 +193,7 @@ def test_charges_add_up():
 
 
 def test_noise_multiplier_inverts_the_accountant():
-    # the bar: below 2.0 for eps 3 over Tramer-Boneh's run; sigma is the smallest to 0.1%
+    # the bar: below 2.0 for eps 3 over Tramer-Boneh's run; sigma is the smallest to 0.1%
     sigma = dp.noise_multiplier(3.0, DELTA, TB[0], TB[2])
     assert sigma < 2.0
     assert 2.99 < acct("pld", TB[0], sigma, TB[2]).get_epsilon(DELTA) <= 3.0

@@ -201,8 +201,8 @@ est_release *est_release_new(est_result *r);
 int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V);
 /* A central method's mechanism returned rc after its charge: rel becomes
    FAILED with a reason naming rc (exit 4, like a FAIL of the mechanism),
-   never a runtime error without a release (issue 9; the list of such errors
-   is at the definition). */
+   never a runtime error without a release (the list of such errors is at
+   the definition). */
 void est_release_internal_error(est_release *rel, const char *method, int rc);
 /* Count rows with NaN, Inf (and no NaN) or zero norm into r's counters. */
 void est_count_rows(const float *X, size_t n, size_t d, est_result *r);

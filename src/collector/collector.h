@@ -175,7 +175,7 @@ void collector_log_state_failed(const collector *c);
 int collector_server_socket(collector *c, void *sock, const char *endpoint, const char *domain,
                             const dps_keypair *kp, char *err, size_t errlen);
 
-/* The sharded mode (--sharded, issue 15): src/mpi/collector_sharded.c with
+/* The sharded mode (--sharded): src/mpi/collector_sharded.c with
    MPI, src/collector/sharded_none.c without (which refuses it).  start: MPI
    up, this process's rank of size (an error in err: exit 2).  agree: the
    largest of every rank's rc, on every rank.  serve: the sharded loop, on

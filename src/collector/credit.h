@@ -1,4 +1,4 @@
-/* credit.h - credit-based flow control of ingest (issue 9 item 5).
+/* credit.h - credit-based flow control of ingest.
 
    libzmq bounds a PULL socket's queue per connection, never across
    connections, so the collector bounds the batches in transit itself: a

@@ -210,8 +210,8 @@ int collector_ingest(collector *c)
      libzmq makes of ZAP's User-Id takes one place), fixed before bind: libzmq 4.3 gives
      each new connection the mark its listener copied at bind time, and
      re-applies a changed mark only to pipes the socket has already attached
-     (both checked against the installed 4.3.4).  We rejected raising the
-     mark while few producers are connected (choice (a) of the issue): a
+     (both checked against the installed 4.3.4).  Raising the mark while
+     few producers are connected does not bound it: a
      producer that connects before we see it starts at the mark of bind time,
      and those already attached keep their deeper queues until drained, so
      the bound would hold only between arrivals;

@@ -295,7 +295,7 @@ void options_ingest_plan(const collector_options *o, ingest_plan *p)
     p->producers = p->budget > p->loop ? (p->budget - p->loop) / p->per_producer : 0;
 }
 
-/* The ingest buffer and the batch cap: defaults and checks (issue 9 item 5).
+/* The ingest buffer and the batch cap: defaults and checks.
    Default buffer: room for 16 producers of 256-row batches, 16 x (slots +
    2) + 3 batches (51 at the default one batch slot), within [64 MB, machine / 4].
    Default --max-batch-rows: the largest batch that keeps that room for 16

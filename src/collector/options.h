@@ -26,7 +26,7 @@ typedef struct {
     uint64_t dense_max_d; /* gaussian: the widest group released densely (0: the library's default) */
     uint64_t public_seed, seed, workers;
     int seeded;
-    /* sharded by coordinate over MPI ranks (issue 15; src/mpi/collector_sharded.c) */
+    /* sharded by coordinate over MPI ranks (src/mpi/collector_sharded.c) */
     int sharded;
     double shard_wait;       /* seconds a rank waits for its slice of a batch rank 0 took */
     /* epochs */

@@ -46,7 +46,7 @@ void ptable_refused(producer_table *t, const char *id, uint64_t run);
 /* The entry of (id, run), or NULL.  run 0 names the most recently heard run
    of id (an operator's question names no run). */
 const producer_entry *ptable_find(const producer_table *t, const char *id, uint64_t run);
-/* Lost connections (issue 9 item 5): libzmq drops a connection, with the
+/* Lost connections: libzmq drops a connection, with the
    batches queued on it, when it cannot allocate a batch or one is above
    ZMQ_MAXMSGSIZE, and tells no one.  A producer that drains asks only before
    it disconnects; one heard again after its connection ended (a status

@@ -1,5 +1,4 @@
-/* release.c - dps-collector's release and writer threads (issue 13 item
-   1): the loop seals a full epoch (dps_estimator_seal) and goes on ingesting
+/* release.c - dps-collector's release and writer threads: the loop seals a full epoch (dps_estimator_seal) and goes on ingesting
    the next one while the release thread releases the sealed epoch (the
    ledger hook, then the mechanism: dps_estimator_release_sealed) and numbers
    its snapshot (collector_number), and the writer stores it (fsynced) with

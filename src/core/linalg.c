@@ -221,8 +221,8 @@ int la_orthonormalize_rows(float *V, size_t k, size_t d)
        second pass would only repeat that rounding: one is enough.  The rows
        it is given here (a bucket's basis from its Gram's eigenvectors) are
        that close.  Farther off, a second pass (CholQR2); Householder when
-       the rows are too far from independent for Cholesky.  (issue 13 item
-       4; test_linalg 7c runs both paths.) */
+       the rows are too far from independent for Cholesky.  (test_linalg
+       7c runs both paths.) */
     enum { CHOLQR_MAX_K = 256 };
     const double CHOLQR_ONE_PASS = 0.1;
     double dev = 0;

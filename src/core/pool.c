@@ -4,8 +4,8 @@
    (Linux: a thread's own nice value, set on its id): on a machine whose
    cores they fill, the thread
    that pushes rows -- a training loop, the collector's ingest loop -- gets
-   the CPU first, and the bucket bases wait (issue 13: ingest must not slow
-   down while the library computes). */
+   the CPU first, and the bucket bases wait (ingest must not slow down
+   while the library computes). */
 #include "pool.h"
 #include "dpsubspace.h"
 

@@ -53,7 +53,8 @@ static dps_zcdp s_cost(const dps_config *c) { return (dps_zcdp){c->rho_epoch, c-
 static double s_radius_unrelated(const dps_config *c) { return sqrt(2.0 * (double)c->k / (double)c->d); }
 
 /* The reference items; the WFC scratch is not used by agg_histogram but
-   allocated (and counted) as before issue 10, to change nothing there. */
+   allocated (and counted) as the reference aggregator's, which shares this
+   state. */
 static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 {
     return epoch_agg_create(out, c, pool, EPOCH_AGG_REFS);

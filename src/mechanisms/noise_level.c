@@ -20,8 +20,8 @@
    Beyond the threshold the top directions are those of the noise (random
    level).  The level: mu when mu >= 1 (how far past the threshold), else the
    predicted sine sqrt(1 - (1 - mu^4)/(1 + nu)), which tends to 1 as mu -> 1,
-   so the level is continuous.  This is the noise margin of issue 11
-   (s_mu (d/q)^(1/4)) made into an angle below the threshold: near it
+   so the level is continuous: the noise margin s_mu (d/q)^(1/4) made
+   into an angle below the threshold: near it
    the 1/(1 + nu) factor dominates when d >> q. */
 double noise_level_rect(double sigma, size_t q, size_t d)
 {

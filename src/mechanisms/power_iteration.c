@@ -38,8 +38,8 @@
    against the sensitivity 1 (power_rounding_bound; tests/mechanisms/test_power_iteration.c
    checks it under replacing and inserting a row).  The noise is not scaled
    for it (as second_moment.h; the Gaussian draws' own floating-point caveat
-   is rng.c's).  Why not float: a flush's products formed in float (sgemm,
-   before issue 13's fix) round differently on every flush whose rows
+   is rng.c's).  Why not float: a flush's products formed in float (sgemm)
+   round differently on every flush whose rows
    differ, and adding a row shifts every later row to another flush, so
    float's worst case (d 2^-24 relative per inner product) reached every
    flush of the step, far above the sensitivity.  The cost: dgemm runs at

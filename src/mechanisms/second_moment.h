@@ -2,7 +2,7 @@
    Gaussian) share: the epoch's C = sum x x^T, accumulated as rows arrive
    (d x d double, upper triangle, in blocks of rows through dsyrk), and their
    common hooks.
-   Why double (issue 11 item 3, measured by tools/bench/bench_accum.c at
+   Why double (measured by tools/bench/bench_accum.c at
    n = 60 000 unit rows, d = 2 000): float accumulation (ssyrk, 64 rows per
    call) differs from double by at most 3.0e-3 per entry (rows with a
    dominant coordinate; 4e-5 for uniform rows), 0.6% of the noise sd at
@@ -11,11 +11,11 @@
    2 (n / 64 + 64) eps_f n in the worst case (7 at n = 60 000; measured
    3.8e-3), against 1e-8 in double.  Float would need the noise scaled for
    that worst case, so C stays double.
-   Float blocks with an exact sum across them were built and measured in
-   issue 13 (1.5-1.8x faster, 0.67-0.81 of ssyrk peak, rounding's share of
-   the replace-one sensitivity bounded by the block: 0.0078) and withdrawn:
-   under adding or removing a row (the adjacency of DP-SGD's accounting,
-   SubspaceEstimator.rho_add_remove) every later row changes block, every
+   Float blocks with an exact sum across them are 1.5-1.8x faster (0.67-0.81
+   of ssyrk peak; rounding's share of the replace-one sensitivity bounded
+   by the block: 0.0078), but their bound does not hold under adding or
+   removing a row (the adjacency of DP-SGD's accounting,
+   SubspaceEstimator.rho_add_remove): every later row changes block, every
    later block rounds differently, and the bound grows to about
    2 b 2^-24 n (1.8 at n = 60 000 against the sensitivity 1).  In double,
    under either adjacency, the whole sum's own rounding bounds it, in any

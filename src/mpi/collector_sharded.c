@@ -1,4 +1,4 @@
-/* collector_sharded.c - dps-collector --sharded under mpirun (issue 15): one
+/* collector_sharded.c - dps-collector --sharded under mpirun: one
    collector whose rows are sharded by coordinate over the R ranks of
    MPI_COMM_WORLD, so that no rank holds more than 1/R of any row, of the
    power iteration's state or of the basis.

@@ -1,5 +1,5 @@
 /* mpi_estimate.c - dps-mpi-estimate: the power mechanism's epochs on a file
-   of rows, sharded by coordinate over MPI ranks (issue 15): run it under
+   of rows, sharded by coordinate over MPI ranks: run it under
    mpirun.  Every rank reads the rows one at a time and keeps its columns;
    rank 0 writes the basis and the report.  The first sharded program: the
    collector's sharded mode (ingest per rank, the ledger on rank 0) builds on

@@ -1,6 +1,6 @@
 /* power_sharded.h - the noisy power iteration of power_iteration.h (DESIGN
-   7.3) sharded by coordinate over the ranks of an MPI communicator (issue
-   15): rank r of R holds columns [c0, c1) of every row, of the iterate X and
+   7.3) sharded by coordinate over the ranks of an MPI communicator: rank r
+   of R holds columns [c0, c1) of every row, of the iterate X and
    of the noisy Y, so each holds b (c1 - c0) doubles of them and only b x b
    and nb x b matrices cross the network.
 

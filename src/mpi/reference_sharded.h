@@ -1,6 +1,6 @@
 /* reference_sharded.h - the reference aggregator (DPS_AGG_REFERENCE, SS_Agg,
    Tsfadia sec. 4.1; src/mechanisms/epoch_reference.c and aggregate.c)
-   sharded by coordinate over the ranks of an MPI communicator (issue 15):
+   sharded by coordinate over the ranks of an MPI communicator:
    rank r of R holds columns [c0, c1) of every row, of every bucket's basis
    V_j, of the reference points P and of the noisy mean Z, so each holds
    (t k + q) (c1 - c0) floats of them and W m (c1 - c0) of open buckets' rows;

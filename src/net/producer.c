@@ -12,7 +12,7 @@
    dps_producer_close says how that ended (the batches the collector did not
    confirm); dps_producer_destroy, which cannot return it, closes if the
    caller did not and then frees.
-   Credit (issue 9 item 5, src/collector/credit.h): with a status endpoint
+   Credit (src/collector/credit.h): with a status endpoint
    the producer sends a batch only once the collector has granted its seq,
    asking on a REQ socket it keeps (cred) for `ahead` batches at a time (1,
    doubling up to CREDIT_AHEAD at each question: a producer with a few
@@ -24,7 +24,7 @@
    does not grant credit (an old one: the reply's credit is false), or a
    status endpoint that does not answer the first question within
    CREDIT_FIRST_MS, leaves the producer sending as before.
-   Sharded (opts.shards = R > 1, issue 15): the producer is R parts, one per
+   Sharded (opts.shards = R > 1): the producer is R parts, one per
    collector rank, each a producer of its own (socket, batches, seq) sending
    its slice of every row (dps_shard_slice) under one id and one random
    stream; the parts get the same rows in the same calls, so their batches
@@ -46,11 +46,11 @@
    from a signal handler) rather than a call into the producer from the
    handler: setting it is async-signal-safe, and one flag serves any number
    of producers (the parts of a sharded one share their parent's).
-   Run (issue 31): every producer draws a random nonzero run number and sends
+   Run: every producer draws a random nonzero run number and sends
    it with every batch (RowBatch.stream) and status question, so that the
    collector matches credit and counts to this run and refuses a seq of it
    twice; the parts of a sharded producer share theirs (the stream).
-   A dead collector (issue 31): once the collector has been heard (a status
+   A dead collector: once the collector has been heard (a status
    reply; without a status endpoint, a handshake), every wait for it --
    credit, a blocked send, the drain -- ends with DPS_EGONE after
    timeout_ms (DPS_PRODUCER_COLLECTOR_TIMEOUT_MS unless set) without a word
