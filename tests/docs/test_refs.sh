@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_refs - the documents point at things that exist: every path and every
 # identifier a document names in `backticks` is in the repository, and no
-# document sends the reader outside it (a clone has nothing at ../).
+# document sends the reader outside it (a clone has nothing at ../); and the
+# code's comments state reasons, not the history of a change: no file under
+# src/, include/ or python/ names an issue (git and the issues keep that).
 # Documents: README.md, docs/design.md, docs/privacy.md, producers/README.md.
 # usage: test_refs.sh SOURCE_DIR
 src=$1
@@ -30,5 +32,7 @@ for doc in $docs; do
   done
   if [ ! -s "$tmp/missing" ]; then ok; else ko "$doc names identifiers found nowhere in the code: $(tr '\n' ' ' <"$tmp/missing")"; fi
 done
+if grep -rnI -E '(issue|issues) #?[0-9]' src include python >"$tmp/out"; then
+  ko "comments name issues: $(head -3 "$tmp/out" | tr '\n' ' ')"; else ok; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
