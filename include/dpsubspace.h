@@ -8,7 +8,7 @@
     - "the caller owns" means the caller must destroy the returned object;
     - matrices are row-major float32: a k x d basis is k rows of length d.
 
-    Privacy model (DESIGN.md section 2): one row is one unit of privacy, rows are
+    Privacy model (docs/design.md, section 2): one row is one unit of privacy, rows are
     normalised to unit L2 norm on arrival, neighbouring streams differ by replacing
     one row, accounting is approximate zCDP (rho, delta).  Each mechanism states its
     guarantee next to its code in src/.

@@ -9,8 +9,8 @@ Where the library comes from, first found wins:
   3. the system's loader (libdpsubspace.so.0.3, major.minor of this package, after `cmake --install`).
 The structs below must match include/dpsubspace.h field for field: the
 library's version must equal the one this package was built with (checked at
-load), and tests/python/test_native_layout.py compares every offset with the
-compiler's.
+load), and python/tests/test_native.py compares every offset with the
+compiler's (tests/python/layout_probe.c prints them).
 """
 import ctypes
 import os
