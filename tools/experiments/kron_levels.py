@@ -28,7 +28,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from kron_table import SHAPES  # noqa: E402
 
-WEAK = 0.75      # DPS_NOISE_LEVEL_WEAK
 NOISE_FREE = 1e6
 SEEDS = (1, 2)
 
@@ -60,10 +59,25 @@ def main(argv=None):
     p.add_argument("--csv", help="write the rows here too")
     a = p.parse_args(argv)
     import dpsubspace as dp
+    from dpsubspace.subscriber import NOISE_LEVEL_WEAK as WEAK
+    models = a.models.split(",")
+    for model in models:
+        if model not in SHAPES:
+            p.error(f"--models: {model!r} has no kron shapes (kron_table.SHAPES: {', '.join(SHAPES)})")
+        for f in (f"{model}-e1.json", f"{model}-e1-train.npy", f"{model}-e1-heldout.npy"):
+            if not os.path.exists(os.path.join(a.data, f)):
+                p.error(f"{os.path.join(a.data, f)}: no such file (gradients.py make --model {model} --heldout 2000 "
+                        f"--out {a.data})")
+    try:
+        ns, ks, rhos = ([kind(v) for v in arg.split(",")] for kind, arg in ((int, a.n), (int, a.k), (float, a.rhos)))
+    except ValueError as e:
+        p.error(f"--n, --k and --rhos are comma-separated numbers: {e}")
+    if min(ns) < 1 or min(ks) < 1 or min(rhos) <= 0:
+        p.error("--n and --k must be >= 1 and --rhos > 0")
     rows = []
     print("| model | n | k_g | rho | seed | group | level | predicted | kept | WEAK |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for model in a.models.split(","):
+    for model in models:
         meta = json.load(open(os.path.join(a.data, f"{model}-e1.json")))
         sizes, shapes = meta["param_sizes"], shapes_of(model)
         if len(sizes) != len(shapes):
@@ -72,15 +86,17 @@ def main(argv=None):
         X = np.load(os.path.join(a.data, f"{model}-e1-train.npy"), mmap_mode="r")
         H = np.load(os.path.join(a.data, f"{model}-e1-heldout.npy")).astype(np.float64)
         H /= np.maximum(np.linalg.norm(H, axis=1, keepdims=True), 1e-30)
-        for n in (int(v) for v in a.n.split(",")):
+        for n in ns:
+            if n > X.shape[0]:
+                sys.exit(f"kron_levels.py: --n {n}: {model}'s data has {X.shape[0]} training rows")
             Xn = np.array(X[:n], dtype=np.float32)
-            for K in (int(v) for v in a.k.split(",")):
+            for K in ks:
                 gk = [min(K, s) for s in sizes]
                 kw = dict(mechanism="kron", groups=sizes, group_components=gk, group_shapes=shapes)
                 free = captured_per_group(H, dp.SubspaceEstimator(sum(gk), rho=NOISE_FREE, seed=1, **kw)
                                           .fit(Xn).releases_[-1].basis, starts)
                 enter = [g for g in range(len(sizes)) if gk[g] < sizes[g]]
-                for rho in (float(v) for v in a.rhos.split(",")):
+                for rho in rhos:
                     for seed in SEEDS:
                         r = dp.SubspaceEstimator(sum(gk), rho=rho, seed=seed, **kw).fit(Xn).releases_[-1]
                         cap = captured_per_group(H, r.basis, starts)
