@@ -54,9 +54,20 @@ def note(msg):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on loopback below the kernel's ephemeral range (10000-19999): a port the kernel hands
+    out (bind to 0) may be taken, between this check and the collector's bind, as the local end of any
+    process's outgoing connection (a test running beside this one); one below the range never is.  (The
+    MPI test's ports are 20000-32123.)"""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10000, 20000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 10000-19999 on 127.0.0.1")
 
 
 def synth(n, d, k, tau, rng, basis=None):
