@@ -92,9 +92,12 @@ static double s_random_kept(size_t m, size_t k, size_t d)
    over the edge: those ignore, respectively, the weaker k - 1 directions
    and how much energy each holds; the captured energy is a sum over
    directions weighted by their eigenvalues, and this is its prediction. */
+/* The detection level above (the Wigner edge plus the Tracy-Widom margin). */
+static double s_detect(size_t d, double s) { return 2 * s * sqrt((double)d) + 4 * s * pow((double)d, -1.0 / 6); }
+
 size_t gauss_noise_cleared(const double *w, size_t k, size_t d, double s)
 {
-    double edge = 2 * s * sqrt((double)d), detect = edge + 4 * s * pow((double)d, -1.0 / 6);
+    double detect = s_detect(d, s);
     size_t m = 0;
     for (size_t i = 0; i < k; i++)
         m += w[i] > detect;
@@ -103,8 +106,8 @@ size_t gauss_noise_cleared(const double *w, size_t k, size_t d, double s)
 
 void gauss_noise_dir(double w, size_t m, size_t k, size_t d, double s, double *lambda, double *keep)
 {
-    double T = s * sqrt((double)d), edge = 2 * T, detect = edge + 4 * s * pow((double)d, -1.0 / 6);
-    if (w > detect) {
+    double T = s * sqrt((double)d), edge = 2 * T;
+    if (w > s_detect(d, s)) {
         *lambda = 0.5 * (w + sqrt(w * w - edge * edge));
         *keep = 1 - T * T / (*lambda * *lambda);
     } else {
