@@ -171,6 +171,8 @@ DPS_EXPORT double dps_zcdp_eps_total_kind(dps_zcdp spent, dps_charge_kind kind, 
    delta_target, by the accountant's rule (dps_accountant_eps), must stay
    <= eps_cap), or both zero: no cap. */
 typedef struct { double rho_cap; double eps_cap; double delta_target; } dps_budget;
+/* The delta_target a total is stated at when the cap gives none. */
+#define DPS_DELTA_TARGET_DEFAULT 1e-5
 
 /* Composes charges: their rho and delta add.  It keeps whether every charge
    with a non-zero cost was DPS_CHARGE_GAUSSIAN (dps_accountant_kind); the eps
@@ -419,6 +421,70 @@ DPS_EXPORT void dps_snapshot_destroy(dps_snapshot **s);
    ledger).  A non-zero return aborts the epoch: nothing is released and
    dps_estimator_close_epoch returns DPS_ECOMMIT. */
 typedef int (*dps_commit_fn)(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp total_after);
+
+/* The end of a release, in its privacy order, written once
+   (src/stream/epoch_close.c).  Every path that spends budget ends through it:
+   the streaming estimator's epochs, the sharded collector's, dps-estimate's
+   central methods and the Python package's.
+   1. dps_release_decide(acc, cost, kind, too_little, hooks, info): the
+      decision, from public quantities only (the cost, the cap, the counts):
+      - too_little != NULL (the input cannot make a release: a public count)
+        -> info FAILED with that reason, DPS_RELEASE_NOT_RUN, nothing spent;
+      - the cost does not fit the cap -> info REFUSED, DPS_RELEASE_NOT_RUN;
+      - hooks->reserve fails (what the release needs that could fail for
+        want of memory) -> DPS_RELEASE_NO_MEMORY, nothing spent;
+      - hooks->commit refuses (the charge made durable) ->
+        DPS_RELEASE_UNCOMMITTED: nothing charged, nothing may be released;
+      - else the charge: info->epoch_cost = cost, DPS_RELEASE_RUN.
+   2. The mechanism, only after DPS_RELEASE_RUN: its noise is drawn after the
+      charge is recorded.
+   3. dps_release_outcome(info, rc, failed, fail_reason, who, buf, len): the
+      status after the charge.  An error rc the mechanism returned is
+      published as FAILED, budget spent, like a FAIL of the mechanism
+      (failed != 0 with fail_reason): the outcome differs from a run without
+      the error only in the basis being withheld.  The errors that can still
+      come after the charge, none of which the rows can cause (every row a
+      mechanism sees is finite with norm <= 1, src/core/rows.c):
+      - DPS_ENOMEM: scratch whose size is a function of the public
+        configuration and counts;
+      - DPS_EINVAL / DPS_ELIMIT: argument checks on the configuration,
+        checked before the charge;
+      - DPS_ENUMERIC: LAPACK's non-convergence on a finite matrix of data
+        plus noise, or the Bingham sampler's proposal cap.  The residual
+        risk: in principle data-dependent, no input is known to cause it,
+        its probability is not in delta.
+   4. dps_release_totals(acc, cap, info): what is spent and left after it
+      (total, eps_total at delta_target, budget_left, budget_unit), for
+      every outcome, run or not.
+   info->epoch is the one given to hooks->commit; the caller fills the
+   release's other facts (counts, levels). */
+typedef struct {
+    /* NULL, or: reserve what the release needs that could fail for want of
+       memory; 0 = done (else it keeps nothing). */
+    int (*reserve)(void *arg);
+    dps_commit_fn commit; /* NULL, or the durable record of the charge          */
+    void *arg;            /* for reserve and commit                             */
+    const char *refused;  /* NULL, or the reason of a refusal by the cap (a
+                             string the caller keeps until info is used)       */
+} dps_release_hooks;
+typedef enum {
+    DPS_RELEASE_RUN = 0,        /* charged: run the mechanism, then dps_release_outcome */
+    DPS_RELEASE_NOT_RUN = 1,    /* too little input or past the cap: info says why */
+    DPS_RELEASE_NO_MEMORY = 2,  /* hooks->reserve failed: nothing spent, info unchanged */
+    DPS_RELEASE_UNCOMMITTED = 3 /* hooks->commit refused: nothing charged or released */
+} dps_release_decision;
+/* hooks may be NULL.  Sets info->status, reason and epoch_cost. */
+DPS_EXPORT dps_release_decision dps_release_decide(dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind,
+                                                   const char *too_little, const dps_release_hooks *hooks,
+                                                   dps_snapshot_info *info);
+/* rc: the mechanism's return; failed, fail_reason: its own FAIL; who names
+   the mechanism in the reason of an error ("the mechanism", "Analyze
+   Gauss"), written into buf (len bytes, kept by the caller). */
+DPS_EXPORT void dps_release_outcome(dps_snapshot_info *info, int rc, int failed, const char *fail_reason,
+                                    const char *who, char *buf, size_t len);
+/* cap: the one acc was made with (NULL: none); delta_target is the cap's,
+   1e-5 when it gives none. */
+DPS_EXPORT void dps_release_totals(const dps_accountant *acc, const dps_budget *cap, dps_snapshot_info *info);
 
 typedef struct {
     size_t d;            /* row dimension                                   */

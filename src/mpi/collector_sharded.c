@@ -432,44 +432,54 @@ static int s_room_to_publish(const sharded *s)
     return ok;
 }
 
-/* Rank 0: the cap, then the charge on disk; the decision (END_*). */
+/* Rank 0 (dps_release_hooks.commit): the ledger's durable record. */
+static int s_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
+{
+    const sharded *s = arg;
+    return collector_commit(s->c, epoch, cost, after);
+}
+
+/* Rank 0 (dps_release_hooks.reserve): is there memory to publish? */
+static int s_reserve(void *arg)
+{
+    return s_room_to_publish(arg) ? 0 : DPS_ENOMEM;
+}
+
+/* Rank 0: the end of a release's decision (dps_release_decide: too little,
+   the cap, the memory, the charge on disk); END_*. */
 static int s_decide(sharded *s, dps_snapshot_info *info)
 {
     collector *c = s->c;
-    dps_zcdp cost = s->mech->cost(s->cfg);
     size_t need = s->reference ? s->mech->min_buckets(s->cfg) : 0;
+    char *too_little = NULL;
     if (s->reference && s->ref.completed < need) { /* public: the count depends only on how many rows came */
         static char why[400];
         snprintf(why, sizeof why, "only %zu buckets completed of %" PRIu64 " rows (the open buckets' %" PRIu64
                  " dropped) and the mechanism needs %zu to succeed: it did not run, nothing was spent%s",
                  s->ref.completed, s->rows, s->rows - (uint64_t)s->ref.completed * s->cfg->m, need,
                  s->ref.win > 8 && s->rows < s->n ? " (an early close fills few buckets unless --window is small)" : "");
-        info->status = DPS_SNAP_FAILED;
-        info->reason = why;
-        return END_REFUSED;
+        too_little = why;
     }
-    if (!dps_accountant_fits_kind(s->acc, cost, s->mech->kind)) {
-        info->status = DPS_SNAP_REFUSED;
-        info->reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
+    /* The hooks' arg is the sharded state for reserve; collector_commit takes
+       the collector, so commit goes through s_commit. */
+    dps_release_hooks hooks = {.reserve = s_reserve, .commit = s_commit, .arg = s};
+    switch (dps_release_decide(s->acc, s->mech->cost(s->cfg), s->mech->kind, too_little, &hooks, info)) {
+    case DPS_RELEASE_RUN:
+        return END_RELEASE;
+    case DPS_RELEASE_NOT_RUN:
         return END_REFUSED;
-    }
-    if (!s_room_to_publish(s)) {
+    case DPS_RELEASE_NO_MEMORY:
         info->status = DPS_SNAP_FAILED;
         info->reason = "rank 0 had no memory to publish a basis: the mechanism did not run, nothing was spent";
         log_error("epoch %" PRIu64 ": rank 0 has no memory for the 4 copies of the k x d basis a publication "
                   "needs (%.1f MB each): not charged, not released (give rank 0 more memory)",
                   s->epoch, (double)(s->cfg->k * s->cfg->d * sizeof(float)) / 1e6);
         return END_REFUSED;
-    }
-    dps_zcdp before = dps_accountant_spent(s->acc);
-    dps_zcdp after = {before.rho + cost.rho, before.delta + cost.delta};
-    if (collector_commit(c, s->epoch, cost, after) != 0) {
+    case DPS_RELEASE_UNCOMMITTED:
+    default:
         c->ledger_failed = 1;
         return END_COMMIT_FAILED;
     }
-    dps_accountant_charge_kind(s->acc, cost, s->mech->kind); /* fits: checked above */
-    info->epoch_cost = cost;
-    return END_RELEASE;
 }
 
 /* The power mechanism's release (every rank): the last, partial block's
@@ -505,9 +515,9 @@ static int s_release_reference(sharded *s)
     return rc;
 }
 
-/* Rank 0: the released epoch's outcome into info (status, noise level and
-   the aggregator's radius, W^). */
-static void s_outcome(sharded *s, dps_snapshot_info *info)
+/* Rank 0: the released epoch's outcome: into info its noise level and the
+   aggregator's radius, W^; whether the mechanism said FAIL, and why. */
+static int s_outcome(sharded *s, dps_snapshot_info *info, const char **why)
 {
     const dps_config *cfg = s->cfg;
     if (s->reference) {
@@ -516,17 +526,17 @@ static void s_outcome(sharded *s, dps_snapshot_info *info)
         epoch_agg_wfc_outcome(&res, &o); /* the single-process wording of a FAIL */
         info->radius = o.radius;
         info->w_hat = o.w_hat;
-        info->status = o.failed ? DPS_SNAP_FAILED : DPS_SNAP_RELEASED;
-        info->reason = o.failed ? o.reason : "";
         info->noise_level = o.failed ? 0 : s->ro.noise_level;
-        return;
+        *why = o.reason;
+        return o.failed;
     }
     /* noise level: moment_release's (post-processing of the last noisy Y's
        singular values and the public noise scale) */
     double lost = 0, total = 0; /* one group: the units factor cancels */
     int any = power_noise_parts(s->sv, cfg->k, cfg->d, s->p.b, power_noise_sd(cfg->rho_epoch), &lost, &total);
     info->noise_level = any ? sqrt(lost / total) : 1;
-    info->status = DPS_SNAP_RELEASED;
+    *why = NULL;
+    return 0;
 }
 
 /* The epoch's end, on every rank: rank 0 decides (and charges), every rank
@@ -550,29 +560,25 @@ static int s_close(sharded *s)
     info.radius_unrelated = s->mech->radius_unrelated ? s->mech->radius_unrelated(cfg) : 0;
     info.seeded = cfg->seeded;
     info.public_seed = cfg->public_seed;
-    info.reason = "";
-    info.delta_target = cfg->cap.delta_target > 0 ? cfg->cap.delta_target : 1e-5;
     /* An error of the epoch's steps does not spare the charge: whether it
        happened may depend on the rows (an eigensolver's failure), so the
-       charge must not (estimator.c's rule: charged, then published FAILED). */
+       charge must not (dps_release_outcome: charged, then published FAILED). */
     int end = s->rank == 0 ? s_decide(s, &info) : END_RELEASE;
     MPI_Bcast(&end, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int rc = DPS_OK;
     if (end == END_RELEASE)
         rc = s->reference ? s_release_reference(s) : s_release_power(s);
     if (s->rank == 0 && end != END_COMMIT_FAILED) {
-        if (end == END_RELEASE && rc) { /* after the charge: published as FAILED (estimator.c's rule) */
-            info.status = DPS_SNAP_FAILED;
-            info.reason = "the release failed after its charge (an eigensolver error); nothing of it is released";
-            log_error("epoch %" PRIu64 ": the sharded release failed after the charge: %s", s->epoch,
-                      dps_strerror(rc));
-        } else if (end == END_RELEASE) {
-            s_outcome(s, &info);
+        char internal[200];
+        if (end == END_RELEASE) {
+            const char *why = NULL;
+            int failed = rc ? 0 : s_outcome(s, &info, &why);
+            dps_release_outcome(&info, rc, failed, why, "the sharded release", internal, sizeof internal);
+            if (rc)
+                log_error("epoch %" PRIu64 ": the sharded release failed after the charge: %s", s->epoch,
+                          dps_strerror(rc));
         }
-        info.total = dps_accountant_spent(s->acc);
-        info.eps_total = dps_accountant_eps(s->acc, info.delta_target);
-        info.budget_left = dps_accountant_left(s->acc);
-        info.budget_unit = dps_budget_unit(&cfg->cap);
+        dps_release_totals(s->acc, &cfg->cap, &info);
         s_publish(s, &info, info.status == DPS_SNAP_RELEASED ? s->basis : NULL);
         /* tools/bench/run-mpi-collector reads this line */
         const char *what = end != END_RELEASE ? "not run: nothing charged, the outcome stored and published"

@@ -28,7 +28,7 @@ void dps_config_init(dps_config *c, size_t d, size_t k)
     c->aggregator = DPS_AGG_REFERENCE;
     c->rho_epoch = 1.0;
     c->delta_epoch = 1e-8;
-    c->cap.delta_target = 1e-5; /* the delta eps is shown at; no cap by default */
+    c->cap.delta_target = DPS_DELTA_TARGET_DEFAULT; /* the delta eps is shown at; no cap by default */
     c->alpha = 0.5;
     c->tau = 0.5;
     c->split_search = 0.2;

@@ -338,13 +338,6 @@ int dps_estimator_prepare_overlap(dps_estimator *e)
 }
 
 /* ---------------------------------------------------------------- release */
-/* Every outcome says what the cap leaves, after its charge if any (e->mu held). */
-static void s_budget_left(const dps_estimator *e, dps_snapshot_info *info)
-{
-    info->budget_left = dps_accountant_left(e->acc);
-    info->budget_unit = dps_budget_unit(&e->cfg.cap);
-}
-
 /* The sealed epoch's end: its rows are used once, its slot is free for the
    epoch after next (the next begin of a warm mechanism waits for this). */
 static void s_slot_end(dps_estimator *e, epoch_slot *sl, int internal_error)
@@ -358,19 +351,6 @@ static void s_slot_end(dps_estimator *e, epoch_slot *sl, int internal_error)
     e->sealed = -1;
     pthread_cond_broadcast(&e->released);
     pthread_mutex_unlock(&e->mu);
-}
-
-/* A snapshot that did not run the mechanism (nothing charged; e->mu held),
-   and the end of the epoch. */
-static int s_finish(dps_estimator *e, epoch_slot *sl, dps_snapshot_info *info, dps_snapshot **out)
-{
-    s_budget_left(e, info);
-    info->total = dps_accountant_spent(e->acc);
-    info->eps_total = dps_accountant_eps(e->acc, info->delta_target);
-    pthread_mutex_unlock(&e->mu);
-    int rc = dps_snapshot_new(out, info, NULL);
-    s_slot_end(e, sl, 0);
-    return rc;
 }
 
 /* NULL when enough came in for the mechanism to run, else why not (in why). */
@@ -389,6 +369,35 @@ static const char *s_too_little(const dps_estimator *e, const epoch_slot *sl, ch
              "only %zu buckets completed and the mechanism needs %zu to succeed: it did not run, nothing was "
              "spent", sl->completed, need);
     return why;
+}
+
+/* What a release needs that could fail for want of memory, taken before
+   the charge (dps_release_hooks.reserve): the snapshot and the basis it
+   will own; their sizes are the configuration's. */
+typedef struct {
+    const dps_estimator *e;
+    dps_snapshot *snap;
+    float *basis;
+} s_reserved;
+
+static int s_reserve(void *arg)
+{
+    s_reserved *r = arg;
+    r->snap = snapshot_reserve();
+    r->basis = dps_aligned_calloc(r->e->cfg.k * r->e->cfg.d, sizeof(float));
+    if (r->snap && r->basis)
+        return 0;
+    free(r->snap);
+    free(r->basis);
+    r->snap = NULL;
+    r->basis = NULL;
+    return DPS_ENOMEM;
+}
+
+static int s_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp total_after)
+{
+    const s_reserved *r = arg;
+    return r->e->cfg.commit(r->e->cfg.commit_arg, epoch, cost, total_after);
 }
 
 int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
@@ -423,52 +432,31 @@ int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
     info.seeded = c->seeded;
     info.public_seed = c->public_seed;
     info.radius_unrelated = mech->radius_unrelated(c);
-    info.reason = "";
-    dps_zcdp cost = mech->cost(c);
 
     char why[200];
     const char *too_little = s_too_little(e, sl, why, sizeof why);
+    s_reserved res_mem = {.e = e};
+    dps_release_hooks hooks = {.reserve = s_reserve, .commit = c->commit ? s_commit : NULL, .arg = &res_mem};
     pthread_mutex_lock(&e->mu); /* the cap's check, the commit and the charge: one step */
-    info.delta_target = c->cap.delta_target > 0 ? c->cap.delta_target : 1e-5;
-    if (too_little) {
-        info.status = DPS_SNAP_FAILED;
-        info.reason = too_little;
-        return s_finish(e, sl, &info, out);
+    dps_release_decision decision = dps_release_decide(e->acc, mech->cost(c), mech->kind, too_little, &hooks, &info);
+    dps_release_totals(e->acc, &c->cap, &info);
+    pthread_mutex_unlock(&e->mu);
+    if (decision == DPS_RELEASE_NOT_RUN) {
+        int rc = dps_snapshot_new(out, &info, NULL);
+        s_slot_end(e, sl, 0);
+        return rc;
     }
-    if (!dps_accountant_fits_kind(e->acc, cost, mech->kind)) {
-        info.status = DPS_SNAP_REFUSED;
-        info.reason = "releasing this epoch would pass the privacy budget cap: nothing was spent";
-        return s_finish(e, sl, &info, out);
-    }
-
-    /* Everything the release needs that could fail for want of memory is
-       allocated before the charge: the snapshot and the basis it will own. */
-    dps_snapshot *snap = snapshot_reserve();
-    float *basis = dps_aligned_calloc(c->k * c->d, sizeof(float));
-    if (!snap || !basis) {
-        pthread_mutex_unlock(&e->mu);
-        free(snap);
-        free(basis);
+    if (decision == DPS_RELEASE_NO_MEMORY)
         return DPS_ENOMEM; /* before the charge: nothing spent, the epoch stays sealed */
-    }
-    dps_zcdp before = dps_accountant_spent(e->acc);
-    dps_zcdp after = {before.rho + cost.rho, before.delta + cost.delta};
-    if (c->commit && c->commit(c->commit_arg, sl->epoch, cost, after) != 0) {
-        pthread_mutex_unlock(&e->mu);
-        free(snap);
-        free(basis);
+    if (decision == DPS_RELEASE_UNCOMMITTED) {
+        free(res_mem.snap);
+        free(res_mem.basis);
         s_slot_end(e, sl, 0); /* the epoch's rows are dropped */
         return DPS_ECOMMIT;
     }
-    /* From here on the charge is on disk: every path ends in *out = snap. */
-    int rc = dps_accountant_charge_kind(e->acc, cost, mech->kind); /* cannot fail: it fits (checked above) */
-    info.epoch_cost = cost;
-    info.total = dps_accountant_spent(e->acc);
-    info.eps_total = dps_accountant_eps(e->acc, info.delta_target);
-    s_budget_left(e, &info);
-    pthread_mutex_unlock(&e->mu);
 
-    /* The completed buckets in bucket order.  Buckets finish in order of
+    /* From here on the charge is on disk: every path ends in *out = snap.
+       The completed buckets in bucket order.  Buckets finish in order of
        their ids only when W = t... any order is fine for privacy, but keep
        only the done ones, packed, so the input is the same on every run. */
     epoch_input in = {.epoch = sl->epoch, .buckets = sl->completed, .rows = sl->rows, .noise = sl->noise};
@@ -476,50 +464,21 @@ int dps_estimator_release_sealed(dps_estimator *e, dps_snapshot **out)
         in.V = buckets_pack(sl->buckets, &in.done);
     epoch_outcome res;
     memset(&res, 0, sizeof res);
+    int rc = dps_rng_new_labelled(&in.pub, c->public_seed, "aggregate", sl->epoch);
     if (!rc)
-        rc = dps_rng_new_labelled(&in.pub, c->public_seed, "aggregate", sl->epoch);
-    if (!rc)
-        rc = mech->release(sl->mech_state, &in, basis, &res);
+        rc = mech->release(sl->mech_state, &in, res_mem.basis, &res);
     dps_rng_destroy(&in.pub);
     info.radius = res.radius;
     info.w_hat = res.w_hat;
     info.noise_level = rc || res.failed ? 0 : res.noise_level; /* only with a basis */
+    /* An error here is published as FAILED, budget spent (the list of those
+       that can still come: dps_release_outcome in include/dpsubspace.h).
+       The snapshot and the basis were allocated before the charge, so this
+       path allocates nothing. */
     char internal[200];
-    if (rc) {
-        /* AFTER THE CHARGE NOTHING MAY DEPEND ON AN ERROR THE DATA CAN CAUSE.
-           Every row reaching a mechanism is finite with norm <= 1 (row_unit,
-           src/core/rows.c, at buckets_add and the EPOCH_ROWS intake) and every
-           bucket basis is finite with orthonormal rows (s_bucket_job,
-           src/stream/buckets.c), so the errors that can still reach this
-           line are the following, none of which the rows can cause:
-           - DPS_ENOMEM: the labelled generator, the aggregators' and the
-             covariance sampler's scratch; every size is a function of the
-             public configuration (d, k, t, q, the bucket count);
-           - DPS_EINVAL / DPS_ELIMIT from a mechanism's argument checks: the
-             arguments are the configuration, checked at dps_estimator_new,
-             and the row count (public); C and the bases are finite;
-           - DPS_ENUMERIC: LAPACK reporting non-convergence (dsyevr, dgesdd)
-             on a finite matrix made of the data and the noise, or the
-             Bingham sampler passing its cap of 1e9 proposals.  These are the
-             residual risk: in principle they depend on the data, no input is
-             known to cause them, and their probability is not in delta.
-           Whatever the cause, the epoch is published as FAILED, budget
-           spent, like a FAIL of the mechanism: never a silent gap, so the
-           outcome differs from a run without the error only in the basis
-           being withheld.  The snapshot and the basis were allocated before
-           the charge, so this path allocates nothing. */
-        snprintf(internal, sizeof internal,
-                 "the mechanism stopped on an internal error after the budget was charged (%s): published as "
-                 "FAILED; budget spent", dps_strerror(rc));
-        info.status = DPS_SNAP_FAILED;
-        info.reason = internal;
-    } else if (res.failed) {
-        info.status = DPS_SNAP_FAILED;
-        info.reason = res.reason;
-    } else {
-        info.status = DPS_SNAP_RELEASED;
-    }
-    snapshot_fill(snap, &info, basis); /* takes basis */
+    dps_release_outcome(&info, rc, res.failed, res.reason, "the mechanism", internal, sizeof internal);
+    dps_snapshot *snap = res_mem.snap;
+    snapshot_fill(snap, &info, res_mem.basis); /* takes basis */
     snap->power_steps = rc ? 0 : res.steps;
     snap->levels = rc || res.failed ? 0 : res.groups;
     memcpy(snap->group_level, res.group_level, snap->levels * sizeof *snap->group_level);
