@@ -460,20 +460,22 @@ class SubspaceEstimator:
         if not self._acc:
             cap = native.Budget(self.cap_rho or 0.0, self.cap_eps or 0.0, self.delta_target)
             native.check(L.dps_accountant_new(ctypes.byref(self._acc), ctypes.byref(cap), None), "the budget cap")
-        # the central mechanisms are not Gaussian mechanisms of delta 0: charged as zCDP (the CKS conversion)
-        if not L.dps_accountant_fits_kind(self._acc, cost, native.DPS_CHARGE_ZCDP):
-            return Release(len(self.releases_), "refused", f"running {self.mechanism} would pass the privacy "
-                           "budget cap: nothing was spent", n, 0.0, 0.0, math.nan, False, None)
         C = None
         if self.mechanism in ("iterative", "cov-laplace", "cov-gaussian"):  # C before any charge (not private)
             C = np.zeros((d, d), dtype=np.float64)
             native.check(L.dps_cov_accumulate(A.ctypes.data_as(native.c_float_p), n, d,
                                               C.ctypes.data_as(native.c_dbl_p), None), self.mechanism)
+        # The library's end of a release (dps_release_decide, the mechanism, dps_release_outcome): the cap,
+        # then the charge before any noise is drawn.  The central mechanisms are not Gaussian mechanisms of
+        # delta 0: charged as zCDP (the CKS conversion).
+        info = native.SnapshotInfo(epoch=len(self.releases_))
+        if L.dps_release_decide(self._acc, cost, native.DPS_CHARGE_ZCDP, None, None,
+                                ctypes.byref(info)) != native.DPS_RELEASE_RUN:
+            return Release(len(self.releases_), native.STATUS_NAMES[info.status], info.reason.decode(), n, 0.0, 0.0,
+                           math.nan, False, None)
+        self._spent = L.dps_accountant_spent(self._acc)
         rng = native.new_rng(self.seed, _CENTRAL_LABEL, self._central_draws)
         self._central_draws += 1
-        # charged before any noise is drawn
-        native.check(L.dps_accountant_charge_kind(self._acc, cost, native.DPS_CHARGE_ZCDP), "the charge")
-        self._spent = L.dps_accountant_spent(self._acc)
         Vp = V.ctypes.data_as(native.c_float_p)
         released = ctypes.c_int(1)
         try:
@@ -496,14 +498,14 @@ class SubspaceEstimator:
                     rc = L.dps_cov_topk(Chp, d, k, Vp, None)
         finally:
             L.dps_rng_destroy(ctypes.byref(rng))
-        if rc != native.DPS_OK:  # after the charge: a FAILED release, as dps-estimate's
-            return Release(len(self.releases_), "failed", f"{self.mechanism}: {L.dps_strerror(rc).decode()} "
-                           "(budget spent)", n, cost.rho, cost.delta, math.nan, False, None)
-        ok = bool(released.value)
         why = {"analyze-gauss": "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent",
                "exact": "no subspace held a stable majority of the rows (FAIL): budget spent"}
-        return Release(len(self.releases_), "released" if ok else "failed", "" if ok else why[self.mechanism],
-                       n, cost.rho, cost.delta, math.nan, False, V if ok else None)
+        # an error after the charge: FAILED, budget spent, as dps-estimate's; info.reason points into these
+        fail, who, buf = why.get(self.mechanism, "").encode(), self.mechanism.encode(), ctypes.create_string_buffer(256)
+        L.dps_release_outcome(ctypes.byref(info), rc, int(not released.value), fail, who, buf, len(buf))
+        ok = info.status == 0
+        return Release(len(self.releases_), native.STATUS_NAMES[info.status], info.reason.decode(), n, cost.rho,
+                       cost.delta, math.nan, False, V if ok else None)
 
     def _kind(self) -> int:
         """What each release is charged as (the library's dps_charge_kind): the

@@ -30,6 +30,8 @@ DPS_ELIMIT, DPS_EBUDGET = 8, 9
 # dps_charge_kind: what a charge is, for the eps of a total (include/dpsubspace.h)
 DPS_CHARGE_ZCDP, DPS_CHARGE_GAUSSIAN = 0, 1
 STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
+# dps_release_decision: the end of a release's decision (include/dpsubspace.h)
+DPS_RELEASE_RUN = 0
 
 
 class Zcdp(ctypes.Structure):
@@ -142,6 +144,10 @@ _SIGNATURES = {
     "dps_accountant_fits_kind": (c_int, [ctypes.c_void_p, Zcdp, c_int]),
     "dps_accountant_charge_kind": (c_int, [ctypes.c_void_p, Zcdp, c_int]),
     "dps_accountant_spent": (Zcdp, [ctypes.c_void_p]),
+    "dps_release_decide": (c_int, [ctypes.c_void_p, Zcdp, c_int, ctypes.c_char_p, ctypes.c_void_p,
+                                   ctypes.POINTER(SnapshotInfo)]),
+    "dps_release_outcome": (None, [ctypes.POINTER(SnapshotInfo), c_int, c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                   ctypes.c_char_p, c_size]),
     "dps_accountant_eps": (c_dbl, [ctypes.c_void_p, c_dbl]),
     "dps_zcdp_from_dp": (Zcdp, [c_dbl, c_dbl]),
     "dps_zcdp_from_pure": (Zcdp, [c_dbl]),

@@ -148,6 +148,9 @@ def test_eps_is_the_librarys_exact_for_gaussian_releases(planted):
     lap = dp.SubspaceEstimator(2, mechanism="cov-laplace", eps=1.0, cap_eps=6.6, seed=1)
     lap.fit(X[:200, :10]).fit(X[:200, :10])
     assert [r.status for r in lap.releases_] == ["released", "refused"] and lap.spent_ == (0.5, 0.0)
+    # the library's end of a release (dps_release_decide / _outcome) says why
+    assert lap.releases_[0].reason == "" and lap.releases_[1].reason.endswith(
+        "would pass the privacy budget cap: nothing was spent")
     assert lap.eps_at(1e-5) == pytest.approx(L.dps_zcdp_eps_total(dp.native.Zcdp(0.5, 0), 1e-5), rel=1e-12)
     assert dp.SubspaceEstimator(2, mechanism="cov-laplace", eps=1.0).eps_at(1e-5) == 0.0  # nothing spent
 

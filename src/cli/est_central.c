@@ -65,24 +65,12 @@ int est_central_analyze(const est_settings *s, est_result *r, const float *X, si
     rel->rows_used = n;
     rel->delta_target = s->cfg.cap.delta_target;
     int code = 0;
-    if (!dps_accountant_fits(acc, cost)) {
-        rel->status = DPS_SNAP_REFUSED;
-        snprintf(rel->reason, sizeof rel->reason,
-                 "running Analyze Gauss would pass the privacy budget cap: nothing was spent");
-        rel->rho_epoch = rel->delta_epoch = 0;
-    } else {
-        dps_accountant_charge(acc, cost); /* charged before the mechanism draws noise */
+    if (est_release_decide(rel, acc, cost, DPS_CHARGE_ZCDP, "Analyze Gauss")) { /* charged before any noise */
         int released = 0;
         rc = dps_analyze_gauss(X, n, r->d, r->k, r->analyze_rho, s->delta, rng, V, &released);
-        rel->rho_epoch = cost.rho;
-        rel->delta_epoch = cost.delta;
-        rel->status = released && !rc ? DPS_SNAP_RELEASED : DPS_SNAP_FAILED;
-        if (rc)
-            est_release_internal_error(rel, "Analyze Gauss", rc);
-        else if (!released)
-            snprintf(rel->reason, sizeof rel->reason,
-                     "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent");
-        else
+        est_release_outcome(rel, rc, released, "the noisy eigengap was too small (Analyze Gauss said FAIL): budget spent",
+                            "Analyze Gauss");
+        if (rel->status == DPS_SNAP_RELEASED)
             code = est_basis_keep(s, r, rel, V);
     }
     code = est_release_finish(s, r, rel, acc, code, NULL);
@@ -154,24 +142,25 @@ int est_mean_run(const est_settings *s, est_result *r, const float *X, size_t n,
                  ? dps_accountant_new_resumed(&acc, &s->cfg.cap, &r->spent, r->spent_kind)
                  : DPS_ENOMEM;
     int code = 0;
+    dps_release_hooks mean_hooks = {.refused = "the mean's rho/2 would pass the privacy budget cap: nothing was "
+                                               "spent on it"};
+    dps_snapshot_info info = {0};
     if (rc) {
         cli_error("cannot set up the mean: %s", dps_strerror(rc));
         code = CLI_EXIT_RUNTIME;
-    } else if (!dps_accountant_fits_kind(acc, cost, DPS_CHARGE_GAUSSIAN)) {
+    } else if (dps_release_decide(acc, cost, DPS_CHARGE_GAUSSIAN, NULL, &mean_hooks, &info) != DPS_RELEASE_RUN) {
         mr->status = "refused";
-        snprintf(mr->reason, sizeof mr->reason,
-                 "the mean's rho/2 would pass the privacy budget cap: nothing was spent on it");
+        snprintf(mr->reason, sizeof mr->reason, "%s", info.reason);
         free(mr->released);
         mr->released = NULL;
-    } else {
-        dps_accountant_charge_kind(acc, cost, DPS_CHARGE_GAUSSIAN);
+    } else { /* charged before any noise is drawn */
         rc = dps_gaussian_mean(X, n, d, rho_mean, rng, xt);
-        if (rc) { /* after the charge: reported like a FAIL (see est_release_internal_error) */
+        char internal[sizeof mr->reason];
+        dps_release_outcome(&info, rc, 0, NULL, "the Gaussian mean", internal, sizeof internal);
+        if (rc) { /* after the charge: FAILED, budget spent (dps_release_outcome) */
             mr->status = "failed";
             mr->rho = rho_mean;
-            snprintf(mr->reason, sizeof mr->reason,
-                     "the Gaussian mean stopped on an internal error after the budget was charged (%s): nothing "
-                     "released; budget spent", dps_strerror(rc));
+            snprintf(mr->reason, sizeof mr->reason, "%s", info.reason);
             free(mr->released);
             mr->released = NULL;
         } else {

@@ -26,7 +26,7 @@ int est_choose_k(const est_settings *s, const float *X, size_t n, size_t d, dps_
         return CLI_EXIT_USAGE;
     }
     r->spent = dps_zcdp_from_pure(s->eps_k); /* the run's first charge */
-    if (rc) { /* after the charge: exit 4 like "no k found" (see est_release_internal_error) */
+    if (rc) { /* after the charge: exit 4 like "no k found" (dps_release_outcome) */
         cli_error("choosing k stopped on an internal error after its budget was charged (%s): nothing else was "
                   "run; eps %g was spent", dps_strerror(rc), s->eps_k);
         return CLI_EXIT_PRIVACY;

@@ -150,15 +150,7 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
     }
     rel->rows_used = n;
     rel->delta_target = s->cfg.cap.delta_target;
-    if (!dps_accountant_fits(acc, cost)) {
-        rel->status = DPS_SNAP_REFUSED;
-        snprintf(rel->reason, sizeof rel->reason, "running %s would pass the privacy budget cap: nothing was spent",
-                 s_name(s->method));
-        rel->rho_epoch = rel->delta_epoch = 0;
-    } else {
-        dps_accountant_charge(acc, cost); /* charged before any noise is drawn */
-        rel->rho_epoch = cost.rho;
-        rel->delta_epoch = cost.delta;
+    if (est_release_decide(rel, acc, cost, DPS_CHARGE_ZCDP, s_name(s->method))) { /* charged before any noise */
         if (s->method == EST_ITERATIVE) {
             cr->eps_step = calloc(k, sizeof *cr->eps_step);
             cr->lambda = c->eps_values_abs > 0 ? calloc(k, sizeof *cr->lambda) : NULL;
@@ -176,11 +168,8 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
             if (!rc)
                 rc = dps_cov_topk(Ch, d, k, V, NULL);
         }
-        if (rc) {
-            est_release_internal_error(rel, s_name(s->method), rc);
-        } else {
-            rel->status = DPS_SNAP_RELEASED;
-            rel->reason[0] = '\0';
+        est_release_outcome(rel, rc, 1, NULL, s_name(s->method));
+        if (!rc) {
             code = est_basis_keep(s, r, rel, V);
             if (!code && c->cov_out && !(code = s_write_cov(c->cov_out, Ch, d)))
                 cr->cov_written = c->cov_out;

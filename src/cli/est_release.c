@@ -52,26 +52,36 @@ int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const
     return 0;
 }
 
-/* AFTER THE CHARGE NOTHING MAY DEPEND ON AN ERROR THE DATA CAN CAUSE.  The
-   central methods clip every row into the unit ball (src/core/rows.c: NaN/Inf rows
-   become zero, every row finite with norm <= 1, whatever its magnitude), so
-   the errors their mechanisms can still return after the charge are:
-   - DPS_ENOMEM: scratch whose size is a function of n, d, k (public);
-   - DPS_ENUMERIC: LAPACK non-convergence (dsyevr, dgesdd) on a finite matrix
-     of data plus noise, or the Bingham sampler's proposal cap (iterative);
-     in principle data-dependent, no input is known to cause them, and their
-     probability is not in delta;
-   - rgrad: an SVD's DPS_ENUMERIC, as above.
-   (Argument and limit errors are checked before the charge.)  Each is
-   published as a FAILED release, exit 4, budget spent: the same observable
-   outcome as the mechanism's own FAIL, so an error differs from a run
-   without it only in the basis being withheld. */
-void est_release_internal_error(est_release *rel, const char *method, int rc)
+/* A central method's release ends through the library's end of a release
+   (dps_release_decide / dps_release_outcome, include/dpsubspace.h: its
+   order, and the errors that can still come after the charge).  The central
+   methods clip every row into the unit ball (src/core/rows.c); their
+   argument and limit errors are checked before the charge.  An error after
+   it is a FAILED release, exit 4, budget spent: the same observable outcome
+   as the mechanism's own FAIL. */
+int est_release_decide(est_release *rel, dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind, const char *who)
 {
-    rel->status = DPS_SNAP_FAILED;
-    snprintf(rel->reason, sizeof rel->reason,
-             "%s stopped on an internal error after the budget was charged (%s): published as FAILED; budget spent",
-             method, dps_strerror(rc));
+    char refused[sizeof rel->reason];
+    snprintf(refused, sizeof refused, "running %s would pass the privacy budget cap: nothing was spent", who);
+    dps_release_hooks hooks = {.refused = refused};
+    dps_snapshot_info info = {0};
+    int run = dps_release_decide(acc, cost, kind, NULL, &hooks, &info) == DPS_RELEASE_RUN;
+    rel->rho_epoch = info.epoch_cost.rho;
+    rel->delta_epoch = info.epoch_cost.delta;
+    if (!run) {
+        rel->status = info.status;
+        snprintf(rel->reason, sizeof rel->reason, "%s", info.reason);
+    }
+    return run;
+}
+
+void est_release_outcome(est_release *rel, int rc, int released, const char *fail_reason, const char *who)
+{
+    dps_snapshot_info info = {0};
+    char internal[sizeof rel->reason];
+    dps_release_outcome(&info, rc, !released, fail_reason, who, internal, sizeof internal);
+    rel->status = info.status;
+    snprintf(rel->reason, sizeof rel->reason, "%s", info.reason);
 }
 
 /* Count rows with NaN, Inf (and no NaN) or zero norm, as the estimator does. */

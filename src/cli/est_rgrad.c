@@ -230,7 +230,7 @@ int est_rgrad_main(const est_rgrad_flags *f, const est_rgrad_common *c, const cl
     if (!code) {
         rc = dps_rgrad_fit(X, y, n, &cfg, rng, L, &st);
         ran = 1;
-        if (rc) { /* after spending: reported like a FAIL, exit 4 (see est_release_internal_error) */
+        if (rc) { /* after spending: reported like a FAIL, exit 4 (dps_release_outcome) */
             snprintf(msg, sizeof msg,
                      "rgrad stopped on an internal error after spending (%s): published as failed, nothing "
                      "released; budget spent", dps_strerror(rc));

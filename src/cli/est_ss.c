@@ -40,28 +40,15 @@ int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n
         free(V);
         return CLI_EXIT_USAGE;
     }
-    if (!dps_accountant_fits(acc, cost)) {
-        rel->status = DPS_SNAP_REFUSED;
-        snprintf(rel->reason, sizeof rel->reason, "running DPESE would pass the privacy budget cap: nothing was spent");
-        rel->rho_epoch = rel->delta_epoch = 0;
-    } else {
-        dps_accountant_charge(acc, cost); /* charged before any noise is drawn */
+    if (est_release_decide(rel, acc, cost, DPS_CHARGE_ZCDP, "DPESE")) { /* charged before any noise */
         int released = 0;
         rc = dps_exact_subspace(X, n, r->d, r->k, s->eps, s->delta, s->candidates, rng, V, &released, &r->exact);
-        rel->rho_epoch = cost.rho;
-        rel->delta_epoch = cost.delta;
-        rel->status = released && !rc ? DPS_SNAP_RELEASED : DPS_SNAP_FAILED;
-        if (rc)
-            est_release_internal_error(rel, "DPESE", rc);
-        else if (!released)
-            snprintf(rel->reason, sizeof rel->reason,
-                     "DPESE released NULL: no %zu-dimensional subspace holds a stable majority of the rows "
-                     "exactly; budget spent",
-                     r->k);
-        else {
-            rel->reason[0] = '\0';
+        char fail[160];
+        snprintf(fail, sizeof fail, "DPESE released NULL: no %zu-dimensional subspace holds a stable majority of the "
+                 "rows exactly; budget spent", r->k);
+        est_release_outcome(rel, rc, released, fail, "DPESE");
+        if (rel->status == DPS_SNAP_RELEASED)
             code = est_basis_keep(s, r, rel, V);
-        }
     }
     code = est_release_finish(s, r, rel, acc, code, est_ss_report_line);
     dps_accountant_destroy(&acc);

@@ -199,11 +199,15 @@ int est_is_cov(est_method m);
 /* ---- est_release.c: the result. */
 est_release *est_release_new(est_result *r);
 int est_basis_keep(const est_settings *s, est_result *r, est_release *rel, const float *V);
-/* A central method's mechanism returned rc after its charge: rel becomes
-   FAILED with a reason naming rc (exit 4, like a FAIL of the mechanism),
-   never a runtime error without a release (the list of such errors is at
-   the definition). */
-void est_release_internal_error(est_release *rel, const char *method, int rc);
+/* The end of a central method's release (dps_release_decide, then the
+   mechanism, then dps_release_outcome): est_release_decide charges cost of
+   kind and returns 1 (run the mechanism), or fills rel as refused ("running
+   <who> would pass the privacy budget cap") and returns 0, nothing spent.
+   est_release_outcome gives rel its status after the charge: the
+   mechanism's error rc (FAILED, naming who and rc), its FAIL (released 0:
+   FAILED with fail_reason), or RELEASED. */
+int est_release_decide(est_release *rel, dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind, const char *who);
+void est_release_outcome(est_release *rel, int rc, int released, const char *fail_reason, const char *who);
 /* Count rows with NaN, Inf (and no NaN) or zero norm into r's counters. */
 void est_count_rows(const float *X, size_t n, size_t d, est_result *r);
 /* Free what the run allocated in r. */

@@ -154,6 +154,7 @@ run "$EST" rows.npy --k 4 --method analyze-gauss --seed 7 --rho 1 --truth basis.
 check "analyze-gauss exits 0" [ "$rc" -eq 0 ]
 check "analyze-gauss called with rho/2" near "$(jget ag.json analyze_gauss_rho)" 0.5
 check "analyze-gauss spends --rho" near "$(jget ag.json rho_total)" 1
+check "analyze-gauss released: its reason empty" [ -z "$(jget ag.json reason)" ]
 [ "$(jget ag.json status)" = released ] && lt "$(jget ag.json sin_to_truth)" 0.3
 verdict "analyze-gauss released, sin < 0.3"
 
