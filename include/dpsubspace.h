@@ -607,6 +607,49 @@ DPS_EXPORT void dps_config_init(dps_config *cfg, size_t d, size_t k);
 /* DPS_OK or DPS_EINVAL / DPS_ELIMIT with a sentence in why (may be NULL). */
 DPS_EXPORT int  dps_config_check(const dps_config *cfg, const char **why);
 
+/* A configuration by parameter (src/stream/config_params.c): a handle made
+   with the defaults of dps_config_init, each setting set and read by its
+   parameter, so that a caller (a program's flags, the Python package) needs
+   no field of the struct.  The defaults live in dps_config_init only: a new
+   handle's getters read them.  The setters check a value's type and range
+   of storage; whether the settings go together is dps_config_check's. */
+typedef enum {
+    DPS_PARAM_D = 0, DPS_PARAM_K, DPS_PARAM_T, DPS_PARAM_M, DPS_PARAM_WINDOW, DPS_PARAM_Q, DPS_PARAM_AGGREGATOR,
+    DPS_PARAM_RHO_EPOCH, DPS_PARAM_DELTA_EPOCH, DPS_PARAM_ALPHA, DPS_PARAM_TAU, DPS_PARAM_SPLIT_SEARCH,
+    DPS_PARAM_SPLIT_COUNT, DPS_PARAM_SPLIT_MEAN, DPS_PARAM_XI_MIN, DPS_PARAM_HIST_WIDTH, DPS_PARAM_GROUPS,
+    DPS_PARAM_POWER_BLOCKS, DPS_PARAM_POWER_OVERSAMPLE, DPS_PARAM_DENSE_MAX_D, DPS_PARAM_CAP_RHO, DPS_PARAM_CAP_EPS,
+    DPS_PARAM_DELTA_TARGET, DPS_PARAM_PUBLIC_SEED, DPS_PARAM_SEEDED, DPS_PARAM_SEED, DPS_PARAM_WORKERS,
+    DPS_PARAM_FIRST_EPOCH, DPS_PARAM_SPENT_RHO, DPS_PARAM_SPENT_DELTA,
+    DPS_PARAM_COUNT
+} dps_param;
+/* A heap configuration with dps_config_init(d, k)'s defaults; destroy sets
+   *cfg to NULL. */
+DPS_EXPORT int  dps_config_new(dps_config **out, size_t d, size_t k);
+DPS_EXPORT void dps_config_destroy(dps_config **cfg);
+/* The parameter's name (the struct field's, "cap_rho" for cap.rho_cap,
+   "spent_rho" for spent_before.rho; NULL out of range), and back
+   (DPS_EINVAL for an unknown name). */
+DPS_EXPORT const char *dps_param_name(dps_param p);
+DPS_EXPORT int dps_param_from_name(const char *name, dps_param *out);
+/* 1 if the parameter is real-valued (dps_config_set_real), 0 if integer
+   (dps_config_set_int; the aggregator is its dps_aggregator value). */
+DPS_EXPORT int dps_param_is_real(dps_param p);
+/* One line on what the parameter is, for a program's help. */
+DPS_EXPORT const char *dps_param_help(dps_param p);
+/* DPS_EINVAL for a parameter out of range or of the other type, or a value
+   its field cannot hold (nothing changes then). */
+DPS_EXPORT int dps_config_set_int(dps_config *cfg, dps_param p, uint64_t value);
+DPS_EXPORT int dps_config_set_real(dps_config *cfg, dps_param p, double value);
+DPS_EXPORT int dps_config_get_int(const dps_config *cfg, dps_param p, uint64_t *value);
+DPS_EXPORT int dps_config_get_real(const dps_config *cfg, dps_param p, double *value);
+/* Group g (< DPS_MAX_GROUPS) of the parameter groups: its width, rank and
+   shape's rows (0: none); DPS_EINVAL for g out of range.  The count is
+   DPS_PARAM_GROUPS. */
+DPS_EXPORT int dps_config_set_group(dps_config *cfg, size_t g, size_t d_g, size_t k_g, size_t rows_g);
+DPS_EXPORT int dps_config_get_group(const dps_config *cfg, size_t g, size_t *d_g, size_t *k_g, size_t *rows_g);
+/* The ledger hook (NULL: none). */
+DPS_EXPORT int dps_config_set_commit(dps_config *cfg, dps_commit_fn commit, void *arg);
+
 /* Counters; "rows_*" count rows, "batches_*" whole batches refused. */
 typedef struct {
     uint64_t epoch;            /* current (open) epoch                    */

@@ -210,7 +210,7 @@ class SubspaceEstimator:
         self.d_: Optional[int] = None
         self._est = ctypes.c_void_p()
         self._acc = ctypes.c_void_p()  # the central mechanisms' accountant (the library's: cap and eps)
-        self._cfg: Optional[native.Config] = None
+        self._cfg: Optional[native.ConfigHandle] = None
         self._spent = native.Zcdp(0.0, 0.0)
         self._torch_out = False
         self._central_draws = 0
@@ -219,9 +219,8 @@ class SubspaceEstimator:
                                             # "caller" (end_block), None (the library's, over t*m)
 
     # ------------------------------------------------------------ settings
-    def _config(self, d: int) -> native.Config:
+    def _config(self, d: int) -> native.ConfigHandle:
         L = native.lib()
-        c = native.Config()
         k = self.n_components if self.groups is None else 0
         if self.groups is not None:
             gk = self.group_components or [min(self.n_components, w) for w in self.groups]
@@ -232,38 +231,34 @@ class SubspaceEstimator:
             if not 1 <= len(self.groups) <= native.DPS_MAX_GROUPS:
                 raise ValueError(f"1 to {native.DPS_MAX_GROUPS} groups, got {len(self.groups)}")
             k = sum(gk)
-        L.dps_config_init(ctypes.byref(c), d, max(k, 1))
+        c = native.ConfigHandle(d, max(k, 1))
         agg = ctypes.c_int()
         native.check(L.dps_aggregator_from_name(self.mechanism.encode(), ctypes.byref(agg)), "mechanism")
-        c.aggregator = agg.value
+        c["aggregator"] = agg.value
         if self.groups is not None:
-            c.groups = len(self.groups)
+            c["groups"] = len(self.groups)
             for g, (w, kg) in enumerate(zip(self.groups, gk)):
-                c.group_d[g], c.group_k[g] = w, kg
                 sh = self.group_shapes[g] if self.group_shapes is not None else None
-                c.group_rows[g] = int(sh[0]) if sh is not None else 0
-        if self.t is None and L.dps_config_uses_buckets(ctypes.byref(c)):
+                c.set_group(g, w, kg, int(sh[0]) if sh is not None else 0)
+        if self.t is None and L.dps_config_uses_buckets(c.ptr):
             pass  # bucket aggregators: the library's epochs (t = 125, m = 2k) and fit closes the last partial one
         elif self.t is None:  # every row of a call in one epoch, as dps-estimate --method NAME
-            c.m = c.k
-            c.t = c.window = min(_ONE_EPOCH_ROWS // c.m, (2**64 - 1) // 4 // d // c.k)
+            c["m"] = c["k"]
+            c["t"] = c["window"] = min(_ONE_EPOCH_ROWS // c["m"], (2**64 - 1) // 4 // d // c["k"])
         else:
-            c.t, c.m = self.t, self.m
-            c.window = self.t
+            c["t"], c["m"], c["window"] = self.t, self.m, self.t
         for name in ("q", "power_blocks", "power_oversample", "dense_max_d"):
             if getattr(self, name) is not None:
-                setattr(c, name, getattr(self, name))
-        c.rho_epoch, c.delta_epoch = self.rho, self.delta
-        c.cap.rho_cap = self.cap_rho or 0.0
-        c.cap.eps_cap = self.cap_eps or 0.0
-        c.cap.delta_target = self.delta_target
-        c.public_seed = self.public_seed
+                c[name] = getattr(self, name)
+        c["rho_epoch"], c["delta_epoch"] = self.rho, self.delta
+        c["cap_rho"], c["cap_eps"], c["delta_target"] = self.cap_rho or 0.0, self.cap_eps or 0.0, self.delta_target
+        c["public_seed"] = self.public_seed
         if self.seed is not None:
-            c.seeded, c.seed = 1, int(self.seed)
+            c["seeded"], c["seed"] = 1, int(self.seed)
         if self.workers is not None:
-            c.workers = int(self.workers)
+            c["workers"] = int(self.workers)
         why = ctypes.c_char_p()
-        rc = L.dps_config_check(ctypes.byref(c), ctypes.byref(why))
+        rc = L.dps_config_check(c.ptr, ctypes.byref(why))
         if rc:
             raise ValueError(f"impossible settings: {why.value.decode() if why.value else L.dps_strerror(rc).decode()}")
         return c
@@ -274,7 +269,7 @@ class SubspaceEstimator:
                 raise ValueError(f"rows need at least 2 columns, got {d}")
             if self.mechanism in STREAMING:
                 self._cfg = self._config(d)
-                native.check(native.lib().dps_estimator_new(ctypes.byref(self._est), ctypes.byref(self._cfg)),
+                native.check(native.lib().dps_estimator_new(ctypes.byref(self._est), self._cfg.ptr),
                              "starting the estimator")
             elif self.n_components >= d:
                 raise ValueError(f"n_components must be below d = {d}")
@@ -367,7 +362,7 @@ class SubspaceEstimator:
         shows only when e * rows clears it."""
         c = self._config(int(d))
         p = native.Plan()
-        native.check(native.lib().dps_config_plan(ctypes.byref(c), ctypes.byref(p)), "planning")
+        native.check(native.lib().dps_config_plan(c.ptr, ctypes.byref(p)), "planning")
         return [(p.method[g].decode(), p.floor[g] * p.rows if p.floor[g] > 0 else math.nan) for g in range(p.groups)]
 
     def end_block(self, _by: str = "caller") -> "SubspaceEstimator":
@@ -436,9 +431,7 @@ class SubspaceEstimator:
         L, (n, d), k = native.lib(), A.shape, self.n_components
         V = np.zeros((k, d), dtype=np.float32)
         if self.workers is None:  # the central SVDs use OpenBLAS threads, as dps-estimate's (same rounding)
-            c = native.Config()
-            L.dps_config_init(ctypes.byref(c), d, k)
-            L.dps_blas_set_threads(c.workers)
+            L.dps_blas_set_threads(native.ConfigHandle(d, k)["workers"])
         else:
             L.dps_blas_set_threads(int(self.workers))
         if self.mechanism == "topk":

@@ -7,14 +7,16 @@ Where the library comes from, first found wins:
   2. the copy the build puts beside this package (_native/libdpsubspace.so,
      shipped by `pip install ./python` after a build);
   3. the system's loader (libdpsubspace.so.0.3, major.minor of this package, after `cmake --install`).
-The structs below must match include/dpsubspace.h field for field: the
+The configuration is a library handle set by parameter name (ConfigHandle),
+no struct here.  The structs below must match include/dpsubspace.h field
+for field: the
 library's version must equal the one this package was built with (checked at
 load), and python/tests/test_native.py compares every offset with the
 compiler's (tests/python/layout_probe.c prints them).
 """
 import ctypes
 import os
-from typing import Optional
+from typing import Any, Optional, Tuple
 
 c_size = ctypes.c_size_t
 c_u64 = ctypes.c_uint64
@@ -42,20 +44,6 @@ class Zcdp(ctypes.Structure):
 class Budget(ctypes.Structure):
     """dps_budget: a cap on rho or on eps at delta_target (both 0: none)."""
     _fields_ = [("rho_cap", c_dbl), ("eps_cap", c_dbl), ("delta_target", c_dbl)]
-
-
-class Config(ctypes.Structure):
-    """dps_config: the streaming estimator's settings (dps_config_init fills defaults)."""
-    _fields_ = [("d", c_size), ("k", c_size), ("t", c_size), ("m", c_size), ("window", c_size), ("q", c_size),
-                ("aggregator", c_int),
-                ("rho_epoch", c_dbl), ("delta_epoch", c_dbl), ("alpha", c_dbl), ("tau", c_dbl),
-                ("split_search", c_dbl), ("split_count", c_dbl), ("split_mean", c_dbl), ("xi_min", c_dbl),
-                ("hist_width", c_dbl),
-                ("groups", c_size), ("group_d", c_size * DPS_MAX_GROUPS), ("group_k", c_size * DPS_MAX_GROUPS),
-                ("power_blocks", c_size), ("power_oversample", c_size), ("dense_max_d", c_size),
-                ("cap", Budget), ("public_seed", c_u64), ("seeded", c_int), ("seed", c_u64), ("workers", c_int),
-                ("first_epoch", c_u64), ("spent_before", Zcdp), ("commit", ctypes.c_void_p),
-                ("commit_arg", ctypes.c_void_p), ("group_rows", c_size * DPS_MAX_GROUPS)]
 
 
 class Plan(ctypes.Structure):
@@ -101,12 +89,20 @@ _SIGNATURES = {
     "dps_blas_set_threads": (None, [c_int]),
     "dps_aggregator_from_name": (c_int, [ctypes.c_char_p, ctypes.POINTER(c_int)]),
     "dps_aggregator_name": (ctypes.c_char_p, [c_int]),
-    "dps_config_init": (None, [ctypes.POINTER(Config), c_size, c_size]),
-    "dps_config_check": (c_int, [ctypes.POINTER(Config), ctypes.POINTER(ctypes.c_char_p)]),
-    "dps_config_epoch_cost": (Zcdp, [ctypes.POINTER(Config)]),
-    "dps_config_uses_buckets": (c_int, [ctypes.POINTER(Config)]),
-    "dps_config_plan": (c_int, [ctypes.POINTER(Config), ctypes.POINTER(Plan)]),
-    "dps_estimator_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Config)]),
+    "dps_config_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), c_size, c_size]),
+    "dps_config_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
+    "dps_param_from_name": (c_int, [ctypes.c_char_p, ctypes.POINTER(c_int)]),
+    "dps_param_is_real": (c_int, [c_int]),
+    "dps_config_set_int": (c_int, [ctypes.c_void_p, c_int, c_u64]),
+    "dps_config_set_real": (c_int, [ctypes.c_void_p, c_int, c_dbl]),
+    "dps_config_get_int": (c_int, [ctypes.c_void_p, c_int, ctypes.POINTER(c_u64)]),
+    "dps_config_get_real": (c_int, [ctypes.c_void_p, c_int, ctypes.POINTER(c_dbl)]),
+    "dps_config_set_group": (c_int, [ctypes.c_void_p, c_size, c_size, c_size, c_size]),
+    "dps_config_check": (c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p)]),
+    "dps_config_epoch_cost": (Zcdp, [ctypes.c_void_p]),
+    "dps_config_uses_buckets": (c_int, [ctypes.c_void_p]),
+    "dps_config_plan": (c_int, [ctypes.c_void_p, ctypes.POINTER(Plan)]),
+    "dps_estimator_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]),
     "dps_estimator_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
     "dps_estimator_push": (c_int, [ctypes.c_void_p, c_float_p, c_size, c_size, ctypes.POINTER(c_size)]),
     "dps_estimator_epoch_full": (c_int, [ctypes.c_void_p]),
@@ -161,6 +157,42 @@ _SIGNATURES = {
     "dps_exact_subspace": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, c_size, ctypes.c_void_p,
                                    c_float_p, ctypes.POINTER(c_int), ctypes.POINTER(ExactStats)]),
 }
+
+class ConfigHandle:
+    """A library configuration (dps_config_new), set and read by parameter
+    name (dps_param_name: the struct field's, "cap_rho", "spent_rho"): the
+    package mirrors no field of it.  Freed with the object."""
+
+    def __init__(self, d: int, k: int):
+        self.ptr = ctypes.c_void_p()
+        check(lib().dps_config_new(ctypes.byref(self.ptr), d, k), "the configuration")
+
+    def _param(self, name: str) -> Tuple[int, bool]:
+        p = c_int()
+        if lib().dps_param_from_name(name.encode(), ctypes.byref(p)) != DPS_OK:
+            raise KeyError(f"the library has no configuration parameter {name!r}")
+        return p.value, bool(lib().dps_param_is_real(p.value))
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        p, real = self._param(name)
+        rc = (lib().dps_config_set_real(self.ptr, p, float(value)) if real
+              else lib().dps_config_set_int(self.ptr, p, int(value)) if int(value) >= 0 else DPS_EINVAL)
+        if rc != DPS_OK:
+            raise ValueError(f"{name} = {value!r}: not a value this setting can hold")
+
+    def __getitem__(self, name: str) -> Any:
+        p, real = self._param(name)
+        out = c_dbl() if real else c_u64()
+        check((lib().dps_config_get_real if real else lib().dps_config_get_int)(self.ptr, p, ctypes.byref(out)), name)
+        return out.value
+
+    def set_group(self, g: int, width: int, rank: int, rows: int = 0) -> None:
+        check(lib().dps_config_set_group(self.ptr, g, width, rank, rows), f"parameter group {g}")
+
+    def __del__(self) -> None:
+        if getattr(self, "ptr", None) and _lib is not None:
+            _lib.dps_config_destroy(ctypes.byref(self.ptr))
+
 
 _lib: Optional[ctypes.CDLL] = None
 

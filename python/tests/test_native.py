@@ -20,7 +20,7 @@ def _probe():
                 for line in out.splitlines())
 
 
-@pytest.mark.parametrize("name", ["Zcdp", "Budget", "Config", "SnapshotInfo", "Stats", "IterativeParams",
+@pytest.mark.parametrize("name", ["Zcdp", "Budget", "Plan", "SnapshotInfo", "Stats", "IterativeParams",
                                   "ExactStats"])
 def test_struct_layout_matches_the_compiler(name):
     layout = _probe()
@@ -31,6 +31,22 @@ def test_struct_layout_matches_the_compiler(name):
     assert fields == c_fields  # same fields, same order
     for f in fields:
         assert getattr(cls, f).offset == layout[f"{name}.{f}"], f
+
+
+def test_the_configuration_is_set_by_parameter_name():
+    """The package mirrors no field of dps_config: it sets and reads the
+    library's handle by the parameter's name, and the defaults it reads are
+    dps_config_init's."""
+    c = native.ConfigHandle(40, 3)
+    assert c["m"] == 6 and c["q"] == 30 and c["t"] == 125 and c["delta_target"] == 1e-5  # 2k, 10k, the defaults
+    c["power_blocks"], c["cap_rho"], c["seed"] = 4, 2.5, 2**64 - 1
+    assert (c["power_blocks"], c["cap_rho"], c["seed"]) == (4, 2.5, 2**64 - 1)
+    with pytest.raises(KeyError, match="no configuration parameter 'powerblocks'"):
+        c["powerblocks"] = 4
+    with pytest.raises(ValueError, match="workers = -1"):
+        c["workers"] = -1
+    with pytest.raises(ValueError, match="workers = 4294967296"):
+        c["workers"] = 2**32  # an int field
 
 
 def test_library_version_is_the_package_version():
