@@ -275,6 +275,11 @@ DPS_EXPORT int dps_aggregator_from_name(const char *name, dps_aggregator *out);
    DPS_CHARGE_ZCDP for the others (reference, projection and histogram carry
    a delta, covariance is pure eps-DP) and for a value that names none. */
 DPS_EXPORT dps_charge_kind dps_aggregator_charge_kind(dps_aggregator a);
+/* 1 if aggregator a releases from sums over the epoch's rows and takes
+   parameter groups (gaussian, power, kron), else 0 (a value that names none
+   too).  The aggregators are the values 0, 1, ... up to the first whose
+   dps_aggregator_name is "unknown". */
+DPS_EXPORT int dps_aggregator_takes_groups(dps_aggregator a);
 
 typedef struct dps_snapshot dps_snapshot;
 

@@ -28,11 +28,25 @@ import numpy as np
 
 from . import native
 
-STREAMING = ("gaussian", "power", "kron", "reference", "projection", "histogram", "covariance")
-SUMS = ("gaussian", "power", "kron")  # the mechanisms on sums of the rows: groups, an add/remove statement
 CENTRAL = ("analyze-gauss", "iterative", "cov-laplace", "cov-gaussian", "exact", "topk")
 EPS_METHODS = ("iterative", "cov-laplace", "cov-gaussian", "exact")  # budgets in (eps, delta), not rho
-MECHANISMS = STREAMING + CENTRAL
+
+
+def streaming() -> Tuple[str, ...]:
+    """The streaming mechanisms: the library's epoch mechanisms (native.aggregators)."""
+    return native.aggregators()
+
+
+def sums() -> Tuple[str, ...]:
+    """The mechanisms on sums of the rows (parameter groups, an add/remove statement): the library's."""
+    return native.group_aggregators()
+
+
+def mechanisms() -> Tuple[str, ...]:
+    """Every mechanism SubspaceEstimator runs: the library's streaming ones, then the central ones."""
+    return streaming() + CENTRAL
+
+
 BATCH = 256           # rows per push, dps-estimate's --batch default (seeded runs match it bit for bit)
 _ONE_EPOCH_ROWS = 1 << 38  # dps-estimate's t*m for "every row in one epoch"
 _CENTRAL_LABEL = b"dps-estimate central noise"  # dps-estimate's stream for central noise (est_run.c)
@@ -118,7 +132,7 @@ class SubspaceEstimator:
     n_components: k (with groups: each group's rank unless group_components).
     rho: zCDP rho of each release (replace-one; see rho_add_remove());
       default 1.  Not for the eps methods.
-    mechanism: one of MECHANISMS -- "gaussian" (DESIGN 7.1, d <= 16384 dense),
+    mechanism: one of mechanisms() -- "gaussian" (DESIGN 7.1, d <= 16384 dense),
       "power" (noisy power iteration, 7.3, any d), "kron" (Kronecker-factored
       bases of the groups given a shape, 7.6; needs groups and group_shapes), the bucket aggregators
       "reference", "projection", "histogram" (sample-and-aggregate, 3.3),
@@ -158,8 +172,8 @@ class SubspaceEstimator:
                  cap_eps: Optional[float] = None, delta_target: float = 1e-5, public_seed: int = 0,
                  seed: Optional[int] = None, workers: Optional[int] = None, batch: int = BATCH,
                  budget_rho: Optional[float] = None, budget_eps: Optional[float] = None) -> None:
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}; got {mechanism!r}")
+        if mechanism not in mechanisms():
+            raise ValueError(f"mechanism must be one of {', '.join(mechanisms())}; got {mechanism!r}")
         if not (isinstance(n_components, (int, np.integer)) and n_components >= 1):
             raise ValueError(f"n_components must be a whole number >= 1, got {n_components!r}")
         if mechanism in EPS_METHODS:
@@ -178,8 +192,8 @@ class SubspaceEstimator:
             raise ValueError("give both t and m (epochs of t*m rows), or neither (one release per fit)")
         if t is not None and mechanism in CENTRAL:
             raise ValueError(f"{mechanism} releases once from all rows: t and m do not apply")
-        if groups is not None and mechanism not in SUMS:
-            raise ValueError("groups apply to the gaussian, power and kron mechanisms only")
+        if groups is not None and mechanism not in sums():
+            raise ValueError(f"groups apply to the {', '.join(sums())} mechanisms only")
         if group_shapes is not None and mechanism != "kron":
             raise ValueError("group_shapes apply to the kron mechanism only")
         if mechanism == "kron" and (groups is None or group_shapes is None):
@@ -267,7 +281,7 @@ class SubspaceEstimator:
         if self.d_ is None:
             if d < 2:
                 raise ValueError(f"rows need at least 2 columns, got {d}")
-            if self.mechanism in STREAMING:
+            if self.mechanism in streaming():
                 self._cfg = self._config(d)
                 native.check(native.lib().dps_estimator_new(ctypes.byref(self._est), self._cfg.ptr),
                              "starting the estimator")
@@ -316,7 +330,7 @@ class SubspaceEstimator:
             self._start(A.shape[1])
             self.releases_.append(self._central(A))
             return self
-        if self.t is None and self.mechanism in SUMS:
+        if self.t is None and self.mechanism in sums():
             return self._fit_power_blocks(X)
         self.partial_fit(X)
         if self.rows_in_epoch() > 0:
@@ -417,7 +431,7 @@ class SubspaceEstimator:
                                                   for g in range(max(1, info.groups))),
                           group_weak=tuple(bool(L.dps_snapshot_group_weak(snap, g))
                                            for g in range(max(1, info.groups))))
-            if self.mechanism in SUMS:
+            if self.mechanism in sums():
                 # the library reports the steps of a release; one not made public is bounded by most_steps
                 steps = max(1, rel.power_blocks_run if basis is not None else most_steps)
                 rel.rho_add_remove = _rho_add_remove(rel.rho_epoch, steps, cut_by)
@@ -504,7 +518,7 @@ class SubspaceEstimator:
         """What each release is charged as (the library's dps_charge_kind): the
         gaussian and power releases are Gaussian mechanisms (a total of them
         alone is stated by the exact Gaussian profile), the others not."""
-        if self.mechanism not in STREAMING:
+        if self.mechanism not in streaming():
             return native.DPS_CHARGE_ZCDP
         agg = ctypes.c_int()
         native.check(native.lib().dps_aggregator_from_name(self.mechanism.encode(), ctypes.byref(agg)), "mechanism")
@@ -615,7 +629,7 @@ class SubspaceEstimator:
         """
         if self.mechanism == "topk":
             return 0.0
-        if self.mechanism not in SUMS:
+        if self.mechanism not in sums():
             raise ValueError(f"the {self.mechanism} mechanism has no add/remove statement (its guarantee is for "
                              "replacing one row of a public row count); use gaussian, power or kron with DP-SGD")
         charged = [r for r in self.releases_ if r.rho > 0]

@@ -134,6 +134,7 @@ _SIGNATURES = {
     "dps_gaussian_eps_at": (c_dbl, [c_dbl, c_dbl]),
     "dps_gaussian_delta_at": (c_dbl, [c_dbl, c_dbl]),
     "dps_aggregator_charge_kind": (c_int, [c_int]),
+    "dps_aggregator_takes_groups": (c_int, [c_int]),
     "dps_estimator_eps": (c_dbl, [ctypes.c_void_p, c_dbl]),
     "dps_accountant_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Budget), ctypes.POINTER(Zcdp)]),
     "dps_accountant_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
@@ -157,6 +158,20 @@ _SIGNATURES = {
     "dps_exact_subspace": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, c_size, ctypes.c_void_p,
                                    c_float_p, ctypes.POINTER(c_int), ctypes.POINTER(ExactStats)]),
 }
+
+def aggregators() -> Tuple[str, ...]:
+    """The library's epoch mechanisms, in its table's order (dps_aggregator_name of 0, 1, ... up to "unknown")."""
+    names, a = [], 0
+    while (name := lib().dps_aggregator_name(a).decode()) != "unknown":
+        names.append(name)
+        a += 1
+    return tuple(names)
+
+
+def group_aggregators() -> Tuple[str, ...]:
+    """The epoch mechanisms on sums of the rows, which take parameter groups (dps_aggregator_takes_groups)."""
+    return tuple(n for a, n in enumerate(aggregators()) if lib().dps_aggregator_takes_groups(a))
+
 
 class ConfigHandle:
     """A library configuration (dps_config_new), set and read by parameter

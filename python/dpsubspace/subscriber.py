@@ -23,8 +23,7 @@ import zmq
 from . import wire
 from .keys import apply_client_security
 
-STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
-AGGREGATOR_NAMES = {0: "reference", 1: "projection", 2: "histogram", 3: "covariance", 4: "gaussian", 5: "power", 6: "kron"}
+STATUS_NAMES, AGGREGATOR_NAMES = wire.STATUS_NAMES, wire.AGGREGATOR_NAMES
 # The noise level at and above which a released snapshot is weak (DPS_NOISE_LEVEL_WEAK in dpsubspace.h).
 NOISE_LEVEL_WEAK = 0.75
 

@@ -14,3 +14,8 @@ RowBatch = _pb.RowBatch
 Snapshot = _pb.Snapshot
 StatusRequest = _pb.StatusRequest
 StatusReply = _pb.StatusReply
+
+# The schema's names of a snapshot's status and aggregator, lower case ("released", "kron"): the wire's enums
+# are the one list of both on this side.
+STATUS_NAMES = {v.number: v.name.lower() for v in _pb.SnapshotStatus.DESCRIPTOR.values}
+AGGREGATOR_NAMES = {v.number: v.name.lower() for v in _pb.Aggregator.DESCRIPTOR.values}

@@ -47,6 +47,12 @@ dps_charge_kind dps_aggregator_charge_kind(dps_aggregator a)
     return m ? m->kind : DPS_CHARGE_ZCDP;
 }
 
+int dps_aggregator_takes_groups(dps_aggregator a)
+{
+    const epoch_mechanism *m = epoch_mechanism_for(a);
+    return m && (m->uses & EPOCH_USES_GROUPS) != 0;
+}
+
 int dps_aggregator_from_name(const char *name, dps_aggregator *out)
 {
     for (size_t i = 0; epoch_mechanisms[i] && name; i++)
