@@ -35,7 +35,7 @@ static const char s_epilogue[] =
     "shards (0: one process; R: sharded over R MPI ranks), refusals {name: count}\n"
     "(batches and requests refused), counters {name: count} (everything else\n"
     "counted) and, with --producer, producer {id, batches, rows, seq_gaps}.  The\n"
-    "names are the snapshots' (README, \"Names\").\n"
+    "names are the snapshots' (docs/operators.md, \"Names\").\n"
     "\n"
     "Example:\n"
     "  dps-status --insecure-plaintext --status ipc:///tmp/c.st\n"

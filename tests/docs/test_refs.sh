@@ -4,18 +4,19 @@
 # document sends the reader outside it (a clone has nothing at ../); and the
 # code's comments state reasons, not the history of a change: no file under
 # src/, include/ or python/ names an issue (git and the issues keep that).
-# Documents: README.md, docs/design.md, docs/privacy.md, producers/README.md.
+# Documents: README.md, every docs/*.md, producers/README.md; their links
+# (check_links.py) lead to files and headings that exist.
 # usage: test_refs.sh SOURCE_DIR
 src=$1
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
 cd "$src" || { echo "0 passed, 1 failed"; exit 1; }
-docs="README.md docs/design.md docs/privacy.md producers/README.md"
+docs="README.md $(ls docs/*.md) producers/README.md"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for doc in $docs; do
   if [ -f "$doc" ]; then ok; else ko "$doc is missing"; continue; fi
-  if grep -n '\.\./[A-Za-z]' "$doc" >"$tmp/out"; then
+  if [ "${doc%/*}" = "$doc" ] && grep -n '\.\./[A-Za-z]' "$doc" >"$tmp/out"; then
     ko "$doc points outside the repository: $(head -3 "$tmp/out" | tr '\n' ' ')"; else ok; fi
   # `...` spans, one per line, then the tokens inside them
   grep -o '`[^`]*`' "$doc" | tr -d '`' | tr ' (),;' '\n\n\n\n\n' | sed 's/[.:]*$//' | sort -u >"$tmp/tokens"
@@ -32,6 +33,9 @@ for doc in $docs; do
   done
   if [ ! -s "$tmp/missing" ]; then ok; else ko "$doc names identifiers found nowhere in the code: $(tr '\n' ' ' <"$tmp/missing")"; fi
 done
+if /usr/bin/python3 "$src/tests/docs/check_links.py" "$src" README.md docs/*.md producers/README.md \
+    tools/experiments/README.md tools/bench/README.md >"$tmp/out" 2>&1; then ok; else
+  ko "links that lead nowhere: $(head -5 "$tmp/out" | tr '\n' ' ')"; fi
 if grep -rnI -E '(issue|issues) #?[0-9]' src include python >"$tmp/out"; then
   ko "comments name issues: $(head -3 "$tmp/out" | tr '\n' ' ')"; else ok; fi
 echo "$pass passed, $fail failed"

@@ -24,7 +24,7 @@ What it computes (plan()):
   direction TOP_DIRECTION_OUT and TOP_DIRECTION_IN; measured below), and
   the mean over groups weighted by their widths (`kept`).
 - a recommendation, by the rule RULE below, whose evidence is the map
-  tools/experiments/dpsgd_map.py measured (README, "Does a private subspace
+  tools/experiments/dpsgd_map.py measured (docs/mechanisms.md, "Does a private subspace
   help DP-SGD?").
 """
 import math
