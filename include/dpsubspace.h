@@ -286,6 +286,9 @@ typedef struct dps_snapshot dps_snapshot;
 /* The widest group the gaussian aggregator releases densely by default
    (dps_config.dense_max_d): two 8192 x 8192 double matrices, 1 GB. */
 #define DPS_DENSE_MAX_D 8192
+/* The widest it may be set to (dps_config.dense_max_d): two 16384 x 16384
+   double matrices, 4.3 GB. */
+#define DPS_DENSE_MAX_D_LIMIT 16384
 
 /* The most parameter groups a configuration or a snapshot has (DESIGN 7.2). */
 #define DPS_MAX_GROUPS 256

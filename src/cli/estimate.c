@@ -10,6 +10,7 @@
    codes of args.h; the JSON summary is written whenever the run started. */
 #include "args.h"
 #include "est_args.h"
+#include "est_flags.h"
 #include "est_rgrad.h"
 #include "estimate.h"
 #include "io.h"
@@ -435,29 +436,25 @@ static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
 int main(int argc, char **argv)
 {
     cli_set_program("dps-estimate");
-    /* The estimator's defaults are the library's (dps_config_init,
-       dps_rgrad_config_init), shown in --help from there. */
+    /* The estimator's defaults are the library's (dps_config_init; in --help
+       through src/args/est_flags.h), rgrad's dps_rgrad_config_init's. */
     dps_config lib;
-    dps_config_init(&lib, 2, 1); /* d and k are only stored: m and q show as multiples of k */
+    dps_config_init(&lib, 2, 1);
     dps_rgrad_config rg;
     dps_rgrad_config_init(&rg, 2, 2, 1);
     est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = lib.rho_epoch,
                   .delta = lib.delta_epoch, .alpha = lib.alpha, .tau = lib.tau, .delta_target = lib.cap.delta_target,
                   .eps_k = 0.1, .beta_k = 0.05, .eps = 1.0};
-    char rho_def[32], delta_def[32], dt_def[32], t_def[32], m_def[32], q_def[32], alpha_def[32], tau_def[32];
-    char split_def[100], iters_def[32], eta_def[32], x[32], y[32], z[32];
-    cli_fmt_double(rho_def, lib.rho_epoch);
-    cli_fmt_double(delta_def, lib.delta_epoch);
-    cli_fmt_double(dt_def, lib.cap.delta_target);
-    snprintf(t_def, sizeof t_def, "%zu", lib.t);
-    snprintf(m_def, sizeof m_def, "%zu*k", lib.m);
-    snprintf(q_def, sizeof q_def, "%zu*k", lib.q);
-    cli_fmt_double(alpha_def, lib.alpha);
-    cli_fmt_double(tau_def, lib.tau);
-    snprintf(split_def, sizeof split_def, "%s:%s:%s", cli_fmt_double(x, lib.split_search),
-             cli_fmt_double(y, lib.split_count), cli_fmt_double(z, lib.split_mean));
+    char iters_def[32], eta_def[32];
     snprintf(iters_def, sizeof iters_def, "%zu", rg.iters);
     cli_fmt_double(eta_def, rg.eta);
+    /* the estimator's settings: names, help and defaults from the one table (src/args/est_flags.h) */
+    char notes[6][600]; /* the noted helps, one buffer each */
+#define EST_FLAG(flag, kind, dest) \
+    {"--" flag, kind, dest, est_flag_metavar(flag), est_flag_default(flag), est_flag_help(flag), 0}
+#define EST_FLAG_NOTED(flag, kind, dest, i, note)                                                           \
+    {"--" flag, kind, dest, est_flag_metavar(flag), est_flag_default(flag),                                   \
+     est_flag_help_noted(flag, note, notes[i], sizeof notes[0]), 0}
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Input:", 0},
         {"--in", CLI_OPT_STRING, &a.in, "FILE", "the file argument", "the input (instead of the file argument)", 0},
@@ -471,7 +468,7 @@ int main(int argc, char **argv)
          "choose-k", 0},
         {"--task", CLI_OPT_STRING, &a.task, "NAME", "subspace",
          "subspace, or mean: also release the private mean projected on the subspace", 0},
-        {"--k", CLI_OPT_SIZE, &a.k, "K", "required", "subspace dimension, 1 <= k < d (k <= d: covariance methods)", 0},
+        EST_FLAG_NOTED("k", CLI_OPT_SIZE, &a.k, 0, "(k <= d: the covariance methods)"),
         {"--plan", CLI_OPT_FLAG, &a.plan, NULL, NULL,
          "read no row: print what an epoch of this configuration would do (each group's mechanism, the memory, "
          "the noise floor: the least share of an epoch's energy a direction needs to stand above the noise) and "
@@ -484,22 +481,13 @@ int main(int argc, char **argv)
         {"--beta-k", CLI_OPT_DOUBLE, &a.beta_k, "B", "0.05",
          "failure probability of the choice of k (sets its threshold)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Privacy:", 0},
-        {"--rho", CLI_OPT_DOUBLE, &a.rho, "R", rho_def,
-         "zCDP rho: per epoch for the estimator; the whole run for analyze-gauss (it is called with R/2), for "
-         "--task mean (R/2 subspace + R/2 mean) and for rgrad (the whole fit)",
-         0},
-        {"--delta", CLI_OPT_DOUBLE, &a.delta, "D", delta_def,
-         "the mechanism's delta (per epoch for the estimator; Analyze Gauss's delta; rgrad's fit)", 0},
-        {"--cap-rho", CLI_OPT_DOUBLE, &a.cap_rho, "R", "0 = no cap",
-         "refuse any release that would make the run's total rho exceed R (or its delta exceed --delta-target)", 0},
-        {"--cap-eps", CLI_OPT_DOUBLE, &a.cap_eps, "E", "0 = no cap",
-         "refuse any release that would make the total eps at --delta-target exceed E", 0},
-        {"--delta-target", CLI_OPT_DOUBLE, &a.delta_target, "D", dt_def,
-         "the delta at which the total is shown as eps (and of the caps)", 0},
-        {"--seed", CLI_OPT_U64, &a.seed, "S", "none: secure generator",
-         "seeded mode: noise from a reproducible generator (NOT secure, for tests); marked in the output", 0},
-        {"--public-seed", CLI_OPT_U64, &a.public_seed, "P", "0",
-         "seed of the public randomness (reference points)", 0},
+        EST_FLAG_NOTED("rho", CLI_OPT_DOUBLE, &a.rho, 1, "dps-estimate: the whole run for analyze-gauss (it is called with R/2), for --task mean (R/2 subspace + R/2 mean) and for rgrad (the whole fit)"),
+        EST_FLAG_NOTED("delta", CLI_OPT_DOUBLE, &a.delta, 2, "dps-estimate: also Analyze Gauss's delta and rgrad's fit's"),
+        EST_FLAG("cap-rho", CLI_OPT_DOUBLE, &a.cap_rho),
+        EST_FLAG("cap-eps", CLI_OPT_DOUBLE, &a.cap_eps),
+        EST_FLAG("delta-target", CLI_OPT_DOUBLE, &a.delta_target),
+        EST_FLAG("seed", CLI_OPT_U64, &a.seed),
+        EST_FLAG("public-seed", CLI_OPT_U64, &a.public_seed),
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Covariance methods (iterative, cov-laplace, cov-gaussian):", 0},
         {"--eps", CLI_OPT_DOUBLE, &a.eps, "E", "required (exact: 1)",
          "the DP budget of the whole run: pure eps-DP (iterative, cov-laplace); (eps, --delta)-DP (cov-gaussian, "
@@ -509,53 +497,25 @@ int main(int argc, char **argv)
         {"--cov-out", CLI_OPT_STRING, &a.cov_out, "FILE", "not written",
          "the released d x d covariance as float32 .npy (iterative: sum lambda_i theta_i theta_i', rank k)", 0},
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Estimator (--method estimator only):", 0},
-        {"--t", CLI_OPT_SIZE, &a.t, "T", t_def, "buckets per epoch (the papers' t)", 0},
-        {"--m", CLI_OPT_SIZE, &a.m, "M", m_def, "rows per bucket (the papers' m; an epoch holds t*m rows)", 0},
-        {"--window", CLI_OPT_SIZE, &a.window, "W", "t",
-         "buckets open at once (W < t bounds memory; use only for rows in random order)", 0},
-        {"--q", CLI_OPT_SIZE, &a.q, "Q", q_def, "reference points (the papers' q; reference aggregator)", 0},
-        {"--aggregator", CLI_OPT_STRING, &a.aggregator, "NAME", "reference",
-         "reference (projected reference points), projection (d x d, d <= 10000), histogram (Singhal-Steinke "
-         "grid histogram, (sqrt(2 rho), delta)-DP), covariance (no buckets: each epoch's sum x x^T and iterative "
-         "eigenvector sampling, pure sqrt(2 rho)-DP, d <= 4096), gaussian (no buckets: each epoch's sum x x^T "
-         "plus symmetric Gaussian noise of sd 1/sqrt(rho), its top-k eigenvectors, rho-zCDP, d <= 16384), power "
-         "(no buckets: noisy power iteration, one step per disjoint block of the epoch's rows, rho-zCDP, memory "
-         "O((k + p) d), any d) or kron (no buckets: gaussian's, but each group written RxC in --param-groups gets "
-         "the products u (x) v of the top eigenvectors of its noisy sum G G^T and sum G^T G, memory R^2 + C^2; "
-         "noise sd sqrt(2/rho) for every group, rho-zCDP)", 0},
-        {"--power-blocks", CLI_OPT_SIZE, &a.power_blocks, "T", "0 = 3 cold, 1 warm",
-         "power aggregator: disjoint blocks of the epoch's rows, one noisy power step each (1..1024); by default "
-         "3 until an epoch has been released (a cold start needs steps), then 1", 0},
-        {"--power-oversample", CLI_OPT_SIZE, &a.power_oversample, "P", "10",
-         "power aggregator: columns iterated beyond k (b = k + P)", 0},
-        {"--dense-max-d", CLI_OPT_SIZE, &a.dense_max_d, "D", "8192",
-         "gaussian and kron aggregators: the widest group (or d) released densely (a d x d covariance); wider ones "
-         "get the noisy power iteration (--power-blocks, --power-oversample) in O(k d) memory (at most 16384); "
-         "kron: also the widest side R or C of a shaped group", 0},
-        {"--hist-width", CLI_OPT_DOUBLE, &a.hist_width, "L", "0.25*sqrt(k/d)",
-         "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)", 0},
-        {"--param-groups", CLI_OPT_STRING, &a.groups, "D1,D2,...", "one group",
-         "gaussian, power and kron aggregators: the row is these public parameter groups (a model's parameter "
-         "tensors, in row order; widths adding up to d); each gets its own basis, all for the cost of one release "
-         "(DESIGN 7.2); the basis is group-wise (k = the sum of the ranks rows, each zero outside its group).  "
-         "kron: a group written RxC (e.g. 128x784,128,10x128,10) is R*C wide, read as an R x C matrix in row "
-         "order (a Linear weight (out, in)), and Kronecker-factored (DESIGN 7.6)", 0},
-        {"--group-k", CLI_OPT_STRING, &a.group_k, "K1,K2,...", "--k each",
-         "with --param-groups: each group's rank (0 = no basis for that group); without it every group gets --k "
-         "(at most its width)", 0},
-        {"--alpha", CLI_OPT_DOUBLE, &a.alpha, "A", alpha_def, "weighted FriendlyCore's slope of the friend weights (Tsfadia's alpha), in (0, 1]", 0},
-        {"--tau", CLI_OPT_DOUBLE, &a.tau, "F", tau_def,
-         "radius search target (the papers' tau): the fraction of t whose friend weight the radius must reach, in (0, 1]", 0},
-        {"--split", CLI_OPT_STRING, &a.split, "S:C:M", split_def,
-         "how an epoch's rho is split: radius search : friend count : noisy average; for --method iterative: "
-         "uniform (default) or adaptive (Amin et al. Cor. 1, by the noisy eigenvalues)",
-         0},
+        EST_FLAG("t", CLI_OPT_SIZE, &a.t),
+        EST_FLAG("m", CLI_OPT_SIZE, &a.m),
+        EST_FLAG("window", CLI_OPT_SIZE, &a.window),
+        EST_FLAG("q", CLI_OPT_SIZE, &a.q),
+        EST_FLAG("aggregator", CLI_OPT_STRING, &a.aggregator),
+        EST_FLAG("power-blocks", CLI_OPT_SIZE, &a.power_blocks),
+        EST_FLAG("power-oversample", CLI_OPT_SIZE, &a.power_oversample),
+        EST_FLAG("dense-max-d", CLI_OPT_SIZE, &a.dense_max_d),
+        EST_FLAG("hist-width", CLI_OPT_DOUBLE, &a.hist_width),
+        EST_FLAG("param-groups", CLI_OPT_STRING, &a.groups),
+        EST_FLAG("group-k", CLI_OPT_STRING, &a.group_k),
+        EST_FLAG("alpha", CLI_OPT_DOUBLE, &a.alpha),
+        EST_FLAG("tau", CLI_OPT_DOUBLE, &a.tau),
+        EST_FLAG_NOTED("split", CLI_OPT_STRING, &a.split, 3, "for --method iterative: uniform (default) or adaptive (Amin et al. Cor. 1, by the noisy eigenvalues)"),
         {"--batch", CLI_OPT_SIZE, &a.batch, "B", "256",
          "rows per push into the estimator (by default fewer for wide rows: at most 16 MB a batch, or one row)", 0},
         {"--close-partial", CLI_OPT_FLAG, &a.close_partial, NULL, NULL,
          "at the end of the input, close a partial epoch too (default: its rows are dropped)", 0},
-        {"--workers", CLI_OPT_SIZE, &a.workers, "N", "online CPUs",
-         "worker threads (estimator) / BLAS threads (topk, analyze-gauss), 1..256", 0},
+        EST_FLAG_NOTED("workers", CLI_OPT_SIZE, &a.workers, 4, "dps-estimate: the estimator's workers, or the BLAS threads of topk and analyze-gauss"),
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Exact case (--method exact only):", 0},
         {"--candidates", CLI_OPT_SIZE, &a.candidates, "R", "auto",
          "sampled candidate subspaces; auto: the fewest with (1 + e^eps)(1 - 2^-k)^R <= delta/100", 0},

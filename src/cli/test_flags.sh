@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_flags.sh - every program, benchmark and experiment driver parses its
-# flags with the one parser (src/cli/args.h): --version prints "NAME VERSION"
+# flags with the one parser (src/args/args.h): --version prints "NAME VERSION"
 # and exits 0, --help exits 0, "--x=v" means what "--x v" means, and an
 # unknown flag is a usage error (2); dps-collector's config file and its flags
 # are one table (a key and its flag are the same option, the command line
@@ -114,6 +114,33 @@ printf 'd: 200\n' >"$conf"
 run "$tmp/c8" "$collector" --config "$conf"
 if grep -q "$conf:1: 'd: 200' is not a setting: write name = value" "$tmp/c8"; then ok; else
   bad "collector: 'name: value': $(cat "$tmp/c8")"; fi
+
+# The estimator's settings are one table (src/args/est_flags.h): each flag's
+# block of --help (its line and the wrapped lines under it) reads the same in
+# every program that takes it; a program's own note comes after the shared
+# text, so the block is compared only where no program adds one.
+# help_block PROG FLAG: the lines of FLAG's entry in PROG --help
+help_block() {
+  "$1" --help 2>&1 | awk -v f="  --$2 " 'index($0, f) == 1 { on = 1; print; next }
+    on && /^  --/ { exit } on && /^                    / { print; next } on { exit }'
+}
+estimate=$(find_prog dps-estimate)
+mpi=$(find_prog dps-mpi-estimate)
+for flag in t m window q aggregator power-blocks power-oversample dense-max-d hist-width param-groups group-k \
+            cap-eps delta-target alpha tau public-seed seed; do
+  help_block "$estimate" "$flag" >"$tmp/he"
+  help_block "$collector" "$flag" >"$tmp/hc"
+  if [ -s "$tmp/he" ] && cmp -s "$tmp/he" "$tmp/hc"; then ok; else
+    bad "--$flag: dps-estimate's and dps-collector's help differ:"; cat "$tmp/he" "$tmp/hc"; fi
+done
+if [ -n "$mpi" ]; then
+  for flag in rho power-blocks power-oversample public-seed seed; do
+    help_block "$mpi" "$flag" >"$tmp/hm"
+    help_block "$collector" "$flag" >"$tmp/hc"
+    if [ -s "$tmp/hm" ] && cmp -s "$tmp/hm" "$tmp/hc"; then ok; else
+      bad "--$flag: dps-mpi-estimate's and dps-collector's help differ:"; cat "$tmp/hm" "$tmp/hc"; fi
+  done
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

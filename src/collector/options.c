@@ -1,10 +1,11 @@
 /* options.c - dps-collector's settings table: its flags and its config
    file's keys are one table, parsed by the programs' one parser
-   (src/cli/args.h); the estimator's defaults are the library's
+   (src/args/args.h); the estimator's defaults are the library's
    (dps_config_init); the help text. */
 #include "options.h"
 
 #include "args.h"
+#include "est_flags.h"
 #include "dpsubspace.h"
 
 #include <errno.h>
@@ -20,68 +21,45 @@ typedef struct {
     const char *name;
     opt_kind kind;
     size_t offset, size;
-    const char *arg, *help;
+    const char *arg, *help; /* an estimator setting: arg EST, help a note of the collector's or NULL */
 } opt_def;
+
+/* The arg of the estimator's settings: their argument name, help and
+   default come from the one table of src/args/est_flags.h. */
+static const char s_est[] = "(estimator)";
+#define EST s_est
 
 #define F(field) offsetof(collector_options, field), sizeof(((collector_options *)0)->field)
 static const opt_def s_opts[] = {
     {"d", OPT_U64, F(d), "N", "row dimension (required)"},
-    {"k", OPT_U64, F(k), "N", "subspace dimension, 1 <= k < d (required)"},
-    {"t", OPT_U64, F(t), "N", "buckets per epoch (the papers' t)"},
-    {"m", OPT_U64, F(m), "N", "rows per bucket (the papers' m); an epoch is t*m rows"},
-    {"window", OPT_U64, F(window), "N", "buckets open at once (default t: an exactly uniform partition;"
-                                        " smaller only for shuffled streams)"},
-    {"q", OPT_U64, F(q), "N", "reference points (the papers' q): reference aggregator"},
-    {"aggregator", OPT_STR, F(aggregator), "NAME", "reference (default), projection (d <= 10000), histogram"
-                                                    " ((eps, delta)-DP grid histogram, eps = sqrt(2 rho))"
-                                                    ", covariance (no buckets: the epoch's sum x x^T and"
-                                                    " iterative eigenvector sampling, pure eps-DP with"
-                                                    " eps = sqrt(2 rho), d <= 4096), gaussian (no"
-                                                    " buckets: the epoch's sum x x^T plus symmetric Gaussian"
-                                                    " noise of sd 1/sqrt(rho), its top-k eigenvectors,"
-                                                    " rho-zCDP, d <= 16384), power (no buckets: noisy power"
-                                                    " iteration on disjoint blocks of the epoch's rows,"
-                                                    " rho-zCDP, memory O((k + p) d), any d) or kron (no"
-                                                    " buckets: gaussian's, but a group given as RxC in"
-                                                    " --param-groups gets the products u (x) v of the top"
-                                                    " eigenvectors of its noisy sum G G^T and sum G^T G, memory"
-                                                    " R^2 + C^2; noise sd sqrt(2/rho) for every group,"
-                                                    " rho-zCDP)"},
-    {"power-blocks", OPT_U64, F(power_blocks), "T", "power aggregator: disjoint blocks of an epoch's rows, one"
-                                                    " noisy power step each (1..1024)"},
-    {"power-oversample", OPT_U64, F(power_oversample), "P", "power aggregator: columns iterated beyond k"},
-    {"dense-max-d", OPT_U64, F(dense_max_d), "D", "gaussian and kron aggregators: the widest group (or d, or kron side) released densely"
-                                                  " (default 8192, at most 16384); wider ones get the noisy power"
-                                                  " iteration in O(k d) memory"},
-    {"hist-width", OPT_DOUBLE, F(hist_width), "L", "histogram aggregator: cell side (default 0.25 sqrt(k/d))"},
-    {"param-groups", OPT_STR, F(param_groups), "D1,D2,...", "gaussian, power and kron aggregators: the rows' public"
-                                                            " parameter groups (widths in row order, adding up to"
-                                                            " d); each gets its own basis for the cost of one"
-                                                            " release; kron: a group written RxC (e.g. 128x784) is"
-                                                            " R*C wide, a row-major R x C matrix, Kronecker-factored"},
-    {"group-k", OPT_STR, F(group_k), "K1,K2,...", "with --param-groups: each group's rank (default: --k each, at"
-                                                  " most its width); the snapshot's k is their sum"},
-    {"rho", OPT_DOUBLE, F(rho_epoch), "X", "zCDP rho spent by each epoch's release"},
-    {"delta", OPT_DOUBLE, F(delta_epoch), "X", "delta of each epoch's release; deltas add up across epochs"},
-    {"cap-rho", OPT_DOUBLE, F(cap_rho), "X", "budget cap: total rho (epochs past it are refused); a cap or"
-                                            " --no-cap is required"},
-    {"cap-eps", OPT_DOUBLE, F(cap_eps), "X", "budget cap: total eps at --delta-target (the exact Gaussian eps of"
-                                             " mu = sqrt(2 rho) while every epoch charged was gaussian or power and"
-                                             " the ledger was empty at the start; else the CKS conversion of rho)"},
+    {"k", OPT_U64, F(k), EST, NULL},
+    {"t", OPT_U64, F(t), EST, NULL},
+    {"m", OPT_U64, F(m), EST, NULL},
+    {"window", OPT_U64, F(window), EST, NULL},
+    {"q", OPT_U64, F(q), EST, NULL},
+    {"aggregator", OPT_STR, F(aggregator), EST, NULL},
+    {"power-blocks", OPT_U64, F(power_blocks), EST, NULL},
+    {"power-oversample", OPT_U64, F(power_oversample), EST, NULL},
+    {"dense-max-d", OPT_U64, F(dense_max_d), EST, NULL},
+    {"hist-width", OPT_DOUBLE, F(hist_width), EST, NULL},
+    {"param-groups", OPT_STR, F(param_groups), EST, NULL},
+    {"group-k", OPT_STR, F(group_k), EST, NULL},
+    {"rho", OPT_DOUBLE, F(rho_epoch), EST, NULL},
+    {"delta", OPT_DOUBLE, F(delta_epoch), EST, NULL},
+    {"cap-rho", OPT_DOUBLE, F(cap_rho), EST, "a cap or --no-cap is required"},
+    {"cap-eps", OPT_DOUBLE, F(cap_eps), EST, NULL},
     {"no-cap", OPT_FLAG, F(no_cap), NULL, "no budget cap: spend without limit (a warning at every release)"},
-    {"delta-target", OPT_DOUBLE, F(delta_target), "X", "delta at which eps is stated and capped"},
-    {"alpha", OPT_DOUBLE, F(alpha), "X", "weighted FriendlyCore's weight slope (Tsfadia's alpha)"},
-    {"tau", OPT_DOUBLE, F(tau), "X", "radius search target (the papers' tau): the fraction of t whose friend"
-                                     " weight the radius must reach, in (0, 1]"},
-    {"split", OPT_STR, F(split), "S:C:M", "how an epoch's rho is shared between the radius search, the friend"
-                                          " count and the noisy average (default 0.2:0.1:0.7; normalised to sum 1)"},
+    {"delta-target", OPT_DOUBLE, F(delta_target), EST, NULL},
+    {"alpha", OPT_DOUBLE, F(alpha), EST, NULL},
+    {"tau", OPT_DOUBLE, F(tau), EST, NULL},
+    {"split", OPT_STR, F(split), EST, NULL},
     /* former (0.1) settings, still read, not shown: --split's three parts */
     {"split-search", OPT_DOUBLE, F(former_split[0]), "X", NULL},
     {"split-count", OPT_DOUBLE, F(former_split[1]), "X", NULL},
     {"split-mean", OPT_DOUBLE, F(former_split[2]), "X", NULL},
-    {"public-seed", OPT_U64, F(public_seed), "N", "seed of the public reference points (default 0)"},
-    {"seed", OPT_U64, F(seed), "N", "TESTS ONLY: seeded noise (not secure); snapshots say so"},
-    {"workers", OPT_U64, F(workers), "N", "worker threads for bucket bases (default: CPUs)"},
+    {"public-seed", OPT_U64, F(public_seed), EST, NULL},
+    {"seed", OPT_U64, F(seed), EST, NULL},
+    {"workers", OPT_U64, F(workers), EST, "the bucket bases' workers"},
     {"sharded", OPT_FLAG, F(sharded), NULL, "run as one rank of a collector sharded by coordinate (mpirun -np R"
                                           " dps-collector --sharded ...): rank r holds coordinates of every row"
                                           " and binds --ingest's port + r (or the r-th of a comma-separated list);"
@@ -203,22 +181,16 @@ static const opt_def *s_find(const char *name)
 typedef struct {
     cli_opt opt[N_OPTS];
     cli_text text[N_OPTS];
-    char name[N_OPTS][40], deflt[N_OPTS][48];
+    char name[N_OPTS][40], deflt[N_OPTS][48], help[N_OPTS][800];
     const char *config;
 } s_table;
 
-/* The default shown in --help: the value in def (the library's defaults)
-   when the help text does not explain it already; m and q as multiples of k. */
+/* The default shown in --help of a collector setting: the value in def
+   when the help text does not explain it already. */
 static const char *s_deflt(const opt_def *od, const collector_options *def, char *buf, size_t n)
 {
     const char *p = (const char *)def + od->offset;
     char num[32];
-    if (strcmp(od->name, "m") == 0 || strcmp(od->name, "q") == 0) {
-        dps_config lib;
-        dps_config_init(&lib, 2, 1);
-        snprintf(buf, n, "%zuk", od->name[0] == 'm' ? lib.m : lib.q);
-        return buf;
-    }
     if (!od->help || strstr(od->help, "default"))
         return NULL; /* hidden, or the help says it */
     if (od->kind == OPT_U64 && *(const uint64_t *)(const void *)p)
@@ -243,10 +215,13 @@ static void s_table_make(s_table *t, collector_options *o, const collector_optio
         c->name = t->name[i];
         c->kind = kinds[od->kind];
         c->dest = (char *)o + od->offset;
-        c->metavar = od->arg;
-        c->help = od->help;
-
-        c->deflt = def ? s_deflt(od, def, t->deflt[i], sizeof t->deflt[i]) : NULL;
+        c->metavar = od->arg == s_est ? est_flag_metavar(od->name) : od->arg;
+        c->help = od->arg != s_est ? od->help
+                  : od->help ? est_flag_help_noted(od->name, od->help, t->help[i], sizeof t->help[i])
+                             : est_flag_help(od->name);
+        c->deflt = !def                ? NULL
+                   : od->arg == s_est ? est_flag_default(od->name)
+                                      : s_deflt(od, def, t->deflt[i], sizeof t->deflt[i]);
         if (od->kind == OPT_STR) {
             t->text[i] = (cli_text){(char *)o + od->offset, od->size};
             c->dest = &t->text[i];

@@ -1,6 +1,6 @@
 /* options.h - dps-collector's settings: one table serves the command line
    (--name value or --name=value) and the config file (name = value lines,
-   # comments), both read by the programs' one parser (src/cli/args.h).  The
+   # comments), both read by the programs' one parser (src/args/args.h).  The
    estimator's defaults are the library's (dps_config_init). */
 #ifndef DPS_OPTIONS_H
 #define DPS_OPTIONS_H
@@ -51,7 +51,7 @@ typedef struct {
 void options_defaults(collector_options *o);
 /* Parse argv then the config file named by --config (command line wins).
    On error: a sentence in err, return -1.  --help sets o->help; --version
-   is cli_version_given() (src/cli/args.h).  Prints nothing: called again on
+   is cli_version_given() (src/args/args.h).  Prints nothing: called again on
    SIGHUP, whose errors go to the log. */
 int options_parse(collector_options *o, int argc, char **argv, char *err, size_t errlen);
 /* Fill in derived defaults (m = 2k, q = 10k, window = t, the ingest buffer

@@ -5,7 +5,7 @@
 
 #include "dpsubspace.h"
 
-#define GAUSS_COV_MAX_D 16384 /* two d x d double matrices: 4.3 GB at this d */
+#define GAUSS_COV_MAX_D DPS_DENSE_MAX_D_LIMIT /* two d x d double matrices: 4.3 GB at this d */
 
 /* A (d x d, full storage) += E, E symmetric with its upper triangle
    (diagonal included) iid N(0, s^2): with s = 1/sqrt(rho), rho-zCDP for the

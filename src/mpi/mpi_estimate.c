@@ -7,6 +7,7 @@
 
    Who owns what: main owns everything; rank 0 alone writes files. */
 #include "args.h"
+#include "est_flags.h"
 #include "epoch_power_sharded.h"
 #include "io.h"
 
@@ -192,25 +193,30 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     cli_set_program("dps-mpi-estimate");
-    size_t k = 0, dim = 0, oversample = 10;
+    dps_config lib; /* the defaults are the library's */
+    dps_config_init(&lib, 2, 1);
+    size_t k = 0, dim = 0, oversample = lib.power_oversample;
     uint64_t epoch_rows = 0, blocks = 0, seed = 0, public_seed = 0;
-    double rho = 1.0;
+    double rho = lib.rho_epoch;
     const char *out = NULL, *in = NULL, *pos[1], *synthetic = NULL;
     int help = 0, json = 0;
     size_t n_pos = 0;
+    /* the estimator's settings: names, help and defaults from the one table (src/args/est_flags.h) */
+#define EST_FLAG(flag, kind, dest) \
+    {"--" flag, kind, dest, est_flag_metavar(flag), est_flag_default(flag), est_flag_help(flag), 0}
     cli_opt opts[] = {
         {NULL, CLI_OPT_SECTION, NULL, NULL, NULL, "Options:", 0},
-        {"--k", CLI_OPT_SIZE, &k, "K", "required", "subspace dimension, 1 <= k < d", 0},
-        {"--rho", CLI_OPT_DOUBLE, &rho, "R", "1", "zCDP rho of each epoch's release", 0},
+        EST_FLAG("k", CLI_OPT_SIZE, &k),
+        EST_FLAG("rho", CLI_OPT_DOUBLE, &rho),
         {"--epoch-rows", CLI_OPT_U64, &epoch_rows, "N", "all rows", "rows per epoch (the last one may be shorter)", 0},
-        {"--power-blocks", CLI_OPT_U64, &blocks, "T", "3 cold, 1 warm", "noisy steps per epoch (disjoint blocks)", 0},
-        {"--power-oversample", CLI_OPT_SIZE, &oversample, "P", "10", "columns iterated beyond k", 0},
+        EST_FLAG("power-blocks", CLI_OPT_U64, &blocks),
+        EST_FLAG("power-oversample", CLI_OPT_SIZE, &oversample),
         {"--dim", CLI_OPT_SIZE, &dim, "D", "from the file", "row length (required for raw input)", 0},
         {"--synthetic", CLI_OPT_STRING, &synthetic, "N:D", "none",
          "instead of INPUT: N public synthetic rows of dimension D near a k-dimensional subspace, each rank "
          "making only its columns (benchmarks, and d beyond one machine's memory)", 0},
-        {"--seed", CLI_OPT_U64, &seed, "S", "none: secure", "TESTS ONLY: seeded noise, NOT secure", 0},
-        {"--public-seed", CLI_OPT_U64, &public_seed, "P", "0", "seed of the public start", 0},
+        EST_FLAG("seed", CLI_OPT_U64, &seed),
+        EST_FLAG("public-seed", CLI_OPT_U64, &public_seed),
         {"--out", CLI_OPT_STRING, &out, "FILE", "not written", "the last basis, k x d float32 .npy (rank 0)", 0},
         {"--json", CLI_OPT_FLAG, &json, NULL, NULL, "one JSON object instead of the text report", 0},
         {"--help", CLI_OPT_FLAG, &help, NULL, NULL, "print this help and exit", 0},

@@ -2,7 +2,7 @@
    the library): clocks, a fast non-cryptographic generator for test data, the
    environment header every report starts with, the in-run references (sgemm
    peak, memory read bandwidth) that the headline ratios are taken against, and
-   the value kinds of their flags (parsed by src/cli/args.h, as every program).
+   the value kinds of their flags (parsed by src/args/args.h, as every program).
 
    Everything here is static: each benchmark is one translation unit plus this
    header. */
@@ -385,7 +385,7 @@ static inline size_t b_parse_list(const char *s, size_t *out, size_t n)
     return c;
 }
 
-/* Values for the programs' one flag parser (src/cli/args.h, CLI_OPT_PARSE):
+/* Values for the programs' one flag parser (src/args/args.h, CLI_OPT_PARSE):
    a size written as digits or as 1e4 (b_size), a list of them (b_sizes), an
    int (b_int).  B_SIZE / B_SIZES / B_INT make the table lines. */
 typedef struct {

@@ -7,7 +7,7 @@
    Every program, benchmark and experiment driver parses its flags here:
    dps-gen, dps-estimate, dps-keygen, dps-watch, dps-status, dps-produce,
    dps-collector, tools/bench/bench-* and tools/experiments/dps-*.  It is the
-   static library dps_args (src/cli/args.c alone), defined at the top level so
+   static library dps_args (src/args/args.c alone), defined at the top level so
    that the collector, which is built without the tools, links it too; it needs
    only dps_version() from whichever dpsubspace library the program links.
 
@@ -78,7 +78,7 @@ int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, cha
    0, or -1 with a sentence in err (c unchanged). */
 int cli_split_apply(const char *split, dps_config *c, char *err, size_t errlen);
 
-/* dps_config_plan in words (src/cli/plan_text.c): at most max lines into
+/* dps_config_plan in words (src/args/plan_text.c): at most max lines into
    lines, the count returned (0 for a configuration dps_config_check
    refuses); *near_random = 1 if some group's noise floor leaves its basis
    near random. */
