@@ -644,6 +644,14 @@ DPS_EXPORT int dps_param_from_name(const char *name, dps_param *out);
 DPS_EXPORT int dps_param_is_real(dps_param p);
 /* One line on what the parameter is, for a program's help. */
 DPS_EXPORT const char *dps_param_help(dps_param p);
+/* 1 if aggregator a reads parameter p, 0 if setting it would change nothing
+   (or is refused by dps_config_check): q for the reference and histogram
+   aggregators, hist_width for the histogram, groups for gaussian, power and
+   kron, power_blocks and power_oversample for those with a power iteration
+   (power, and gaussian's and kron's unshaped groups wider than
+   dense_max_d), dense_max_d for gaussian and kron; 1 for the other
+   parameters; 0 for a p or an a out of range. */
+DPS_EXPORT int dps_param_applies(dps_param p, dps_aggregator a);
 /* DPS_EINVAL for a parameter out of range or of the other type, or a value
    its field cannot hold (nothing changes then). */
 DPS_EXPORT int dps_config_set_int(dps_config *cfg, dps_param p, uint64_t value);

@@ -165,3 +165,13 @@ const char *est_flag_default(const char *name)
         s_default(f, t, sizeof text[0]);
     return t;
 }
+
+int est_flag_applies(const char *aggregator, int p)
+{
+    dps_config lib;
+    dps_config_init(&lib, 2, 1);
+    dps_aggregator a = lib.aggregator;
+    if (aggregator && dps_aggregator_from_name(aggregator, &a) != DPS_OK)
+        return 1;
+    return dps_param_applies((dps_param)p, a);
+}

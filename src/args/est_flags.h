@@ -33,4 +33,9 @@ const char *est_flag_help_noted(const char *name, const char *note, char *buf, s
    call), NULL for an unknown name. */
 const char *est_flag_default(const char *name);
 
+/* 1 if the aggregator named aggregator (NULL: the library's default) reads
+   parameter p (dps_param_applies); 1 for a name that is no aggregator, which
+   the program refuses with its own message. */
+int est_flag_applies(const char *aggregator, int p);
+
 #endif

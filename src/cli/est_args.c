@@ -4,6 +4,7 @@
    Who owns what: the settings' strings point into argv (main owns them);
    est_load_truth's basis belongs to the caller. */
 #include "est_args.h"
+#include "est_flags.h"
 #include "io.h"
 
 #include <math.h>
@@ -113,15 +114,15 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
         if (!(a->delta <= 0.5))
             CLI_USAGE("--method exact needs --delta <= 0.5 (got %g)", a->delta);
     }
-    if (cli_opt_given(opts, n_opts, "--hist-width") && !(a->aggregator && strcmp(a->aggregator, "histogram") == 0))
-        CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
+    /* whether the aggregator reads these settings is the library's (dps_param_applies) */
     const char *agg = s->one_epoch ? s->one_epoch : a->aggregator;
+    if (cli_opt_given(opts, n_opts, "--hist-width") && !est_flag_applies(agg, DPS_PARAM_HIST_WIDTH))
+        CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
     if ((cli_opt_given(opts, n_opts, "--power-blocks") || cli_opt_given(opts, n_opts, "--power-oversample")) &&
-        !(agg && (strcmp(agg, "power") == 0 || strcmp(agg, "gaussian") == 0 || strcmp(agg, "kron") == 0)))
+        !est_flag_applies(agg, DPS_PARAM_POWER_BLOCKS))
         CLI_USAGE("--power-blocks and --power-oversample apply only to --aggregator power (and gaussian or kron, for "
                   "their unshaped groups wider than --dense-max-d); drop them");
-    if (cli_opt_given(opts, n_opts, "--dense-max-d") &&
-        !(agg && (strcmp(agg, "gaussian") == 0 || strcmp(agg, "kron") == 0)))
+    if (cli_opt_given(opts, n_opts, "--dense-max-d") && !est_flag_applies(agg, DPS_PARAM_DENSE_MAX_D))
         CLI_USAGE("--dense-max-d applies only to --aggregator gaussian and kron; drop it");
     if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
         CLI_USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);

@@ -363,17 +363,18 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         o->split_mean = lib.split_mean;
     }
     o->k_total = lib.k;
-    if (o->hist_width != 0 && strcmp(o->aggregator, "histogram")) {
+    /* whether the aggregator reads these settings is the library's (dps_param_applies) */
+    if (o->hist_width != 0 && !est_flag_applies(o->aggregator, DPS_PARAM_HIST_WIDTH)) {
         snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
         return -1;
     }
     if ((o->power_blocks != lib.power_blocks || o->power_oversample != lib.power_oversample) &&
-        strcmp(o->aggregator, "power") && strcmp(o->aggregator, "gaussian") && strcmp(o->aggregator, "kron")) {
+        !est_flag_applies(o->aggregator, DPS_PARAM_POWER_BLOCKS)) {
         snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power (and gaussian's"
                               " or kron's unshaped groups wider than --dense-max-d) only");
         return -1;
     }
-    if (o->dense_max_d && strcmp(o->aggregator, "gaussian") && strcmp(o->aggregator, "kron")) {
+    if (o->dense_max_d && !est_flag_applies(o->aggregator, DPS_PARAM_DENSE_MAX_D)) {
         snprintf(err, errlen, "--dense-max-d is for --aggregator gaussian and kron only");
         return -1;
     }

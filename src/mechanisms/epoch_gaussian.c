@@ -64,5 +64,5 @@ void gauss_cov_add_noise(double *A, size_t d, double s, dps_rng *rng)
     }
 }
 
-const epoch_mechanism epoch_gaussian = {.id = DPS_AGG_GAUSSIAN, .name = "gaussian", .uses = EPOCH_USES_GROUPS,
+const epoch_mechanism epoch_gaussian = {.id = DPS_AGG_GAUSSIAN, .name = "gaussian", .uses = EPOCH_USES_GROUPS | EPOCH_USES_POWER | EPOCH_USES_DENSE,
                                        MOMENT_GROUP_HOOKS};

@@ -46,4 +46,4 @@
 #include "second_moment.h"
 
 const epoch_mechanism epoch_kron = {.id = DPS_AGG_KRON, .name = "kron",
-                                    .uses = EPOCH_USES_GROUPS | EPOCH_USES_SHAPES, MOMENT_GROUP_HOOKS};
+                                    .uses = EPOCH_USES_GROUPS | EPOCH_USES_SHAPES | EPOCH_USES_POWER | EPOCH_USES_DENSE, MOMENT_GROUP_HOOKS};

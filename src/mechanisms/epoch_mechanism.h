@@ -80,8 +80,18 @@ typedef enum {
 /* The mechanism-specific fields of dps_config a mechanism reads: with
    EPOCH_USES_Q, q must be at least k; without EPOCH_USES_HIST_WIDTH a
    hist_width > 0 is refused, without EPOCH_USES_GROUPS two or more groups,
-   without EPOCH_USES_SHAPES a group shape (group_rows) (dps_config_check). */
-enum { EPOCH_USES_Q = 1, EPOCH_USES_HIST_WIDTH = 2, EPOCH_USES_GROUPS = 4, EPOCH_USES_SHAPES = 8 };
+   without EPOCH_USES_SHAPES a group shape (group_rows) (dps_config_check);
+   EPOCH_USES_POWER: power_blocks and power_oversample (a power iteration,
+   of the whole row or of groups wider than dense_max_d), EPOCH_USES_DENSE:
+   dense_max_d.  dps_param_applies reads these flags. */
+enum {
+    EPOCH_USES_Q = 1,
+    EPOCH_USES_HIST_WIDTH = 2,
+    EPOCH_USES_GROUPS = 4,
+    EPOCH_USES_SHAPES = 8,
+    EPOCH_USES_POWER = 16,
+    EPOCH_USES_DENSE = 32
+};
 
 /* The configuration's parameter groups (DESIGN 7.2), checked by
    dps_config_check: groups 0 or 1 is one group, the whole row. */

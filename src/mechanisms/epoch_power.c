@@ -104,5 +104,5 @@ size_t power_columns(const dps_config *c)
     return b < c->d ? b : c->d;
 }
 
-const epoch_mechanism epoch_power = {.id = DPS_AGG_POWER, .name = "power", .uses = EPOCH_USES_GROUPS,
+const epoch_mechanism epoch_power = {.id = DPS_AGG_POWER, .name = "power", .uses = EPOCH_USES_GROUPS | EPOCH_USES_POWER,
                                        MOMENT_GROUP_HOOKS};

@@ -7,6 +7,7 @@
    Who owns what: dps_config_new's handle is the caller's until
    dps_config_destroy; the table is static. */
 #include "dpsubspace.h"
+#include "epoch_mechanism.h"
 
 #include <limits.h>
 #include <math.h>
@@ -209,4 +210,26 @@ int dps_config_set_commit(dps_config *cfg, dps_commit_fn commit, void *arg)
     cfg->commit = commit;
     cfg->commit_arg = arg;
     return DPS_OK;
+}
+
+int dps_param_applies(dps_param p, dps_aggregator a)
+{
+    const epoch_mechanism *m = epoch_mechanism_for(a);
+    if (!m || !s_get(p))
+        return 0;
+    switch (p) {
+    case DPS_PARAM_Q:
+        return (m->uses & EPOCH_USES_Q) != 0;
+    case DPS_PARAM_HIST_WIDTH:
+        return (m->uses & EPOCH_USES_HIST_WIDTH) != 0;
+    case DPS_PARAM_GROUPS:
+        return (m->uses & EPOCH_USES_GROUPS) != 0;
+    case DPS_PARAM_POWER_BLOCKS:
+    case DPS_PARAM_POWER_OVERSAMPLE:
+        return (m->uses & EPOCH_USES_POWER) != 0;
+    case DPS_PARAM_DENSE_MAX_D:
+        return (m->uses & EPOCH_USES_DENSE) != 0;
+    default:
+        return 1;
+    }
 }

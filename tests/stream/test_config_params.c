@@ -7,6 +7,7 @@
 #include "dpsubspace.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -143,9 +144,49 @@ static void s_test_set_get(void)
     dps_config_destroy(&h); /* twice: harmless */
 }
 
+/* Which aggregator reads which mechanism-specific parameter: the documented
+   sets (dps_param_applies in dpsubspace.h), and for hist_width and groups
+   the same answer as dps_config_check, which refuses them where unread. */
+static void s_test_applies(void)
+{
+    static const struct {
+        dps_param p;
+        const char *readers;
+    } want[] = {{DPS_PARAM_Q, " reference histogram "},
+                {DPS_PARAM_HIST_WIDTH, " histogram "},
+                {DPS_PARAM_GROUPS, " gaussian power kron "},
+                {DPS_PARAM_POWER_BLOCKS, " gaussian power kron "},
+                {DPS_PARAM_POWER_OVERSAMPLE, " gaussian power kron "},
+                {DPS_PARAM_DENSE_MAX_D, " gaussian kron "},
+                {DPS_PARAM_RHO_EPOCH, " reference projection histogram covariance gaussian power kron "}};
+    int n_agg = 0;
+    for (int a = 0; strcmp(dps_aggregator_name((dps_aggregator)a), "unknown") != 0; a++, n_agg++) {
+        const char *name = dps_aggregator_name((dps_aggregator)a);
+        char padded[40];
+        snprintf(padded, sizeof padded, " %s ", name);
+        for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+            CHECK(dps_param_applies(want[i].p, (dps_aggregator)a) == (strstr(want[i].readers, padded) != NULL),
+                  "%s reads %s: %d", name, dps_param_name(want[i].p), dps_param_applies(want[i].p, (dps_aggregator)a));
+        dps_config c;
+        dps_config_init(&c, 40, 3);
+        c.aggregator = (dps_aggregator)a;
+        c.rho_epoch = 4;
+        c.t = 1000;
+        c.hist_width = 0.5;
+        CHECK((dps_config_check(&c, NULL) != DPS_EINVAL || !dps_param_applies(DPS_PARAM_HIST_WIDTH, c.aggregator)) &&
+                  (dps_param_applies(DPS_PARAM_HIST_WIDTH, c.aggregator) || dps_config_check(&c, NULL) != DPS_OK),
+              "%s: hist_width refused exactly where it is not read", name);
+    }
+    CHECK(n_agg == 7, "seven aggregators (%d)", n_agg);
+    CHECK(dps_param_applies(DPS_PARAM_Q, (dps_aggregator)n_agg) == 0 &&
+              dps_param_applies(DPS_PARAM_COUNT, DPS_AGG_REFERENCE) == 0,
+          "out of range: 0");
+}
+
 int main(void)
 {
     s_test_names();
+    s_test_applies();
     s_test_set_get();
     return check_summary();
 }
