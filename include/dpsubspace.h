@@ -59,6 +59,11 @@ typedef enum {
 
 /* A static English sentence for an error code; never NULL. */
 DPS_EXPORT const char *dps_strerror(int err);
+/* The reason of this thread's last error where the library has one more
+   precise than the code (never NULL; "" if none): dps_estimator_new and
+   dps_estimator_new_resumed set the rule of dps_config_check that failed;
+   their successful calls set "". */
+DPS_EXPORT const char *dps_last_error(void);
 
 /* Library version as "MAJOR.MINOR.PATCH"; static string. */
 DPS_EXPORT const char *dps_version(void);

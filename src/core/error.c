@@ -35,6 +35,12 @@ const char *dps_strerror(int err)
     return s_sentences[err];
 }
 
+static __thread const char *s_last_error = "";
+
+const char *dps_last_error(void) { return s_last_error ? s_last_error : ""; }
+
+void dps_set_last_error(const char *why) { s_last_error = why ? why : ""; }
+
 const char *dps_version(void)
 {
     return DPS_STR(DPS_VERSION_MAJOR) "." DPS_STR(DPS_VERSION_MINOR) "." DPS_STR(DPS_VERSION_PATCH);

@@ -8,6 +8,10 @@
 
 #define DPS_STR_(x) #x
 #define DPS_STR(x) DPS_STR_(x)
+/* What dps_last_error returns on this thread from now on: a static or
+   thread-local sentence (error.c). */
+void dps_set_last_error(const char *why);
+
 #define DPS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DPS_MAX(a, b) ((a) > (b) ? (a) : (b))
 

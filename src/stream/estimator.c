@@ -105,7 +105,9 @@ int dps_estimator_new_resumed(dps_estimator **out, const dps_config *cfg, dps_ch
     if (!out)
         return DPS_EINVAL;
     *out = NULL;
-    int rc = dps_config_check(cfg, NULL);
+    const char *why = "";
+    int rc = dps_config_check(cfg, &why);
+    dps_set_last_error(rc ? why : ""); /* the rule that failed, for the caller (dps_last_error) */
     if (rc)
         return rc;
     dps_blas_init_once();

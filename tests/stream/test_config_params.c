@@ -139,6 +139,14 @@ static void s_test_set_get(void)
     dps_config_set_int(h, DPS_PARAM_K, 40);
     CHECK(dps_config_check(h, &why) == DPS_EINVAL && strstr(why, "k must satisfy"), "the check names the rule: %s",
           why);
+    /* dps_estimator_new names the rule that failed (dps_last_error) */
+    dps_estimator *est = NULL;
+    CHECK(dps_estimator_new(&est, h) == DPS_EINVAL && est == NULL && strstr(dps_last_error(), "k must satisfy"),
+          "dps_estimator_new's error names the rule: '%s'", dps_last_error());
+    dps_config_set_int(h, DPS_PARAM_K, 3);
+    dps_config_set_int(h, DPS_PARAM_WORKERS, 1);
+    CHECK(dps_estimator_new(&est, h) == DPS_OK && dps_last_error()[0] == '\0', "a good one clears it");
+    dps_estimator_destroy(&est);
     dps_config_destroy(&h);
     CHECK(h == NULL, "destroy clears the handle");
     dps_config_destroy(&h); /* twice: harmless */
