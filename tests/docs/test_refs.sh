@@ -3,7 +3,7 @@
 # identifier a document names in `backticks` is in the repository, and no
 # document sends the reader outside it (a clone has nothing at ../); and the
 # code's comments state reasons, not the history of a change: no file under
-# src/, include/ or python/ names an issue (git and the issues keep that).
+# src/, include/, python/ or proto/ names an issue (git and the issues keep that).
 # Documents: README.md, every docs/*.md, producers/README.md; their links
 # (check_links.py) lead to files and headings that exist.
 # usage: test_refs.sh SOURCE_DIR
@@ -36,7 +36,7 @@ done
 if /usr/bin/python3 "$src/tests/docs/check_links.py" "$src" README.md docs/*.md producers/README.md \
     tools/experiments/README.md tools/bench/README.md >"$tmp/out" 2>&1; then ok; else
   ko "links that lead nowhere: $(head -5 "$tmp/out" | tr '\n' ' ')"; fi
-if grep -rnI -E '(issue|issues) #?[0-9]' src include python >"$tmp/out"; then
+if grep -rnI -E '(issue|issues) #?[0-9]' src include python proto >"$tmp/out"; then
   ko "comments name issues: $(head -3 "$tmp/out" | tr '\n' ' ')"; else ok; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
