@@ -24,7 +24,7 @@ collector's clients).  The message classes are made by protoc from
 proto/dpsubspace.proto at build time (the C code by protoc-c from the same
 file); the estimator loads the core library built beside them (native.py).
 """
-__version__ = "0.3.0"  # must equal libdpsubspace's dps_version() (native.py checks)
+__version__ = "0.4.0"  # must equal libdpsubspace's dps_version() (native.py checks)
 
 from .accountant import Accountant, noise_multiplier, rho_for_eps
 from .estimator import Release, SubspaceEstimator

@@ -6,7 +6,7 @@ Where the library comes from, first found wins:
   1. $DPSUBSPACE_LIB, a path to libdpsubspace.so;
   2. the copy the build puts beside this package (_native/libdpsubspace.so,
      shipped by `pip install ./python` after a build);
-  3. the system's loader (libdpsubspace.so.0.3, major.minor of this package, after `cmake --install`).
+  3. the system's loader (libdpsubspace.so.0.4, major.minor of this package, after `cmake --install`).
 The configuration is a library handle set by parameter name (ConfigHandle),
 no struct here.  The structs below must match include/dpsubspace.h field
 for field: the

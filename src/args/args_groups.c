@@ -5,6 +5,7 @@
    K1,K2,... (their ranks), and the rho split --split S:C:M; into a
    dps_config.  Part of dps_args, so that dps-estimate and dps-collector
    read them one way. */
+#include "config_internal.h"
 #include "args.h"
 #include "dpsubspace.h"
 

@@ -4,6 +4,7 @@
 
    Who owns what: the table is static; defaults and noted help go into the
    caller's buffer. */
+#include "config_internal.h"
 #include "est_flags.h"
 
 #include "args.h"

@@ -1,6 +1,7 @@
 /* plan_text.c - dps_config_plan in words, one line at a time: what
    dps-estimate --plan prints and the collector logs at start-up (part of
    dps_args, so that both say it the same way). */
+#include "config_internal.h"
 #include "args.h"
 
 #include <stdio.h>

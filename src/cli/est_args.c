@@ -3,6 +3,7 @@
 
    Who owns what: the settings' strings point into argv (main owns them);
    est_load_truth's basis belongs to the caller. */
+#include "config_internal.h"
 #include "est_args.h"
 #include "est_flags.h"
 #include "io.h"

@@ -11,6 +11,7 @@
    Exit 0, or 2 for settings the estimator refuses.
 
    Who owns what: everything is on the stack; strings point into argv. */
+#include "config_internal.h"
 #include "est_args.h"
 
 #include <string.h>

@@ -6,6 +6,7 @@
    Who owns what: everything here only reads the settings and the result; the
    FILEs belong to the caller.  The numbers on a progress line are explained
    once in dps-estimate --help (estimate.c); keep the two in step. */
+#include "config_internal.h"
 #include "estimate.h"
 #include "json.h"
 

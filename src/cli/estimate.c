@@ -8,6 +8,7 @@
    input reader, the truth basis, the JSON file and the result, and frees them
    all before returning.  Errors: one line on stderr (args.c) and the exit
    codes of args.h; the JSON summary is written whenever the run started. */
+#include "config_internal.h"
 #include "args.h"
 #include "est_args.h"
 #include "est_flags.h"

@@ -7,6 +7,7 @@
 #ifndef DPS_CLI_ESTIMATE_H
 #define DPS_CLI_ESTIMATE_H
 
+#include "config_internal.h"
 #include "est_cov.h"
 #include "io.h"
 #include "json.h"

@@ -13,6 +13,7 @@
    This file: the signals, setup, the loop, teardown and main.
    Who owns what: main() owns the sockets, the estimator, the ledger and the
    ZAP handler (the struct in collector.h); the modules borrow them. */
+#include "config_internal.h"
 #include "args.h"
 #include "collector.h"
 #include "dpsubspace.h"

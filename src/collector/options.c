@@ -2,6 +2,7 @@
    file's keys are one table, parsed by the programs' one parser
    (src/args/args.h); the estimator's defaults are the library's
    (dps_config_init); the help text. */
+#include "config_internal.h"
 #include "options.h"
 
 #include "args.h"

@@ -2,6 +2,7 @@
    again (live settings change at once, the rest at the next start), and the
    publish socket bound again when a subscriber key was removed.
    Who owns what: borrows the collector (collector.h). */
+#include "config_internal.h"
 #include "collector.h"
 
 #include <errno.h>

@@ -67,6 +67,7 @@
 #ifndef DPS_EPOCH_MECHANISM_H
 #define DPS_EPOCH_MECHANISM_H
 
+#include "config_internal.h"
 #include "dpsubspace.h"
 #include "pool.h"
 

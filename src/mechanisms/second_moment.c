@@ -1,4 +1,5 @@
 /* second_moment.c - C = sum x x^T as rows arrive (see second_moment.h). */
+#include "config_internal.h"
 #include "second_moment.h"
 #include "internal.h"
 #include "linalg.h"

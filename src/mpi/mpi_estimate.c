@@ -6,6 +6,7 @@
    the same epoch_power_sharded.
 
    Who owns what: main owns everything; rank 0 alone writes files. */
+#include "config_internal.h"
 #include "args.h"
 #include "est_flags.h"
 #include "epoch_power_sharded.h"

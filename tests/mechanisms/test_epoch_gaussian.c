@@ -2,6 +2,7 @@
    (DPS_AGG_GAUSSIAN, src/mechanisms/epoch_gaussian.c): the noise has the
    stated law, an epoch is charged (rho, 0), and the release is accurate on
    rows near a subspace within the Davis-Kahan bound. */
+#include "config_internal.h"
 #include "check.h"
 #include "dpsubspace.h"
 #include "gaussian_cov.h"

@@ -4,6 +4,7 @@
    bound, unrelated buckets FAIL, two groups release the larger, bad arguments
    and the size limit, and the streaming estimator with --aggregator histogram
    end to end (config checks, snapshot fields, accuracy on near-exact data). */
+#include "config_internal.h"
 #include "check.h"
 #include "aggregate.h"
 #include "dpsubspace.h"

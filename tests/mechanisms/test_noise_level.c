@@ -4,6 +4,7 @@
    of the data exists, so any released basis is noise) gives a level >= 1 and
    WEAK; rows on a subspace (the paper's generator at tau = 1e4 d) a small
    level and not WEAK.  And the level is a function of released quantities. */
+#include "config_internal.h"
 #include "check.h"
 #include "dpsubspace.h"
 #include "gaussian_cov.h"

@@ -13,6 +13,7 @@
    and rank 0 writes the k x d basis (raw float32) to argv[1], which the
    driver compares between runs (1 rank against R ranks: the same release up
    to floating-point rounding).  argv[2] "secure": the secure generator. */
+#include "config_internal.h"
 #include "check.h"
 #include "planted.h"
 #include "dpsubspace.h"

@@ -19,7 +19,8 @@ if DPSUBSPACE_BUILD_DIR=$build /usr/bin/python3 -m pip install -q --no-deps --no
 [ -f "$tmp/site/dpsubspace/py.typed" ] && ok || bad "the wheel lacks py.typed"
 # [project.scripts]: pip made the dps-report command, and it runs the installed copy
 v=$(cd / && env -u PYTHONPATH PYTHONPATH="$tmp/site" "$tmp/site/bin/dps-report" --version 2>&1)
-[ "$v" = "dps-report 0.3.0" ] && ok || bad "the dps-report command from the wheel: $v"
+want=$(sed -n 's/^__version__ = "\([0-9.]*\)".*/\1/p' "$src/python/dpsubspace/__init__.py")
+[ "$v" = "dps-report $want" ] && ok || bad "the dps-report command from the wheel: $v (want $want)"
 out=$(cd / && env -u PYTHONPATH PYTHONPATH="$tmp/site" /usr/bin/python3 -c '
 import numpy as np, dpsubspace
 assert dpsubspace.__file__.startswith("'"$tmp"'/site/"), dpsubspace.__file__

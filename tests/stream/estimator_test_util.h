@@ -4,6 +4,7 @@
 #ifndef DPS_TEST_ESTIMATOR_UTIL_H
 #define DPS_TEST_ESTIMATOR_UTIL_H
 
+#include "config_internal.h"
 #include "dpsubspace.h"
 
 static inline dps_config s_cfg(size_t d, size_t k, size_t t, size_t m, uint64_t seed)

@@ -8,6 +8,7 @@
    scattered among unfinished ones, so that the pack moves bases past gaps;
    then a few rows of a third epoch, left open when the estimator is freed.
    And the window's default: W = t for a t set after dps_config_init. */
+#include "config_internal.h"
 #include "check.h"
 #include "dpsubspace.h"
 #include "near_rows.h"

@@ -3,6 +3,7 @@
    defaults; each setter writes the field it names and no other (the struct
    compared byte for byte against a direct write); the type and storage
    checks refuse without changing anything; groups and the commit hook. */
+#include "config_internal.h"
 #include "check.h"
 #include "dpsubspace.h"
 

@@ -2,6 +2,7 @@
    (issue 9): hostile rows (subnormal, huge, NaN, Inf) never turn a charged
    epoch into an error or a non-finite basis, in every aggregator; an epoch's
    buckets are released once. */
+#include "config_internal.h"
 #include "check.h"
 #include "dpsubspace.h"
 #include "estimator_internal.h"

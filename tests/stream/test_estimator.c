@@ -2,6 +2,7 @@
    input, accuracy on the paper's generator against a bound derived from the
    run, failure, refusal, the commit hook, reproducibility, the eps of a
    total and the eps cap by the charges' kind. */
+#include "config_internal.h"
 #include "check.h"
 #include "estimator_test_util.h"
 #include "dpsubspace.h"

@@ -29,6 +29,7 @@
 
    Memory: getrusage(RUSAGE_SELF).ru_maxrss, next to dps_estimator_memory_bound
    and the design's t*k*d*4 + q*d*12 bytes (DESIGN 3.3: O(t k d + q d)). */
+#include "config_internal.h"
 #include "aggregate.h"
 #include "bench_common.h"
 #include "linalg.h"

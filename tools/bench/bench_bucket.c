@@ -23,6 +23,7 @@
    projection A_j = V_j P^T the estimator does per bucket for the default
    aggregator (q = 10k, in double), and an end-to-end figure of the estimator
    itself with its own worker threads (see --help). */
+#include "config_internal.h"
 #include "bench_common.h"
 #include "linalg.h"
 

@@ -9,6 +9,7 @@
 #ifndef DPS_BENCH_COMMON_H
 #define DPS_BENCH_COMMON_H
 
+#include "config_internal.h"
 #include "args.h"
 #include "dpsubspace.h"
 

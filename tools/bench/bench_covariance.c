@@ -29,6 +29,7 @@
    is scaled by N/N' (its cost is linear in N); the report says so.
 
    Memory: getrusage(RUSAGE_SELF).ru_maxrss next to dps_estimator_memory_bound. */
+#include "config_internal.h"
 #include "bench_common.h"
 #include "linalg.h"
 

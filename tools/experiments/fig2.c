@@ -24,6 +24,7 @@
    draws its data from the labelled stream (S, "fig2-data", r) and each
    method's noise from its own labelled stream, so the methods see the same
    data and a method's noise does not depend on which other methods run. */
+#include "config_internal.h"
 #include "args.h"
 
 #include <dpsubspace.h>

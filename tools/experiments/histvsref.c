@@ -20,6 +20,7 @@
    Output: CSV on stdout
      d,k,tau_over_d,width_frac,rep,aggregator,sin,status,w_hat,radius,seconds
    and "# pairs ..." lines on stderr.  Everything is seeded (experiments only). */
+#include "config_internal.h"
 #include "args.h"
 
 #include <dpsubspace.h>

@@ -11,6 +11,7 @@
    line on stdout: {"rho", "status", "noise_level", "group_noise_level" (each
    parameter group's, null for a group of rank 0), "weak", "rows",
    "seconds" (the release), "memory_bound"}.  Progress on stderr. */
+#include "config_internal.h"
 #include "args.h"
 #include "io.h"
 
