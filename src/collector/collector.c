@@ -353,7 +353,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         zmq_pollitem_t items[4] = {{c->pull, 0, ZMQ_POLLIN, 0},
                                    {c->xpub, 0, ZMQ_POLLIN, 0},
                                    {c->rep, 0, ZMQ_POLLIN, 0},
-                                   {NULL, c->rel_pipe[0], ZMQ_POLLIN, 0}};
+                                   {NULL, c->rel.pipe[0], ZMQ_POLLIN, 0}};
         int n = zmq_poll(items, 4, 100);
         if (n < 0 && errno != EINTR) {
             log_error("poll failed: %s", zmq_strerror(errno));

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "options.h"
 #include "producers.h"
+#include "release.h"
 #include "store.h"
 #include "transport.h"
 #include "wire.h"
@@ -26,28 +27,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
-
-/* A released epoch's snapshot on its way out: numbered, encoded and stored
-   by the release thread (collector_prepare), sent by the loop
-   (collector_send), which then owns `numbered` as its latest. */
-typedef struct {
-    dps_snapshot *numbered;
-    unsigned char *buf;
-    size_t len;
-    dps_snapshot_info info;
-    char weak_groups[160]; /* "; WEAK groups 1 (level 1), ..." for the log
-                              line, from the estimator's snapshot (the
-                              numbered copy does not carry group levels) */
-} collector_outgoing;
-
-/* One epoch's result on its way from the release thread through the
-   writer to the loop. */
-typedef struct {
-    collector_outgoing out; /* its snapshot numbered and encoded (stored after the writer) */
-    int rc;                 /* the release's return (or REL_LOST: release.c) */
-    uint64_t epoch;
-    uint64_t release_ms, store_ms;
-} collector_result;
 
 typedef struct {
     collector_options o;
@@ -76,23 +55,8 @@ typedef struct {
     uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
     uint64_t watched_ms;       /* when s_ingest_watch last counted */
     int watch_due;             /* a producer without credit came on a new connection */
-    /* the release and writer threads (release.c); the hand-over fields under rel_mu */
-    pthread_t rel_thread, wr_thread;
-    int rel_started;
-    pthread_mutex_t rel_mu;
-    pthread_cond_t rel_cv;
-    int rel_pipe[2];           /* the writer writes a byte when a release is stored; the loop polls [0] */
-    int rel_asked;             /* an epoch is sealed for the release thread */
-    int rel_busy;              /* the release thread holds one (releasing, numbering, handing over) */
-    int wr_has;                /* a released epoch waits for the writer (wr_in) */
-    int wr_busy;               /* the writer is storing one */
-    int rel_has;               /* a stored epoch waits for the loop to publish it (rel_done) */
-    int rel_stop;
-    int rel_halt;              /* the ledger failed (DPS_ECOMMIT): no more releases; the loop stops */
-    int ledger_failed;         /* the loop took that failure: exit code 3 */
-    collector_result wr_in, rel_done;
-    uint64_t rel_seq;          /* the release thread's last snapshot number (starts at last_seq) */
-    uint64_t rel_epoch;        /* the epoch sealed for the release thread */
+    release_handoff rel;       /* the release and writer threads' hand-over (release.h) */
+    int ledger_failed;         /* the loop took a ledger failure (rel.halt): exit code 3 */
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
     /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
     double stall_batch_ms;     /* one batch in the estimator (push, seal), less its backpressure */
@@ -128,7 +92,7 @@ void collector_send(collector *c, collector_outgoing *out);
 
 /* release.c: the release thread.  start it (before the loop; -1 if it
    cannot), seal the open epoch and hand it over (waits first if the last is
-   still releasing), publish a finished release (the loop, when rel_pipe[0]
+   still releasing), publish a finished release (the loop, when rel.pipe[0]
    is readable), wait until every sealed epoch is published, and stop (the
    epoch already sealed is released and published first). */
 int collector_release_start(collector *c);

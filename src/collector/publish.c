@@ -167,7 +167,7 @@ int collector_number_info(collector *c, const dps_snapshot_info *info, const flo
     memset(out, 0, sizeof *out);
     out->info = *info;
     dps_snapshot_info *in = &out->info;
-    in->seq = c->rel_seq + 1;
+    in->seq = c->rel.seq + 1;
     in->time_unix_ms = net_unix_ms();
     int rc = dps_snapshot_new(&out->numbered, in, basis);
     if (!rc) /* its strings (reason, budget unit) from the copy the loop will own: snap is freed after this */
@@ -186,7 +186,7 @@ int collector_number_info(collector *c, const dps_snapshot_info *info, const flo
         s_outgoing_free(out);
         return DPS_ECOMMIT;
     }
-    c->rel_seq = in->seq;
+    c->rel.seq = in->seq;
     return DPS_OK;
 }
 

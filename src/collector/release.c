@@ -19,12 +19,12 @@
    open epoch is full (or, for a warm mechanism, begins) while the last is
    still sealed does the loop wait, until the release thread has released it.
    A failed write of the state directory (a commit, refused or outcome line,
-   a snapshot) halts the releases (rel_halt) and the loop stops with exit
+   a snapshot) halts the releases (rel.halt) and the loop stops with exit
    code 3; the ledger takes no more lines from then on (ledger.h), so
    nothing is written after the failure and nothing charged meanwhile is
    sent unstored.
    Who owns what: the threads own nothing but the hand-over fields (under
-   rel_mu); the ledger is shared under led_mu. */
+   rel.mu, release.h); the ledger is shared under led_mu. */
 #include "collector.h"
 
 #include <errno.h>
@@ -47,30 +47,30 @@
 static void *s_release_thread(void *arg)
 {
     collector *c = arg;
-    pthread_mutex_lock(&c->rel_mu);
+    pthread_mutex_lock(&c->rel.mu);
     for (;;) {
-        while (!c->rel_stop && !c->rel_asked)
-            pthread_cond_wait(&c->rel_cv, &c->rel_mu);
-        if (c->rel_stop || c->rel_halt) { /* no new release once stopping (the loop drains before it stops us)
+        while (!c->rel.stop && !c->rel.asked)
+            pthread_cond_wait(&c->rel.cv, &c->rel.mu);
+        if (c->rel.stop || c->rel.halt) { /* no new release once stopping (the loop drains before it stops us)
                                              or after a ledger failure (an epoch sealed meanwhile is dropped
                                              unreleased: nothing of it was charged) */
-            c->rel_asked = 0;
-            pthread_cond_broadcast(&c->rel_cv);
+            c->rel.asked = 0;
+            pthread_cond_broadcast(&c->rel.cv);
             break;
         }
-        c->rel_asked = 0;
-        c->rel_busy = 1;
-        uint64_t epoch = c->rel_epoch; /* the loop may seal the next one (and set rel_epoch) once this is released */
-        pthread_mutex_unlock(&c->rel_mu);
+        c->rel.asked = 0;
+        c->rel.busy = 1;
+        uint64_t epoch = c->rel.epoch; /* the loop may seal the next one (and set rel_epoch) once this is released */
+        pthread_mutex_unlock(&c->rel.mu);
         collector_hold("slow-release", 3000);
         dps_snapshot *snap = NULL;
         uint64_t t0 = net_now_ms();
         int rc = dps_estimator_release_sealed(c->est, &snap);
-        pthread_mutex_lock(&c->rel_mu);
+        pthread_mutex_lock(&c->rel.mu);
         if (rc == DPS_ECOMMIT)
-            c->rel_halt = 1; /* the loop stops when it takes this result; collector_seal seals nothing more */
-        pthread_cond_broadcast(&c->rel_cv); /* released: the loop's backpressure may end */
-        pthread_mutex_unlock(&c->rel_mu);
+            c->rel.halt = 1; /* the loop stops when it takes this result; collector_seal seals nothing more */
+        pthread_cond_broadcast(&c->rel.cv); /* released: the loop's backpressure may end */
+        pthread_mutex_unlock(&c->rel.mu);
         collector_result r;
         memset(&r, 0, sizeof r);
         if (!rc) {
@@ -81,17 +81,17 @@ static void *s_release_thread(void *arg)
         r.rc = rc;
         r.epoch = epoch;
         r.release_ms = net_now_ms() - t0;
-        pthread_mutex_lock(&c->rel_mu);
+        pthread_mutex_lock(&c->rel.mu);
         if (rc == DPS_ECOMMIT)
-            c->rel_halt = 1;
-        while (c->wr_has) /* the writer still has the one before */
-            pthread_cond_wait(&c->rel_cv, &c->rel_mu);
-        c->wr_in = r;
-        c->wr_has = 1;
-        c->rel_busy = 0;
-        pthread_cond_broadcast(&c->rel_cv);
+            c->rel.halt = 1;
+        while (c->rel.wr_has) /* the writer still has the one before */
+            pthread_cond_wait(&c->rel.cv, &c->rel.mu);
+        c->rel.wr_in = r;
+        c->rel.wr_has = 1;
+        c->rel.busy = 0;
+        pthread_cond_broadcast(&c->rel.cv);
     }
-    pthread_mutex_unlock(&c->rel_mu);
+    pthread_mutex_unlock(&c->rel.mu);
     return NULL;
 }
 
@@ -106,80 +106,80 @@ static void s_result_free(collector_result *r)
 static void *s_writer_thread(void *arg)
 {
     collector *c = arg;
-    pthread_mutex_lock(&c->rel_mu);
+    pthread_mutex_lock(&c->rel.mu);
     for (;;) {
-        while (!c->wr_has && !(c->rel_stop && !c->rel_busy))
-            pthread_cond_wait(&c->rel_cv, &c->rel_mu);
-        if (!c->wr_has)
+        while (!c->rel.wr_has && !(c->rel.stop && !c->rel.busy))
+            pthread_cond_wait(&c->rel.cv, &c->rel.mu);
+        if (!c->rel.wr_has)
             break; /* stopping, and the release thread holds nothing more to hand over */
-        collector_result r = c->wr_in;
-        memset(&c->wr_in, 0, sizeof c->wr_in);
-        c->wr_has = 0;
-        c->wr_busy = 1;
-        pthread_cond_broadcast(&c->rel_cv);
-        pthread_mutex_unlock(&c->rel_mu);
+        collector_result r = c->rel.wr_in;
+        memset(&c->rel.wr_in, 0, sizeof c->rel.wr_in);
+        c->rel.wr_has = 0;
+        c->rel.wr_busy = 1;
+        pthread_cond_broadcast(&c->rel.cv);
+        pthread_mutex_unlock(&c->rel.mu);
         collector_hold("slow-store", 2000);
         uint64_t t0 = net_now_ms();
         if (!r.rc && collector_store(c, &r.out) != DPS_OK)
             r.rc = REL_WRITE_FAILED;
         r.store_ms = net_now_ms() - t0;
-        pthread_mutex_lock(&c->rel_mu);
+        pthread_mutex_lock(&c->rel.mu);
         if (r.rc == REL_WRITE_FAILED)
-            c->rel_halt = 1; /* no new release: the ledger takes no more lines */
-        while (c->rel_has && !c->rel_stop) /* the loop still has the one before */
-            pthread_cond_wait(&c->rel_cv, &c->rel_mu);
-        if (c->rel_has) { /* stopping and the loop takes no more: stored and in the ledger, not sent */
+            c->rel.halt = 1; /* no new release: the ledger takes no more lines */
+        while (c->rel.has && !c->rel.stop) /* the loop still has the one before */
+            pthread_cond_wait(&c->rel.cv, &c->rel.mu);
+        if (c->rel.has) { /* stopping and the loop takes no more: stored and in the ledger, not sent */
             if (r.out.numbered)
                 log_warn("stopping: epoch %" PRIu64 "'s snapshot is stored but was not sent (a restart publishes "
                          "the latest stored one)", r.epoch);
             s_result_free(&r);
         } else {
-            c->rel_done = r;
-            c->rel_has = 1;
-            ssize_t w = write(c->rel_pipe[1], "r", 1); /* wake the loop; a full pipe already wakes it */
+            c->rel.done = r;
+            c->rel.has = 1;
+            ssize_t w = write(c->rel.pipe[1], "r", 1); /* wake the loop; a full pipe already wakes it */
             (void)w;
         }
-        c->wr_busy = 0;
-        pthread_cond_broadcast(&c->rel_cv);
+        c->rel.wr_busy = 0;
+        pthread_cond_broadcast(&c->rel.cv);
     }
-    pthread_mutex_unlock(&c->rel_mu);
+    pthread_mutex_unlock(&c->rel.mu);
     return NULL;
 }
 
 int collector_release_start(collector *c)
 {
-    if (pipe(c->rel_pipe) != 0)
+    if (pipe(c->rel.pipe) != 0)
         return -1;
     for (int i = 0; i < 2; i++)
-        fcntl(c->rel_pipe[i], F_SETFL, fcntl(c->rel_pipe[i], F_GETFL) | O_NONBLOCK);
-    pthread_mutex_init(&c->rel_mu, NULL);
-    pthread_cond_init(&c->rel_cv, NULL);
+        fcntl(c->rel.pipe[i], F_SETFL, fcntl(c->rel.pipe[i], F_GETFL) | O_NONBLOCK);
+    pthread_mutex_init(&c->rel.mu, NULL);
+    pthread_cond_init(&c->rel.cv, NULL);
     pthread_mutex_init(&c->led_mu, NULL);
-    c->rel_seq = c->last_seq; /* the thread numbers from here on */
-    if (pthread_create(&c->rel_thread, NULL, s_release_thread, c) != 0)
+    c->rel.seq = c->last_seq; /* the thread numbers from here on */
+    if (pthread_create(&c->rel.rel_thread, NULL, s_release_thread, c) != 0)
         return -1;
-    if (pthread_create(&c->wr_thread, NULL, s_writer_thread, c) != 0) {
-        pthread_mutex_lock(&c->rel_mu);
-        c->rel_stop = 1;
-        pthread_cond_broadcast(&c->rel_cv);
-        pthread_mutex_unlock(&c->rel_mu);
-        pthread_join(c->rel_thread, NULL);
+    if (pthread_create(&c->rel.wr_thread, NULL, s_writer_thread, c) != 0) {
+        pthread_mutex_lock(&c->rel.mu);
+        c->rel.stop = 1;
+        pthread_cond_broadcast(&c->rel.cv);
+        pthread_mutex_unlock(&c->rel.mu);
+        pthread_join(c->rel.rel_thread, NULL);
         return -1;
     }
-    c->rel_started = 1;
+    c->rel.started = 1;
     return 0;
 }
 
 /* The loop's side of a stored release: publish it (or stop on a ledger
    failure, or ask the release thread again after a failure before the
-   charge).  Called and returns with rel_mu held. */
+   charge).  Called and returns with rel.mu held. */
 static void s_take(collector *c)
 {
-    collector_result r = c->rel_done;
-    memset(&c->rel_done, 0, sizeof c->rel_done);
-    c->rel_has = 0;
-    pthread_cond_broadcast(&c->rel_cv); /* the writer may hand over the next */
-    pthread_mutex_unlock(&c->rel_mu);
+    collector_result r = c->rel.done;
+    memset(&c->rel.done, 0, sizeof c->rel.done);
+    c->rel.has = 0;
+    pthread_cond_broadcast(&c->rel.cv); /* the writer may hand over the next */
+    pthread_mutex_unlock(&c->rel.mu);
     int rc = r.rc;
     if (rc == DPS_ECOMMIT || rc == REL_WRITE_FAILED) {
         if (rc == DPS_ECOMMIT)
@@ -204,27 +204,27 @@ static void s_take(collector *c)
             c->stall_publish_ms = pub;
     }
     s_result_free(&r);
-    pthread_mutex_lock(&c->rel_mu);
+    pthread_mutex_lock(&c->rel.mu);
     if (rc && rc != DPS_ECOMMIT && rc != REL_WRITE_FAILED)
-        c->rel_asked = 1;
-    pthread_cond_broadcast(&c->rel_cv);
+        c->rel.asked = 1;
+    pthread_cond_broadcast(&c->rel.cv);
 }
 
 /* Empty the wake-up pipe (non-blocking). */
 static void s_drain_pipe(collector *c)
 {
     char buf[64];
-    while (read(c->rel_pipe[0], buf, sizeof buf) > 0)
+    while (read(c->rel.pipe[0], buf, sizeof buf) > 0)
         ;
 }
 
 void collector_release_poll(collector *c)
 {
     s_drain_pipe(c);
-    pthread_mutex_lock(&c->rel_mu);
-    if (c->rel_has)
+    pthread_mutex_lock(&c->rel.mu);
+    if (c->rel.has)
         s_take(c);
-    pthread_mutex_unlock(&c->rel_mu);
+    pthread_mutex_unlock(&c->rel.mu);
 }
 
 /* Wait (publishing what the writer hands over meanwhile) while busy(c).
@@ -238,16 +238,16 @@ void collector_release_poll(collector *c)
    never mistakes a long release for a dead collector. */
 static void s_wait_while(collector *c, int (*busy)(collector *), int answer)
 {
-    pthread_mutex_lock(&c->rel_mu);
+    pthread_mutex_lock(&c->rel.mu);
     for (;;) {
-        if (c->rel_has) {
+        if (c->rel.has) {
             s_take(c);
             continue;
         }
         if (!busy(c) || collector_stop)
             break;
         if (!answer) {
-            pthread_cond_wait(&c->rel_cv, &c->rel_mu);
+            pthread_cond_wait(&c->rel.cv, &c->rel.mu);
             continue;
         }
         struct timespec until;
@@ -255,30 +255,30 @@ static void s_wait_while(collector *c, int (*busy)(collector *), int answer)
         until.tv_nsec += 100 * 1000000L;
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
-        if (pthread_cond_timedwait(&c->rel_cv, &c->rel_mu, &until) == ETIMEDOUT) {
-            pthread_mutex_unlock(&c->rel_mu);
+        if (pthread_cond_timedwait(&c->rel.cv, &c->rel.mu, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&c->rel.mu);
             for (int i = 0; i < 64; i++) { /* what is waiting, then back to the wait */
                 zmq_pollitem_t it = {c->rep, 0, ZMQ_POLLIN, 0};
                 if (zmq_poll(&it, 1, 0) <= 0)
                     break;
                 collector_status(c);
             }
-            pthread_mutex_lock(&c->rel_mu);
+            pthread_mutex_lock(&c->rel.mu);
         }
     }
-    pthread_mutex_unlock(&c->rel_mu);
+    pthread_mutex_unlock(&c->rel.mu);
 }
 
 /* Anything sealed (and still to be released), releasing, storing or unsent. */
 static int s_any_busy(collector *c)
 {
-    return (c->rel_asked && !c->rel_halt) || c->rel_busy || c->wr_has || c->wr_busy || c->rel_has;
+    return (c->rel.asked && !c->rel.halt) || c->rel.busy || c->rel.wr_has || c->rel.wr_busy || c->rel.has;
 }
 
 /* The estimator still holds a sealed epoch (the thread broadcasts when it
    is released; a failure before the charge keeps it sealed and is asked
    again through s_take), or a ledger failure waits for the loop to stop. */
-static int s_sealed(collector *c) { return dps_estimator_release_pending(c->est) || c->rel_halt; }
+static int s_sealed(collector *c) { return dps_estimator_release_pending(c->est) || c->rel.halt; }
 
 void collector_release_wait(collector *c) { s_wait_while(c, s_any_busy, 0); }
 
@@ -296,9 +296,9 @@ void collector_backpressure(collector *c)
 
 static int s_halted(collector *c)
 {
-    pthread_mutex_lock(&c->rel_mu);
-    int h = c->rel_halt;
-    pthread_mutex_unlock(&c->rel_mu);
+    pthread_mutex_lock(&c->rel.mu);
+    int h = c->rel.halt;
+    pthread_mutex_unlock(&c->rel.mu);
     return h;
 }
 
@@ -316,42 +316,42 @@ int collector_seal(collector *c)
         log_error("sealing epoch %" PRIu64 " failed: %s", st.epoch, dps_strerror(rc));
         return rc;
     }
-    pthread_mutex_lock(&c->rel_mu);
-    int halted = c->rel_halt; /* the ledger failed since the check above: this epoch is never released */
+    pthread_mutex_lock(&c->rel.mu);
+    int halted = c->rel.halt; /* the ledger failed since the check above: this epoch is never released */
     if (!halted) {
-        c->rel_epoch = st.epoch;
-        c->rel_asked = 1;
-        pthread_cond_broadcast(&c->rel_cv);
+        c->rel.epoch = st.epoch;
+        c->rel.asked = 1;
+        pthread_cond_broadcast(&c->rel.cv);
     }
-    pthread_mutex_unlock(&c->rel_mu);
+    pthread_mutex_unlock(&c->rel.mu);
     return halted ? DPS_ESTATE : DPS_OK;
 }
 
 void collector_release_stop(collector *c)
 {
-    if (!c->rel_started)
+    if (!c->rel.started)
         return;
     int stopping = collector_stop;
     collector_stop = 0; /* the epoch already sealed is released, stored and published: its charge is in the ledger */
     collector_release_wait(c);
     collector_stop = stopping || collector_stop;
-    pthread_mutex_lock(&c->rel_mu);
-    c->rel_stop = 1;
-    pthread_cond_broadcast(&c->rel_cv);
-    pthread_mutex_unlock(&c->rel_mu);
-    pthread_join(c->rel_thread, NULL); /* ends after handing over what it holds */
-    pthread_join(c->wr_thread, NULL);  /* ends after storing what it was handed */
-    c->rel_started = 0;
-    if (c->rel_has && c->rel_done.out.numbered) { /* a second signal cut the last wait short: stored, in the ledger, not sent */
+    pthread_mutex_lock(&c->rel.mu);
+    c->rel.stop = 1;
+    pthread_cond_broadcast(&c->rel.cv);
+    pthread_mutex_unlock(&c->rel.mu);
+    pthread_join(c->rel.rel_thread, NULL); /* ends after handing over what it holds */
+    pthread_join(c->rel.wr_thread, NULL);  /* ends after storing what it was handed */
+    c->rel.started = 0;
+    if (c->rel.has && c->rel.done.out.numbered) { /* a second signal cut the last wait short: stored, in the ledger, not sent */
         log_warn("stopping: epoch %" PRIu64 "'s snapshot is stored but was not sent (a restart publishes the "
-                 "latest stored one)", c->rel_done.epoch);
+                 "latest stored one)", c->rel.done.epoch);
     }
-    s_result_free(&c->rel_done);
-    s_result_free(&c->wr_in); /* empty: the writer ends only once nothing waits for it */
-    c->rel_has = 0;
-    close(c->rel_pipe[0]);
-    close(c->rel_pipe[1]);
-    pthread_mutex_destroy(&c->rel_mu);
-    pthread_cond_destroy(&c->rel_cv);
+    s_result_free(&c->rel.done);
+    s_result_free(&c->rel.wr_in); /* empty: the writer ends only once nothing waits for it */
+    c->rel.has = 0;
+    close(c->rel.pipe[0]);
+    close(c->rel.pipe[1]);
+    pthread_mutex_destroy(&c->rel.mu);
+    pthread_cond_destroy(&c->rel.cv);
     pthread_mutex_destroy(&c->led_mu);
 }

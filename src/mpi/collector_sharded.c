@@ -881,7 +881,7 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
     collector_config(&c->o, &c->led, cfg);
     s.cfg = cfg;
     pthread_mutex_init(&c->led_mu, NULL);
-    c->rel_seq = c->last_seq;
+    c->rel.seq = c->last_seq;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = s_on_signal;
