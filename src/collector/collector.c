@@ -218,7 +218,7 @@ static void s_teardown(collector *c)
     dps_snapshot_destroy(&c->latest);
     ptable_free(&c->producers);
     credit_free(&c->credit);
-    free(c->conn_state);
+    free(c->ingest.conn_state);
     ledger_close(&c->led);
 }
 
@@ -228,7 +228,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
 {
     char err[8192];
     collector_config(&c->o, &c->led, cfg);
-    c->first_epoch = cfg->first_epoch; /* this run's: the ledger's next (stall_warm_ms counts from the third) */
+    c->stall.first_epoch = cfg->first_epoch; /* this run's: the ledger's next (stall_warm_ms counts from the third) */
     cfg->commit = collector_commit;
     cfg->commit_arg = c;
     if (c->o.seeded)
@@ -408,15 +408,15 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     log_info("ingest stalls: the longest a batch took in the estimator was %.2f ms (its rows and a seal, "
              "backpressure apart; %.2f ms from the third epoch on), the longest publish %.2f ms; backpressure (the "
              "next epoch full while the last one releases): the longest wait %.2f ms, %.1f ms in all",
-             c->stall_batch_ms, c->stall_warm_ms, c->stall_publish_ms, c->waited_max_ms, c->waited_total_ms);
+             c->stall.batch_ms, c->stall.warm_ms, c->stall.publish_ms, c->stall.waited_max_ms, c->stall.waited_total_ms);
     if (c->ledger_failed) {
         collector_log_state_failed(c);
         return 3;
     }
-    if (c->connections_dropped || c->producers.total_gaps) {
+    if (c->ingest.connections_dropped || c->producers.total_gaps) {
         log_error("batches were LOST in transit this run: %" PRIu64 " producer connections dropped with the batches "
                   "in flight on them, %" PRIu64 " batches missing from producers' sequences (see the warnings above)",
-                  c->connections_dropped, c->producers.total_gaps);
+                  c->ingest.connections_dropped, c->producers.total_gaps);
         return 4;
     }
     return 0;

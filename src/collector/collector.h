@@ -17,7 +17,9 @@
 #include "log.h"
 #include "options.h"
 #include "producers.h"
+#include "ingest.h"
 #include "release.h"
+#include "stalls.h"
 #include "store.h"
 #include "transport.h"
 #include "wire.h"
@@ -45,26 +47,13 @@ typedef struct {
     uint64_t sub_removals;     /* zap_removals("publish") when the publish socket was last bound */
     int argc;                  /* the command line, read again with the config file on SIGHUP */
     char **argv;
-    ingest_plan plan;          /* the ingest memory bound (options_ingest_plan) */
-    int over_plan;             /* more producers connected than plan.producers */
-    uint64_t connections_dropped; /* connections that ended with their producer still running */
-    uint64_t connections_empty; /* connections that ended without delivering a batch */
-    unsigned char *conn_state; /* by fd: CONN_NONE, CONN_OPEN (accepted), CONN_DELIVERED */
-    size_t conn_state_n;
+    ingest_state ingest;       /* the ingest's connections and memory bound (ingest.h) */
     credit_pool credit;        /* the producers' credit (credit.h): capacity from plan */
     uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
-    uint64_t watched_ms;       /* when s_ingest_watch last counted */
-    int watch_due;             /* a producer without credit came on a new connection */
     release_handoff rel;       /* the release and writer threads' hand-over (release.h) */
     int ledger_failed;         /* the loop took a ledger failure (rel.halt): exit code 3 */
     pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
-    /* the loop's longest stalls (logged at stop; tools/bench/bench-ingest reads them) */
-    double stall_batch_ms;     /* one batch in the estimator (push, seal), less its backpressure */
-    double stall_warm_ms;      /* ... from the run's third epoch on (the first two touch their memory first) */
-    uint64_t first_epoch;      /* the run's first epoch (a restart resumes the ledger's numbering) */
-    double stall_publish_ms;   /* one released epoch stored and published */
-    double waited_ms;          /* backpressure: waiting for the last release, this batch (reset per batch) */
-    double waited_max_ms, waited_total_ms; /* ... the longest wait and their sum over the run */
+    collector_stalls stall;    /* the loop's longest stalls (stalls.h) */
 } collector;
 
 /* Set by SIGINT/SIGTERM, or to stop after an unrecoverable ledger error. */
@@ -100,7 +89,7 @@ int collector_seal(collector *c);
 void collector_release_poll(collector *c);
 void collector_release_wait(collector *c);
 /* The same, when the loop must wait to go on (the next epoch is full, or
-   waits for its warm start): timed as backpressure (the stall_* fields). */
+   waits for its warm start): timed as backpressure (c->stall, stalls.h). */
 void collector_backpressure(collector *c);
 void collector_release_stop(collector *c);
 

@@ -40,12 +40,12 @@ static void s_reject(collector *c, wire_reject r, size_t len, const wire_rows *w
    it, and the batches in flight on it with it (see producers.h). */
 void collector_lost(collector *c, const char *id, const char *how)
 {
-    c->connections_dropped++;
+    c->ingest.connections_dropped++;
     log_warn("producer %s %s after its connection ended: libzmq dropped that connection, and the batches in "
              "flight on it were LOST (%" PRIu64 " connections dropped so far).  It does so when a batch is above "
              "--max-batch-rows (%" PRIu64 ") or when it cannot allocate memory (is the collector under a memory "
              "limit that --ingest-buffer-mb and the estimator do not fit in?)",
-             id, how, c->connections_dropped, c->o.max_batch_rows);
+             id, how, c->ingest.connections_dropped, c->o.max_batch_rows);
 }
 
 /* Connections by fd: one accepted that ends before it delivered a batch is
@@ -64,16 +64,16 @@ static void s_conn_set(collector *c, int fd, unsigned char state)
 {
     if (fd < 0)
         return;
-    if ((size_t)fd >= c->conn_state_n) {
+    if ((size_t)fd >= c->ingest.conn_state_n) {
         size_t n = (size_t)fd * 2 + 64;
-        unsigned char *grown = realloc(c->conn_state, n);
+        unsigned char *grown = realloc(c->ingest.conn_state, n);
         if (!grown)
             return; /* not tracked: a connection ending there is not counted */
-        memset(grown + c->conn_state_n, CONN_NONE, n - c->conn_state_n);
-        c->conn_state = grown;
-        c->conn_state_n = n;
+        memset(grown + c->ingest.conn_state_n, CONN_NONE, n - c->ingest.conn_state_n);
+        c->ingest.conn_state = grown;
+        c->ingest.conn_state_n = n;
     }
-    c->conn_state[fd] = state;
+    c->ingest.conn_state[fd] = state;
 }
 
 void collector_on_accept(void *arg, int fd) { s_conn_set(arg, fd, CONN_OPEN); }
@@ -81,8 +81,8 @@ void collector_on_accept(void *arg, int fd) { s_conn_set(arg, fd, CONN_OPEN); }
 void collector_on_disconnect(void *arg, int fd)
 {
     collector *c = arg;
-    if (fd >= 0 && (size_t)fd < c->conn_state_n && c->conn_state[fd] == CONN_OPEN) {
-        uint64_t n = ++c->connections_empty;
+    if (fd >= 0 && (size_t)fd < c->ingest.conn_state_n && c->ingest.conn_state[fd] == CONN_OPEN) {
+        uint64_t n = ++c->ingest.connections_empty;
         if (c->o.verbose || n <= 5 || n % 100 == 0)
             log_warn("a producer connection ended without delivering a batch (%" PRIu64 " so far): a producer that "
                      "sent nothing or whose key was refused (auth_refused), or one that sent a batch above "
@@ -154,7 +154,7 @@ int collector_ingest(collector *c)
     }
     size_t done = 0;
     double t0 = net_clock_ms();
-    c->waited_ms = 0;
+    c->stall.waited_ms = 0;
     while (done < wr.n && !collector_stop) {
         size_t taken = 0;
         int rc = dps_estimator_push(c->est, wr.rows + done * wr.dim, wr.n - done, wr.dim, &taken);
@@ -171,13 +171,13 @@ int collector_ingest(collector *c)
     }
     if (dps_estimator_epoch_full(c->est) && !collector_stop)
         collector_seal(c);
-    double took = net_clock_ms() - t0 - c->waited_ms; /* the batch's own time: backpressure apart */
+    double took = net_clock_ms() - t0 - c->stall.waited_ms; /* the batch's own time: backpressure apart */
     dps_estimator_stats es;
     dps_estimator_get_stats(c->est, &es);
-    if (took > c->stall_batch_ms)
-        c->stall_batch_ms = took;
-    if (es.epoch >= c->first_epoch + 2 && took > c->stall_warm_ms) /* both epochs' memory touched once: no first-touch faults */
-        c->stall_warm_ms = took;
+    if (took > c->stall.batch_ms)
+        c->stall.batch_ms = took;
+    if (es.epoch >= c->stall.first_epoch + 2 && took > c->stall.warm_ms) /* both epochs' memory touched once: no first-touch faults */
+        c->stall.warm_ms = took;
     if (took > 5.0)
         log_debug("a batch of %zu rows took %.1f ms in the estimator (epoch %" PRIu64 ", %" PRIu64 " rows in it)",
                   wr.n, took, es.epoch, es.rows_in_epoch);
@@ -186,7 +186,7 @@ int collector_ingest(collector *c)
         ptable_record(&c->producers, wr.producer_id, wr.stream, wr.seq, wr.n);
         int with_credit = credit_taken(&c->credit, wr.producer_id, wr.stream, wr.seq, fd, net_now_ms());
         const producer_entry *pe = ptable_find(&c->producers, wr.producer_id, wr.stream);
-        c->watch_due |= !with_credit && pe && pe->fd != fd; /* a new connection without credit: count now */
+        c->ingest.watch_due |= !with_credit && pe && pe->fd != fd; /* a new connection without credit: count now */
         ptable_set_credit(&c->producers, wr.producer_id, wr.stream, with_credit);
         if (c->producers.total_gaps > gaps)
             log_warn("producer %s: %" PRIu64 " batches before seq %" PRIu64 " never arrived: LOST in transit",
@@ -249,12 +249,12 @@ int collector_ingest(collector *c)
 
 int collector_ingest_setup(collector *c)
 {
-    options_ingest_plan(&c->o, &c->plan);
-    uint64_t cap = c->plan.budget > c->plan.loop ? (c->plan.budget - c->plan.loop) / c->plan.msg_max : 0;
+    options_ingest_plan(&c->o, &c->ingest.plan);
+    uint64_t cap = c->ingest.plan.budget > c->ingest.plan.loop ? (c->ingest.plan.budget - c->ingest.plan.loop) / c->ingest.plan.msg_max : 0;
     cap -= !c->o.insecure_plaintext && cap > 1; /* CURVE: the plaintext made while its ciphertext is held */
     if (credit_init(&c->credit, cap ? cap : 1, 4096) != 0)
         return -1;
-    int64_t maxmsg = (int64_t)c->plan.msg_max;
+    int64_t maxmsg = (int64_t)c->ingest.plan.msg_max;
     int hwm = (int)c->o.rcvhwm, rcvbuf = INGEST_RCVBUF;
     zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
@@ -295,20 +295,20 @@ void collector_ingest_report(collector *c, const dps_config *cfg)
              "whatever their number; each that does not can queue %" PRIu64 " (%" PRIu64 " in its queue + 2), "
              "so the buffer holds %" PRIu64 " of those (see --help).  The estimator adds at most %.0f MB "
              "(two epochs: one releasing on its own thread while the next fills)",
-             (double)c->plan.budget / mb, (double)c->plan.msg_max / mb, c->o.max_batch_rows, c->o.d,
-             c->credit.capacity, options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->plan.producers, est);
+             (double)c->ingest.plan.budget / mb, (double)c->ingest.plan.msg_max / mb, c->o.max_batch_rows, c->o.d,
+             c->credit.capacity, options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->ingest.plan.producers, est);
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return;
     double have = (double)rl.rlim_cur / mb - (double)s_proc_kb("VmSize") / 1024;
     double blas = (double)(c->o.workers + 1) * BLAS_THREAD_BUFFER / mb;
-    if (have < (double)c->plan.budget / mb + est + blas)
+    if (have < (double)c->ingest.plan.budget / mb + est + blas)
         log_warn("the address-space limit (ulimit -v) of %.0f MB leaves %.0f MB after start-up, less than the "
                  "ingest buffer (%.0f MB), the estimator (%.0f MB) and OpenBLAS (%.0f MB of address space for "
                  "%" PRIu64 " threads) need: when libzmq cannot allocate a batch it drops the connection with the "
                  "batches in flight on it, and OpenBLAS retries for ever.  Lower --ingest-buffer-mb or raise the "
                  "limit",
-                 (double)rl.rlim_cur / mb, have, (double)c->plan.budget / mb, est, blas, c->o.workers + 1);
+                 (double)rl.rlim_cur / mb, have, (double)c->ingest.plan.budget / mb, est, blas, c->o.workers + 1);
 }
 
 /* Warn once each time more producers are connected than the buffer holds
@@ -318,20 +318,20 @@ void collector_ingest_report(collector *c, const dps_config *cfg)
    connection, and once a second. */
 void collector_ingest_watch(collector *c)
 {
-    if (!c->watch_due && net_now_ms() - c->watched_ms < 1000)
+    if (!c->ingest.watch_due && net_now_ms() - c->ingest.watched_ms < 1000)
         return;
-    c->watch_due = 0;
-    c->watched_ms = net_now_ms();
+    c->ingest.watch_due = 0;
+    c->ingest.watched_ms = net_now_ms();
     uint64_t open = ptable_without_credit(&c->producers);
-    if (open > c->plan.producers && !c->over_plan) {
-        c->over_plan = 1;
+    if (open > c->ingest.plan.producers && !c->ingest.over_plan) {
+        c->ingest.over_plan = 1;
         log_warn("%" PRIu64 " producers connected without credit (no status endpoint, or an old producer), more "
                  "than the %" PRIu64 " that --ingest-buffer-mb %.0f holds: the batches they queue may take up to "
                  "%.0f MB more than the buffer",
-                 open, c->plan.producers, c->o.ingest_buffer_mb,
-                 (double)((open - c->plan.producers) * c->plan.per_producer) / (1 << 20));
-    } else if (open <= c->plan.producers && c->over_plan) {
-        c->over_plan = 0;
+                 open, c->ingest.plan.producers, c->o.ingest_buffer_mb,
+                 (double)((open - c->ingest.plan.producers) * c->ingest.plan.per_producer) / (1 << 20));
+    } else if (open <= c->ingest.plan.producers && c->ingest.over_plan) {
+        c->ingest.over_plan = 0;
         log_info("%" PRIu64 " producers connected without credit: within --ingest-buffer-mb again", open);
     }
 }

@@ -200,8 +200,8 @@ static void s_take(collector *c)
         double t0 = net_clock_ms();
         collector_send(c, &r.out);
         double pub = net_clock_ms() - t0;
-        if (pub > c->stall_publish_ms)
-            c->stall_publish_ms = pub;
+        if (pub > c->stall.publish_ms)
+            c->stall.publish_ms = pub;
     }
     s_result_free(&r);
     pthread_mutex_lock(&c->rel.mu);
@@ -287,10 +287,10 @@ void collector_backpressure(collector *c)
     double t0 = net_clock_ms();
     s_wait_while(c, s_sealed, 1);
     double w = net_clock_ms() - t0;
-    c->waited_ms += w;
-    c->waited_total_ms += w;
-    if (w > c->waited_max_ms)
-        c->waited_max_ms = w;
+    c->stall.waited_ms += w;
+    c->stall.waited_total_ms += w;
+    if (w > c->stall.waited_max_ms)
+        c->stall.waited_max_ms = w;
     log_debug("waited %.1f ms for the last epoch's release", w);
 }
 

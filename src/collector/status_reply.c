@@ -72,7 +72,7 @@ static void s_status_counters(collector *c, dps_collector_status *st)
         {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
         {"rows_discarded", es.rows_discarded}, {"disconnects", c->pull_mon.disconnects},
         {"seq_gaps", c->producers.total_gaps}, {"epochs_internal_error", es.epochs_internal_error},
-        {"connections_dropped", c->connections_dropped}, {"connections_empty", c->connections_empty},
+        {"connections_dropped", c->ingest.connections_dropped}, {"connections_empty", c->ingest.connections_empty},
         {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
         {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
         {"credit_stalls", c->credit.stalls},

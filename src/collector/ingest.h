@@ -1,0 +1,27 @@
+/* ingest.h - the state of dps-collector's ingest (ingest.c): the memory
+   bound its sockets are sized by, and its connections as it watches them
+   come and go.
+
+   Who owns what: the collector holds one ingest_state; ingest.c writes it
+   on the loop's thread (the status reply and the connection callbacks read
+   it there too); conn_state is ingest.c's allocation, freed at teardown. */
+#ifndef DPS_COLLECTOR_INGEST_H
+#define DPS_COLLECTOR_INGEST_H
+
+#include "options.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    ingest_plan plan;             /* the ingest memory bound (options_ingest_plan) */
+    int over_plan;                /* more producers connected than plan.producers */
+    uint64_t connections_dropped; /* connections that ended with their producer still running */
+    uint64_t connections_empty;   /* connections that ended without delivering a batch */
+    unsigned char *conn_state;    /* by fd: CONN_NONE, CONN_OPEN (accepted), CONN_DELIVERED */
+    size_t conn_state_n;
+    uint64_t watched_ms;          /* when the watch last counted */
+    int watch_due;                /* a producer without credit came on a new connection */
+} ingest_state;
+
+#endif
