@@ -141,12 +141,12 @@ static int s_restore(collector *c, char *err, size_t errlen)
         return -1;
     uint64_t max_seq = 0, max_epoch = 0;
     size_t count = 0, bad = 0;
-    store_latest(c->o.state_dir, &c->latest, &max_seq, &max_epoch, &count, &bad);
+    store_latest(c->o.state_dir, &c->pub.latest, &max_seq, &max_epoch, &count, &bad);
     if (bad)
         log_warn("%zu snapshot files in %s/snapshots do not decode; ignored", bad, c->o.state_dir);
-    if (store_check_shape(c->o.state_dir, c->o.d, c->latest, err, errlen) != DPS_OK)
+    if (store_check_shape(c->o.state_dir, c->o.d, c->pub.latest, err, errlen) != DPS_OK)
         return -1; /* another d: its snapshots and ledger are another stream's */
-    c->last_seq = max_seq > c->led.last_seq ? max_seq : c->led.last_seq;
+    c->pub.last_seq = max_seq > c->led.last_seq ? max_seq : c->led.last_seq;
     uint64_t next = c->led.next_epoch;
     if (count && max_epoch + 1 > next)
         next = max_epoch + 1;
@@ -154,7 +154,7 @@ static int s_restore(collector *c, char *err, size_t errlen)
     if (c->led.lines || count)
         log_info("resumed from %s: %" PRIu64 " ledger entries, spent rho %.6g delta %.3g, next epoch %" PRIu64
                  ", %zu snapshots stored, last seq %" PRIu64,
-                 c->o.state_dir, c->led.lines, c->led.total.rho, c->led.total.delta, next, count, c->last_seq);
+                 c->o.state_dir, c->led.lines, c->led.total.rho, c->led.total.delta, next, count, c->pub.last_seq);
     return 0;
 }
 
@@ -209,13 +209,13 @@ static void s_teardown(collector *c)
     }
     if (c->rep)
         zmq_close(c->rep);
-    if (c->xpub)
-        zmq_close(c->xpub);
+    if (c->pub.xpub)
+        zmq_close(c->pub.xpub);
     zap_stop(&c->zap);
     if (c->ctx)
         zmq_ctx_term(c->ctx);
     dps_estimator_destroy(&c->est);
-    dps_snapshot_destroy(&c->latest);
+    dps_snapshot_destroy(&c->pub.latest);
     ptable_free(&c->producers);
     credit_free(&c->credit);
     free(c->ingest.conn_state);
@@ -257,16 +257,16 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         }
     }
     c->pull = zmq_socket(c->ctx, ZMQ_PULL);
-    c->xpub = zmq_socket(c->ctx, ZMQ_XPUB);
+    c->pub.xpub = zmq_socket(c->ctx, ZMQ_XPUB);
     c->rep = zmq_socket(c->ctx, ZMQ_REP);
     int pub_hwm = 1000;
     if (collector_ingest_setup(c) != 0) {
         fprintf(stderr, "dps-collector: out of memory\n");
         return 1;
     }
-    zmq_setsockopt(c->xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
+    zmq_setsockopt(c->pub.xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
     if (collector_server_socket(c, c->pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
-        collector_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, sizeof err) ||
+        collector_server_socket(c, c->pub.xpub, c->o.publish, "publish", kp, err, sizeof err) ||
         collector_server_socket(c, c->rep, c->o.status, "status", kp, err, sizeof err)) {
         fprintf(stderr, "dps-collector: %s\n", err);
         return 2;
@@ -275,11 +275,11 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     c->pull_mon.on_disconnect = collector_on_disconnect;
     c->pull_mon.on_accept = collector_on_accept;
     c->pull_mon.on_disconnect_arg = c;
-    if (c->latest) {
+    if (c->pub.latest) {
         unsigned char *buf = NULL;
         size_t len = 0;
-        if (dps_snapshot_encode(c->latest, &buf, &len) == DPS_OK) {
-            zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
+        if (dps_snapshot_encode(c->pub.latest, &buf, &len) == DPS_OK) {
+            zmq_setsockopt(c->pub.xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
             free(buf);
         }
     }
@@ -337,7 +337,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     collector_ingest_report(c, cfg);
 
     if (c->zap)
-        c->sub_removals = zap_removals(c->zap, "publish");
+        c->pub.sub_removals = zap_removals(c->zap, "publish");
     while (!collector_stop) {
         if (s_reload) {
             s_reload = 0;
@@ -347,11 +347,11 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         }
         if (c->zap) {
             uint64_t removals = zap_removals(c->zap, "publish");
-            if (removals != c->sub_removals && collector_rebind_publish(c) == 0)
-                c->sub_removals = removals;
+            if (removals != c->pub.sub_removals && collector_rebind_publish(c) == 0)
+                c->pub.sub_removals = removals;
         }
         zmq_pollitem_t items[4] = {{c->pull, 0, ZMQ_POLLIN, 0},
-                                   {c->xpub, 0, ZMQ_POLLIN, 0},
+                                   {c->pub.xpub, 0, ZMQ_POLLIN, 0},
                                    {c->rep, 0, ZMQ_POLLIN, 0},
                                    {NULL, c->rel.pipe[0], ZMQ_POLLIN, 0}};
         int n = zmq_poll(items, 4, 100);
@@ -390,8 +390,8 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             } else
                 c->epoch_started_ms = net_now_ms();
         }
-        if (c->o.exit_after && c->published >= c->o.exit_after) {
-            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c->published);
+        if (c->o.exit_after && c->pub.published >= c->o.exit_after) {
+            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c->pub.published);
             break;
         }
     }
@@ -404,7 +404,7 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     else
         log_info("stopping");
     log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run", es.rows_accepted,
-             c->published);
+             c->pub.published);
     log_info("ingest stalls: the longest a batch took in the estimator was %.2f ms (its rows and a seal, "
              "backpressure apart; %.2f ms from the third epoch on), the longest publish %.2f ms; backpressure (the "
              "next epoch full while the last one releases): the longest wait %.2f ms, %.1f ms in all",

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "options.h"
 #include "producers.h"
+#include "publish.h"
 #include "ingest.h"
 #include "release.h"
 #include "stalls.h"
@@ -32,19 +33,16 @@
 
 typedef struct {
     collector_options o;
-    void *ctx, *pull, *xpub, *rep;
+    void *ctx, *pull, *rep;
+    publish_state pub;         /* the publish socket and what it has sent (publish.h) */
     net_monitor pull_mon;
     zap_handler *zap;
     ledger led;
     dps_estimator *est;
     uint64_t rejected[WIRE_REJECT_COUNT_];
-    uint64_t published, last_seq;
     uint64_t started_ms, epoch_started_ms;
-    dps_snapshot *latest;
     producer_table producers;
-    int warned_delta;
     uint64_t revoked;          /* batches and status requests from keys no longer authorized */
-    uint64_t sub_removals;     /* zap_removals("publish") when the publish socket was last bound */
     int argc;                  /* the command line, read again with the config file on SIGHUP */
     char **argv;
     ingest_state ingest;       /* the ingest's connections and memory bound (ingest.h) */

@@ -253,22 +253,22 @@ void collector_send(collector *c, collector_outgoing *out)
     dps_snapshot_info *in = &out->info;
     if (!out->buf) /* collector_store failed (and said so): not stored, so not sent */
         return;
-    if (zmq_send(c->xpub, out->buf, out->len, 0) < 0)
+    if (zmq_send(c->pub.xpub, out->buf, out->len, 0) < 0)
         log_warn("publishing epoch %" PRIu64 " failed: %s", in->epoch, zmq_strerror(errno));
-    if (zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, out->buf, out->len) != 0)
+    if (zmq_setsockopt(c->pub.xpub, ZMQ_XPUB_WELCOME_MSG, out->buf, out->len) != 0)
         log_warn("could not set the welcome message: %s", zmq_strerror(errno));
     free(out->buf);
     out->buf = NULL;
-    c->published++;
-    c->last_seq = in->seq;
+    c->pub.published++;
+    c->pub.last_seq = in->seq;
     s_log_snapshot(out);
-    dps_snapshot_destroy(&c->latest);
-    c->latest = out->numbered;
+    dps_snapshot_destroy(&c->pub.latest);
+    c->pub.latest = out->numbered;
     out->numbered = NULL;
-    if (in->total.delta >= 0.5 * in->delta_target && !c->warned_delta) {
+    if (in->total.delta >= 0.5 * in->delta_target && !c->pub.warned_delta) {
         log_warn("the mechanisms' deltas add up to %.3g, over half of --delta-target %.3g: eps becomes infinite "
                  "when they reach it (lower --delta, or state eps at a larger delta)",
                  in->total.delta, in->delta_target);
-        c->warned_delta = 1;
+        c->pub.warned_delta = 1;
     }
 }

@@ -155,7 +155,7 @@ int collector_release_start(collector *c)
     pthread_mutex_init(&c->rel.mu, NULL);
     pthread_cond_init(&c->rel.cv, NULL);
     pthread_mutex_init(&c->led_mu, NULL);
-    c->rel.seq = c->last_seq; /* the thread numbers from here on */
+    c->rel.seq = c->pub.last_seq; /* the thread numbers from here on */
     if (pthread_create(&c->rel.rel_thread, NULL, s_release_thread, c) != 0)
         return -1;
     if (pthread_create(&c->rel.wr_thread, NULL, s_writer_thread, c) != 0) {

@@ -84,10 +84,10 @@ int collector_rebind_publish(collector *c)
 {
     char ep[1024];
     size_t n = sizeof ep;
-    if (zmq_getsockopt(c->xpub, ZMQ_LAST_ENDPOINT, ep, &n) != 0 || !ep[0])
+    if (zmq_getsockopt(c->pub.xpub, ZMQ_LAST_ENDPOINT, ep, &n) != 0 || !ep[0])
         snprintf(ep, sizeof ep, "%s", c->o.publish);
-    zmq_unbind(c->xpub, ep); /* fails only if already unbound (an earlier failed attempt) */
-    if (zmq_bind(c->xpub, ep) != 0) {
+    zmq_unbind(c->pub.xpub, ep); /* fails only if already unbound (an earlier failed attempt) */
+    if (zmq_bind(c->pub.xpub, ep) != 0) {
         log_error("could not bind the publish socket %s again: %s (retrying)", ep, zmq_strerror(errno));
         return -1;
     }

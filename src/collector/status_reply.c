@@ -54,7 +54,7 @@ static void s_status_counters(collector *c, dps_collector_status *st)
         snprintf(st->budget_unit, sizeof st->budget_unit, "none");
         st->budget_left = INFINITY;
     }
-    st->last_snapshot_seq = c->last_seq;
+    st->last_snapshot_seq = c->pub.last_seq;
     st->uptime_s = (net_now_ms() - c->started_ms) / 1000;
     st->d = c->o.d;
     st->k = c->o.k_total;
@@ -151,7 +151,7 @@ void collector_subscriptions(collector *c)
 {
     zmq_msg_t msg;
     zmq_msg_init(&msg);
-    while (zmq_msg_recv(&msg, c->xpub, ZMQ_DONTWAIT) >= 0) {
+    while (zmq_msg_recv(&msg, c->pub.xpub, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_size(&msg) >= 1 && ((const unsigned char *)zmq_msg_data(&msg))[0] == 1)
             log_debug("a subscriber joined");
         zmq_msg_close(&msg);

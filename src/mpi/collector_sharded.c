@@ -674,7 +674,7 @@ static void s_status(sharded *s)
     st.eps_total = dps_accountant_eps(s->acc, c->o.delta_target);
     st.budget_left = dps_accountant_left(s->acc);
     snprintf(st.budget_unit, sizeof st.budget_unit, "%s", dps_budget_unit(&s->cfg->cap));
-    st.last_snapshot_seq = c->last_seq;
+    st.last_snapshot_seq = c->pub.last_seq;
     st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
     st.shards = (uint32_t)s->size;
     st.buckets_completed = s->buckets_closed + (s->reference && s->rows ? s->ref.completed : 0);
@@ -770,18 +770,18 @@ static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
     if (collector_server_socket(c, c->pull, ep, "ingest", kp, err, errlen))
         return 2;
     if (s->rank == 0) {
-        c->xpub = zmq_socket(c->ctx, ZMQ_XPUB);
+        c->pub.xpub = zmq_socket(c->ctx, ZMQ_XPUB);
         c->rep = zmq_socket(c->ctx, ZMQ_REP);
         int pub_hwm = 1000;
-        zmq_setsockopt(c->xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
-        if (collector_server_socket(c, c->xpub, c->o.publish, "publish", kp, err, errlen) ||
+        zmq_setsockopt(c->pub.xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
+        if (collector_server_socket(c, c->pub.xpub, c->o.publish, "publish", kp, err, errlen) ||
             collector_server_socket(c, c->rep, c->o.status, "status", kp, err, errlen))
             return 2;
-        if (c->latest) { /* late subscribers get the last stored snapshot */
+        if (c->pub.latest) { /* late subscribers get the last stored snapshot */
             unsigned char *buf = NULL;
             size_t len = 0;
-            if (dps_snapshot_encode(c->latest, &buf, &len) == DPS_OK) {
-                zmq_setsockopt(c->xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
+            if (dps_snapshot_encode(c->pub.latest, &buf, &len) == DPS_OK) {
+                zmq_setsockopt(c->pub.xpub, ZMQ_XPUB_WELCOME_MSG, buf, len);
                 free(buf);
             }
         }
@@ -826,7 +826,7 @@ static void s_next(sharded *s, shard_cmd *cmd, held **mine)
     memset(cmd, 0, sizeof *cmd);
     *mine = NULL;
     while (!s_stop_signal && !collector_stop) {
-        zmq_pollitem_t items[3] = {{c->pull, 0, ZMQ_POLLIN, 0}, {c->xpub, 0, ZMQ_POLLIN, 0},
+        zmq_pollitem_t items[3] = {{c->pull, 0, ZMQ_POLLIN, 0}, {c->pub.xpub, 0, ZMQ_POLLIN, 0},
                                    {c->rep, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(items, 3, 100);
         if (n < 0 && errno != EINTR) {
@@ -856,8 +856,8 @@ static void s_next(sharded *s, shard_cmd *cmd, held **mine)
             cmd->kind = CMD_CLOSE;
             return;
         }
-        if (c->o.exit_after && c->published >= c->o.exit_after) {
-            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c->published);
+        if (c->o.exit_after && c->pub.published >= c->o.exit_after) {
+            log_info("published %" PRIu64 " snapshots as asked (--exit-after); stopping", c->pub.published);
             /* a producer whose last batch closed the epoch asks for its count
                now: answer for a moment before the endpoint goes */
             for (uint64_t until = net_now_ms() + 500; net_now_ms() < until;) {
@@ -881,7 +881,7 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
     collector_config(&c->o, &c->led, cfg);
     s.cfg = cfg;
     pthread_mutex_init(&c->led_mu, NULL);
-    c->rel.seq = c->last_seq;
+    c->rel.seq = c->pub.last_seq;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = s_on_signal;
@@ -964,7 +964,7 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
             log_info("stopping: the open epoch's %" PRIu64 " rows are discarded (no budget was spent on them)", s.rows);
         log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run; %" PRIu64
                  " batches dropped (a rank without its slice), %" PRIu64 " slices refused on rank 0",
-                 s.rows_accepted, c->published, s.dropped, s.refused_slices);
+                 s.rows_accepted, c->pub.published, s.dropped, s.refused_slices);
     if (s.expired) /* each worker logs its own; rank 0's count is 0 */
         log_warn("rank %d: %" PRIu64 " slices expired unasked (their batch never reached rank 0, or was refused "
                  "there)", rank, s.expired);
