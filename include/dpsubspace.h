@@ -195,18 +195,21 @@ DPS_EXPORT int  dps_accountant_new(dps_accountant **out, const dps_budget *cap,
 DPS_EXPORT int  dps_accountant_new_resumed(dps_accountant **out, const dps_budget *cap,
                                            const dps_zcdp *spent_before, dps_charge_kind spent_kind);
 DPS_EXPORT void dps_accountant_destroy(dps_accountant **acc);
+/* 1 if an accountant can take cost as a charge of kind kind: finite and
+   non-negative, a kind in range, no delta for a Gaussian one. */
+DPS_EXPORT int  dps_charge_valid(dps_zcdp cost, dps_charge_kind kind);
 /* 1 if charging cost of kind DPS_CHARGE_ZCDP keeps the total within the cap,
-   else 0. */
+   else 0 (also for a cost charge would refuse: negative, NaN or infinite). */
 DPS_EXPORT int  dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost);
-/* The same for a charge of kind kind (0 for a kind out of range, or a
+/* The same for a charge of kind kind (0 also for a kind out of range, or a
    Gaussian one with a delta). */
 DPS_EXPORT int  dps_accountant_fits_kind(const dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind);
 /* Add cost as a DPS_CHARGE_ZCDP charge; DPS_EBUDGET (and no change) if it
    would pass the cap. */
 DPS_EXPORT int  dps_accountant_charge(dps_accountant *acc, dps_zcdp cost);
 /* Add cost as a charge of kind kind; DPS_EBUDGET as above, DPS_EINVAL (no
-   change) for a negative cost, a kind out of range or a Gaussian cost with a
-   delta. */
+   change) for a negative, NaN or infinite cost, a kind out of range or a
+   Gaussian cost with a delta. */
 DPS_EXPORT int  dps_accountant_charge_kind(dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind);
 /* Replace the cap (NULL: none); what was spent stays.  DPS_EINVAL for a cap
    out of range, as in dps_accountant_new, and then nothing changes. */
@@ -436,11 +439,15 @@ DPS_EXPORT void dps_snapshot_destroy(dps_snapshot **s);
 typedef int (*dps_commit_fn)(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp total_after);
 
 /* The end of a release, in its privacy order, written once
-   (src/stream/epoch_close.c).  Every path that spends budget ends through it:
+   (src/stream/epoch_close.c).  Every release of a subspace ends through it:
    the streaming estimator's epochs, the sharded collector's, dps-estimate's
-   central methods and the Python package's.
+   central methods (and its mean) and the Python package's.  (dps-estimate's
+   choose-k and rgrad charge inside dps_choose_k and dps_rgrad_fit.)
    1. dps_release_decide(acc, cost, kind, too_little, hooks, info): the
       decision, from public quantities only (the cost, the cap, the counts):
+      - a cost the accountant cannot take (negative, NaN, infinite, or a
+        Gaussian one with a delta: a caller's error) -> info FAILED,
+        DPS_RELEASE_NOT_RUN, nothing spent, no hook called;
       - too_little != NULL (the input cannot make a release: a public count)
         -> info FAILED with that reason, DPS_RELEASE_NOT_RUN, nothing spent;
       - the cost does not fit the cap -> info REFUSED, DPS_RELEASE_NOT_RUN;
@@ -460,8 +467,9 @@ typedef int (*dps_commit_fn)(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp 
       mechanism sees is finite with norm <= 1, src/core/rows.c):
       - DPS_ENOMEM: scratch whose size is a function of the public
         configuration and counts;
-      - DPS_EINVAL / DPS_ELIMIT: argument checks on the configuration,
-        checked before the charge;
+      - DPS_EINVAL / DPS_ELIMIT: a mechanism's argument checks, on
+        arguments its caller checks before the charge (the configuration:
+        dps_config_check; the central methods' sizes and budgets);
       - DPS_ENUMERIC: LAPACK's non-convergence on a finite matrix of data
         plus noise, or the Bingham sampler's proposal cap.  The residual
         risk: in principle data-dependent, no input is known to cause it,
@@ -483,16 +491,19 @@ typedef struct {
 typedef enum {
     DPS_RELEASE_RUN = 0,        /* charged: run the mechanism, then dps_release_outcome */
     DPS_RELEASE_NOT_RUN = 1,    /* too little input or past the cap: info says why */
-    DPS_RELEASE_NO_MEMORY = 2,  /* hooks->reserve failed: nothing spent, info unchanged */
+    DPS_RELEASE_NO_MEMORY = 2,  /* hooks->reserve failed: nothing spent */
     DPS_RELEASE_UNCOMMITTED = 3 /* hooks->commit refused: nothing charged or released */
 } dps_release_decision;
-/* hooks may be NULL.  Sets info->status, reason and epoch_cost. */
+/* hooks may be NULL.  Sets info->epoch_cost (the cost if RUN, else 0) and,
+   for NOT_RUN, info->status and reason; DPS_RELEASE_NOT_RUN with nothing
+   done for a NULL acc or info. */
 DPS_EXPORT dps_release_decision dps_release_decide(dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind,
                                                    const char *too_little, const dps_release_hooks *hooks,
                                                    dps_snapshot_info *info);
-/* rc: the mechanism's return; failed, fail_reason: its own FAIL; who names
-   the mechanism in the reason of an error ("the mechanism", "Analyze
-   Gauss"), written into buf (len bytes, kept by the caller). */
+/* rc: the mechanism's return; failed, fail_reason: its own FAIL (NULL: "the
+   mechanism said FAIL: budget spent"); who names the mechanism in the reason
+   of an error ("the mechanism", "Analyze Gauss"), written into buf (len
+   bytes, kept by the caller). */
 DPS_EXPORT void dps_release_outcome(dps_snapshot_info *info, int rc, int failed, const char *fail_reason,
                                     const char *who, char *buf, size_t len);
 /* cap: the one acc was made with (NULL: none); delta_target is the cap's,
@@ -655,13 +666,15 @@ DPS_EXPORT int dps_param_from_name(const char *name, dps_param *out);
 DPS_EXPORT int dps_param_is_real(dps_param p);
 /* One line on what the parameter is, for a program's help. */
 DPS_EXPORT const char *dps_param_help(dps_param p);
-/* 1 if aggregator a reads parameter p, 0 if setting it would change nothing
-   (or is refused by dps_config_check): q for the reference and histogram
-   aggregators, hist_width for the histogram, groups for gaussian, power and
-   kron, power_blocks and power_oversample for those with a power iteration
-   (power, and gaussian's and kron's unshaped groups wider than
-   dense_max_d), dense_max_d for gaussian and kron; 1 for the other
-   parameters; 0 for a p or an a out of range. */
+/* For the mechanism-specific parameters, whether aggregator a reads p (0:
+   setting it changes nothing, or dps_config_check refuses it): q for the
+   reference and histogram aggregators, hist_width for the histogram, groups
+   for gaussian, power and kron, power_blocks and power_oversample for those
+   with a power iteration (power, and gaussian's and kron's unshaped groups
+   wider than dense_max_d), dense_max_d for gaussian and kron.  1 for every
+   other parameter, also where an aggregator ignores it (the weighted
+   FriendlyCore settings alpha, tau, split_*, xi_min and delta_epoch matter
+   to the bucket aggregators only); 0 for a p or an a out of range. */
 DPS_EXPORT int dps_param_applies(dps_param p, dps_aggregator a);
 /* DPS_EINVAL for a parameter out of range or of the other type, or a value
    its field cannot hold (nothing changes then). */

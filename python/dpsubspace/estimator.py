@@ -188,6 +188,10 @@ class SubspaceEstimator:
             rho = 1.0 if rho is None else rho
             if not (rho > 0 and math.isfinite(rho)):
                 raise ValueError(f"rho must be positive and finite, got {rho!r}")
+        if not (0 < delta < 1):  # checked before anything is charged (dps-estimate's --delta rule)
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        if mechanism == "exact" and not delta <= 0.5:
+            raise ValueError(f"exact needs delta <= 0.5, got {delta!r}")
         if (t is None) != (m is None):
             raise ValueError("give both t and m (epochs of t*m rows), or neither (one release per fit)")
         if t is not None and mechanism in CENTRAL:

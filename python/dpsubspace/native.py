@@ -190,8 +190,9 @@ class ConfigHandle:
 
     def __setitem__(self, name: str, value: Any) -> None:
         p, real = self._param(name)
+        whole = not real and float(value).is_integer() and value >= 0  # no silent truncation or wrap-around
         rc = (lib().dps_config_set_real(self.ptr, p, float(value)) if real
-              else lib().dps_config_set_int(self.ptr, p, int(value)) if int(value) >= 0 else DPS_EINVAL)
+              else lib().dps_config_set_int(self.ptr, p, int(value)) if whole else DPS_EINVAL)
         if rc != DPS_OK:
             raise ValueError(f"{name} = {value!r}: not a value this setting can hold")
 

@@ -47,6 +47,8 @@ def test_the_configuration_is_set_by_parameter_name():
         c["workers"] = -1
     with pytest.raises(ValueError, match="workers = 4294967296"):
         c["workers"] = 2**32  # an int field
+    with pytest.raises(ValueError, match="t = 2.5"):
+        c["t"] = 2.5  # not truncated to 2
 
 
 def test_library_version_is_the_package_version():

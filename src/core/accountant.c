@@ -314,10 +314,23 @@ static dps_zcdp s_after(const dps_accountant *acc, dps_zcdp cost, int k, int *ga
     return (dps_zcdp){acc->spent.rho + cost.rho, acc->spent.delta + cost.delta};
 }
 
+/* A cost the accountant can take: finite and non-negative, of a known kind,
+   and a Gaussian one without a delta (fits and charge ask the same). */
+static int s_cost_ok(dps_zcdp cost, int k)
+{
+    return k >= 0 && isfinite(cost.rho) && isfinite(cost.delta) && cost.rho >= 0 && cost.delta >= 0 &&
+           !(k == 1 && cost.delta != 0.0);
+}
+
+int dps_charge_valid(dps_zcdp cost, dps_charge_kind kind)
+{
+    return s_cost_ok(cost, s_kind(kind));
+}
+
 int dps_accountant_fits_kind(const dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind)
 {
     int k = s_kind(kind), gaussian;
-    if (k < 0 || (k == 1 && cost.delta != 0.0))
+    if (!acc || !s_cost_ok(cost, k))
         return 0;
     dps_zcdp total = s_after(acc, cost, k, &gaussian);
     return s_within(&acc->cap, total, gaussian);
@@ -331,7 +344,7 @@ int dps_accountant_fits(const dps_accountant *acc, dps_zcdp cost)
 int dps_accountant_charge_kind(dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind)
 {
     int k = s_kind(kind), gaussian;
-    if (!acc || k < 0 || cost.rho < 0 || cost.delta < 0 || (k == 1 && cost.delta != 0.0))
+    if (!acc || !s_cost_ok(cost, k))
         return DPS_EINVAL;
     dps_zcdp total = s_after(acc, cost, k, &gaussian);
     if (!s_within(&acc->cap, total, gaussian))

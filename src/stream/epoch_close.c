@@ -13,12 +13,23 @@
 #include <stdio.h>
 
 static const char s_refused[] = "releasing this epoch would pass the privacy budget cap: nothing was spent";
+static const char s_invalid[] = "the release's cost is not a valid (rho, delta) of its kind: nothing was spent";
+static const char s_failed[] = "the mechanism said FAIL: budget spent";
 
 dps_release_decision dps_release_decide(dps_accountant *acc, dps_zcdp cost, dps_charge_kind kind,
                                         const char *too_little, const dps_release_hooks *hooks,
                                         dps_snapshot_info *info)
 {
+    if (!acc || !info)
+        return DPS_RELEASE_NOT_RUN;
     info->epoch_cost = (dps_zcdp){0, 0};
+    /* A cost the accountant would refuse to charge is refused before any
+       hook: the charge below must not fail once the commit has recorded it. */
+    if (!dps_charge_valid(cost, kind)) {
+        info->status = DPS_SNAP_FAILED;
+        info->reason = s_invalid;
+        return DPS_RELEASE_NOT_RUN;
+    }
     if (too_little) {
         info->status = DPS_SNAP_FAILED;
         info->reason = too_little;
@@ -36,9 +47,11 @@ dps_release_decision dps_release_decide(dps_accountant *acc, dps_zcdp cost, dps_
     if (hooks && hooks->commit && hooks->commit(hooks->arg, info->epoch, cost, after) != 0)
         return DPS_RELEASE_UNCOMMITTED;
     /* From here on the charge is on disk: it is kept whatever the mechanism
-       does.  It cannot fail: it fits (checked above) and its kind is the
-       mechanism's. */
-    dps_accountant_charge_kind(acc, cost, kind);
+       does.  It cannot fail (a valid cost that fits, under the caller's lock);
+       were it to, nothing runs: the ledger then holds more than was spent,
+       never less. */
+    if (dps_accountant_charge_kind(acc, cost, kind) != DPS_OK)
+        return DPS_RELEASE_UNCOMMITTED;
     info->epoch_cost = cost;
     return DPS_RELEASE_RUN;
 }
@@ -54,7 +67,7 @@ void dps_release_outcome(dps_snapshot_info *info, int rc, int failed, const char
         info->reason = buf;
     } else if (failed) {
         info->status = DPS_SNAP_FAILED;
-        info->reason = fail_reason;
+        info->reason = fail_reason ? fail_reason : s_failed;
     } else {
         info->status = DPS_SNAP_RELEASED;
         info->reason = "";

@@ -202,10 +202,34 @@ static void s_kinds(void)
     dps_accountant_destroy(&a);
 }
 
+/* fits and charge agree on what a cost is: a negative, NaN or infinite one
+   is neither within the cap nor charged (dps_release_decide relies on it:
+   the charge after a durable commit must not fail). */
+static void s_invalid_costs(void)
+{
+    const dps_zcdp bad[] = {{-1e-3, 0}, {0.1, -1e-9}, {NAN, 0}, {0.1, NAN}, {INFINITY, 0}};
+    dps_accountant *acc = NULL;
+    CHECK(dps_accountant_new(&acc, NULL, NULL) == DPS_OK, "no cap");
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        for (int kind = 0; kind < 2; kind++)
+            CHECK(!dps_charge_valid(bad[i], (dps_charge_kind)kind) &&
+                      !dps_accountant_fits_kind(acc, bad[i], (dps_charge_kind)kind) &&
+                      dps_accountant_charge_kind(acc, bad[i], (dps_charge_kind)kind) == DPS_EINVAL,
+                  "cost (%g, %g) of kind %d: refused by valid, fits and charge", bad[i].rho, bad[i].delta, kind);
+    CHECK(dps_accountant_spent(acc).rho == 0 && dps_accountant_spent(acc).delta == 0, "nothing charged");
+    CHECK(dps_charge_valid((dps_zcdp){0.5, 1e-6}, DPS_CHARGE_ZCDP) &&
+              !dps_charge_valid((dps_zcdp){0.5, 1e-6}, DPS_CHARGE_GAUSSIAN) &&
+              dps_charge_valid((dps_zcdp){0, 0}, DPS_CHARGE_GAUSSIAN) &&
+              !dps_charge_valid((dps_zcdp){0.5, 0}, (dps_charge_kind)7),
+          "valid: a zCDP cost with a delta, a Gaussian without, not an unknown kind");
+    dps_accountant_destroy(&acc);
+}
+
 int main(void)
 {
     s_gaussian_profile();
     s_kinds();
+    s_invalid_costs();
     for (size_t i = 0; i < sizeof s_delta_ref / sizeof *s_delta_ref; i++) {
         double v = dps_zcdp_delta_at(s_delta_ref[i].rho, s_delta_ref[i].eps);
         NOTE("delta(rho=%g, eps=%g) = %.5e (ref %.4e)", s_delta_ref[i].rho, s_delta_ref[i].eps, v, s_delta_ref[i].delta);

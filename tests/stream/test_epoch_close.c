@@ -63,6 +63,26 @@ static void s_test_decisions(void)
               "too little: no hook, nothing spent");
         dps_accountant_destroy(&acc);
     }
+    /* a cost the accountant cannot take (negative, NaN, infinite; a Gaussian
+       one with a delta): FAILED before any hook, nothing spent -- the charge
+       after a commit must never fail */
+    {
+        const dps_zcdp bad[] = {{-1e-3, 0}, {0.5, -1e-3}, {NAN, 0}, {0.5, INFINITY}, {0.25, 1e-8}};
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+            dps_accountant *acc = s_acc(1.0, 0.5);
+            hooks_probe p = {.acc = acc};
+            dps_release_hooks h = {s_reserve, s_commit, &p, NULL};
+            dps_snapshot_info info = {.epoch = 7};
+            int d = dps_release_decide(acc, bad[i], DPS_CHARGE_GAUSSIAN, NULL, &h, &info);
+            CHECK(d == DPS_RELEASE_NOT_RUN && info.status == DPS_SNAP_FAILED && strstr(info.reason, "not a valid") &&
+                      p.reserved == 0 && p.committed == 0 && dps_accountant_spent(acc).rho == 0.5 &&
+                      dps_accountant_spent(acc).delta == 0,
+                  "invalid cost %zu (%g, %g): not run, no hook, nothing spent (%d)", i, bad[i].rho, bad[i].delta, d);
+            dps_accountant_destroy(&acc);
+        }
+        CHECK(dps_release_decide(NULL, cost, DPS_CHARGE_GAUSSIAN, NULL, NULL, NULL) == DPS_RELEASE_NOT_RUN,
+              "no accountant: not run");
+    }
     /* past the cap (0.5 + 0.75 > 1): REFUSED, its reason the default or the hooks' */
     for (int own = 0; own < 2; own++) {
         dps_accountant *acc = s_acc(1.0, 0.5);
@@ -156,6 +176,8 @@ static void s_test_outcomes(void)
     CHECK(info.status == DPS_SNAP_RELEASED && info.reason[0] == '\0', "released");
     dps_release_outcome(&info, DPS_OK, 1, "WFC said FAIL", "the mechanism", buf, sizeof buf);
     CHECK(info.status == DPS_SNAP_FAILED && strcmp(info.reason, "WFC said FAIL") == 0, "the mechanism's FAIL");
+    dps_release_outcome(&info, DPS_OK, 1, NULL, "the mechanism", buf, sizeof buf);
+    CHECK(info.status == DPS_SNAP_FAILED && info.reason && strstr(info.reason, "FAIL"), "a FAIL without a reason: one");
     /* an error after the charge: FAILED, budget spent, the error named (over a FAIL) */
     dps_release_outcome(&info, DPS_ENUMERIC, 1, "WFC said FAIL", "Analyze Gauss", buf, sizeof buf);
     CHECK(info.status == DPS_SNAP_FAILED && info.reason == buf && strstr(buf, "Analyze Gauss stopped on an internal "
