@@ -5,7 +5,6 @@
    K1,K2,... (their ranks), and the rho split --split S:C:M; into a
    dps_config.  Part of dps_args, so that dps-estimate and dps-collector
    read them one way. */
-#include "config_internal.h"
 #include "args.h"
 #include "dpsubspace.h"
 
@@ -55,9 +54,9 @@ static int s_parse_group(const char *item, size_t *d, size_t *rows)
     return 0;
 }
 
-/* The --param-groups list into c->group_d and c->group_rows; -1 with a
+/* The --param-groups list into gd (widths) and gr (shapes' rows); -1 with a
    sentence in err. */
-static int s_parse_groups(const char *s, dps_config *c, size_t *n, char *err, size_t errlen)
+static int s_parse_groups(const char *s, size_t *gd, size_t *gr, size_t *n, char *err, size_t errlen)
 {
     char item[64];
     *n = 0;
@@ -76,7 +75,7 @@ static int s_parse_groups(const char *s, dps_config *c, size_t *n, char *err, si
         if (!bad) {
             memcpy(item, s, len);
             item[len] = '\0';
-            bad = s_parse_group(item, &c->group_d[*n], &c->group_rows[*n]) != 0;
+            bad = s_parse_group(item, &gd[*n], &gr[*n]) != 0;
         }
         if (bad) {
             snprintf(err, errlen, "--param-groups: group %zu '%.*s' is neither a width D nor a shape RxC (two "
@@ -93,6 +92,14 @@ static int s_parse_groups(const char *s, dps_config *c, size_t *n, char *err, si
     return 0;
 }
 
+/* A whole-number setting of c (its getter cannot fail for these). */
+static size_t s_get(const dps_config *c, dps_param p)
+{
+    uint64_t v = 0;
+    dps_config_get_int(c, p, &v);
+    return (size_t)v;
+}
+
 int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, char *err, size_t errlen)
 {
     if (!groups && !group_k)
@@ -101,46 +108,47 @@ int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, cha
         snprintf(err, errlen, "--group-k needs --param-groups (the groups' widths)");
         return -1;
     }
-    size_t n = 0, nk = 0;
-    memset(c->group_rows, 0, sizeof c->group_rows);
-    if (s_parse_groups(groups, c, &n, err, errlen))
+    size_t gd[DPS_MAX_GROUPS], gr[DPS_MAX_GROUPS] = {0}, gk[DPS_MAX_GROUPS];
+    size_t n = 0, nk = 0, cd = s_get(c, DPS_PARAM_D), ck = s_get(c, DPS_PARAM_K);
+    if (s_parse_groups(groups, gd, gr, &n, err, errlen))
         return -1;
     size_t d = 0, k = 0;
     for (size_t g = 0; g < n; g++) {
-        if (c->group_d[g] < 1 || c->group_d[g] > c->d) {
-            snprintf(err, errlen, "--param-groups: every width must be in 1..d = %zu (group %zu is %zu)", c->d, g + 1,
-                     c->group_d[g]);
+        if (gd[g] < 1 || gd[g] > cd) {
+            snprintf(err, errlen, "--param-groups: every width must be in 1..d = %zu (group %zu is %zu)", cd, g + 1,
+                     gd[g]);
             return -1;
         }
-        d += c->group_d[g];
+        d += gd[g];
     }
-    if (d != c->d) {
-        snprintf(err, errlen, "--param-groups: the widths add up to %zu, not to the row dimension d = %zu", d, c->d);
+    if (d != cd) {
+        snprintf(err, errlen, "--param-groups: the widths add up to %zu, not to the row dimension d = %zu", d, cd);
         return -1;
     }
     if (group_k) {
-        if (s_parse_list(group_k, c->group_k, DPS_MAX_GROUPS, &nk) || nk != n) {
+        if (s_parse_list(group_k, gk, DPS_MAX_GROUPS, &nk) || nk != n) {
             snprintf(err, errlen, "--group-k: '%s' is not a list of %zu ranks, one per group", group_k, n);
             return -1;
         }
     } else {
         for (size_t g = 0; g < n; g++) /* --k for every group, at most its width */
-            c->group_k[g] = c->k < c->group_d[g] ? c->k : c->group_d[g];
+            gk[g] = ck < gd[g] ? ck : gd[g];
     }
     for (size_t g = 0; g < n; g++) {
-        if (c->group_k[g] > c->group_d[g]) {
-            snprintf(err, errlen, "--group-k: group %zu has rank %zu above its width %zu", g + 1, c->group_k[g],
-                     c->group_d[g]);
+        if (gk[g] > gd[g]) {
+            snprintf(err, errlen, "--group-k: group %zu has rank %zu above its width %zu", g + 1, gk[g], gd[g]);
             return -1;
         }
-        k += c->group_k[g];
+        k += gk[g];
     }
-    if (k < 1 || k >= c->d) {
-        snprintf(err, errlen, "the groups' ranks add up to k = %zu: it must be in 1..d-1 = %zu", k, c->d - 1);
+    if (k < 1 || k >= cd) {
+        snprintf(err, errlen, "the groups' ranks add up to k = %zu: it must be in 1..d-1 = %zu", k, cd - 1);
         return -1;
     }
-    c->groups = n;
-    c->k = k;
+    for (size_t g = 0; g < DPS_MAX_GROUPS; g++) /* the groups past the last: no shape left from before */
+        dps_config_set_group(c, g, g < n ? gd[g] : 0, g < n ? gk[g] : 0, g < n ? gr[g] : 0);
+    dps_config_set_int(c, DPS_PARAM_GROUPS, n);
+    dps_config_set_int(c, DPS_PARAM_K, k);
     return 0;
 }
 
@@ -161,12 +169,16 @@ int cli_split_apply(const char *split, dps_config *c, char *err, size_t errlen)
             goto bad;
         p = colon ? colon + 1 : p + len;
     }
-    c->split_search = part[0];
-    c->split_count = part[1];
-    c->split_mean = part[2];
+    dps_config_set_real(c, DPS_PARAM_SPLIT_SEARCH, part[0]);
+    dps_config_set_real(c, DPS_PARAM_SPLIT_COUNT, part[1]);
+    dps_config_set_real(c, DPS_PARAM_SPLIT_MEAN, part[2]);
     return 0;
-bad:
+bad:;
+    double now[3] = {0, 0, 0};
+    dps_config_get_real(c, DPS_PARAM_SPLIT_SEARCH, &now[0]);
+    dps_config_get_real(c, DPS_PARAM_SPLIT_COUNT, &now[1]);
+    dps_config_get_real(c, DPS_PARAM_SPLIT_MEAN, &now[2]);
     snprintf(err, errlen, "--split: '%s' is not three positive numbers S:C:M (radius search : friend count : noisy "
-             "average), e.g. %g:%g:%g", split, c->split_search, c->split_count, c->split_mean);
+             "average), e.g. %g:%g:%g", split, now[0], now[1], now[2]);
     return -1;
 }

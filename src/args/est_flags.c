@@ -4,12 +4,12 @@
 
    Who owns what: the table is static; defaults and noted help go into the
    caller's buffer. */
-#include "config_internal.h"
 #include "est_flags.h"
 
 #include "args.h"
 #include "dpsubspace.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -105,23 +105,43 @@ const char *est_flag_help_noted(const char *name, const char *note, char *buf, s
 static void s_default(const est_flag *f, char *buf, size_t len)
 {
     const char *name = f->name;
-    dps_config lib;
-    dps_config_init(&lib, 2, 1); /* k = 1: m and q read as their multiples of k */
+    dps_config *lib = NULL; /* k = 1: m and q read as their multiples of k */
+    if (dps_config_new(&lib, 2, 1) != DPS_OK) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    uint64_t t = 0, m = 0, q = 0, agg = 0, po = 0, ps = 0;
+    double rho = 0, delta = 0, dt = 0, alpha = 0, tau = 0, ss = 0, sc = 0, sm = 0;
+    dps_config_get_int(lib, DPS_PARAM_T, &t);
+    dps_config_get_int(lib, DPS_PARAM_M, &m);
+    dps_config_get_int(lib, DPS_PARAM_Q, &q);
+    dps_config_get_int(lib, DPS_PARAM_AGGREGATOR, &agg);
+    dps_config_get_int(lib, DPS_PARAM_POWER_OVERSAMPLE, &po);
+    dps_config_get_int(lib, DPS_PARAM_PUBLIC_SEED, &ps);
+    dps_config_get_real(lib, DPS_PARAM_RHO_EPOCH, &rho);
+    dps_config_get_real(lib, DPS_PARAM_DELTA_EPOCH, &delta);
+    dps_config_get_real(lib, DPS_PARAM_DELTA_TARGET, &dt);
+    dps_config_get_real(lib, DPS_PARAM_ALPHA, &alpha);
+    dps_config_get_real(lib, DPS_PARAM_TAU, &tau);
+    dps_config_get_real(lib, DPS_PARAM_SPLIT_SEARCH, &ss);
+    dps_config_get_real(lib, DPS_PARAM_SPLIT_COUNT, &sc);
+    dps_config_get_real(lib, DPS_PARAM_SPLIT_MEAN, &sm);
+    dps_config_destroy(&lib);
     char x[32], y[32], z[32];
     if (strcmp(name, "t") == 0)
-        snprintf(buf, len, "%zu", lib.t);
+        snprintf(buf, len, "%llu", (unsigned long long)t);
     else if (strcmp(name, "m") == 0)
-        snprintf(buf, len, "%zu*k", lib.m);
+        snprintf(buf, len, "%llu*k", (unsigned long long)m);
     else if (strcmp(name, "window") == 0)
         snprintf(buf, len, "t");
     else if (strcmp(name, "q") == 0)
-        snprintf(buf, len, "%zu*k", lib.q);
+        snprintf(buf, len, "%llu*k", (unsigned long long)q);
     else if (strcmp(name, "aggregator") == 0)
-        snprintf(buf, len, "%s", dps_aggregator_name(lib.aggregator));
+        snprintf(buf, len, "%s", dps_aggregator_name((dps_aggregator)agg));
     else if (strcmp(name, "power-blocks") == 0)
         snprintf(buf, len, "0 = 3 cold, 1 warm");
     else if (strcmp(name, "power-oversample") == 0)
-        snprintf(buf, len, "%zu", lib.power_oversample);
+        snprintf(buf, len, "%llu", (unsigned long long)po);
     else if (strcmp(name, "dense-max-d") == 0)
         snprintf(buf, len, "%d, at most %d", DPS_DENSE_MAX_D, DPS_DENSE_MAX_D_LIMIT);
     else if (strcmp(name, "hist-width") == 0)
@@ -131,22 +151,22 @@ static void s_default(const est_flag *f, char *buf, size_t len)
     else if (strcmp(name, "group-k") == 0)
         snprintf(buf, len, "--k each");
     else if (strcmp(name, "rho") == 0)
-        snprintf(buf, len, "%s", cli_fmt_double(x, lib.rho_epoch));
+        snprintf(buf, len, "%s", cli_fmt_double(x, rho));
     else if (strcmp(name, "delta") == 0)
-        snprintf(buf, len, "%s", cli_fmt_double(x, lib.delta_epoch));
+        snprintf(buf, len, "%s", cli_fmt_double(x, delta));
     else if (strcmp(name, "cap-rho") == 0 || strcmp(name, "cap-eps") == 0)
         snprintf(buf, len, "0 = no cap");
     else if (strcmp(name, "delta-target") == 0)
-        snprintf(buf, len, "%s", cli_fmt_double(x, lib.cap.delta_target));
+        snprintf(buf, len, "%s", cli_fmt_double(x, dt));
     else if (strcmp(name, "alpha") == 0)
-        snprintf(buf, len, "%s", cli_fmt_double(x, lib.alpha));
+        snprintf(buf, len, "%s", cli_fmt_double(x, alpha));
     else if (strcmp(name, "tau") == 0)
-        snprintf(buf, len, "%s", cli_fmt_double(x, lib.tau));
+        snprintf(buf, len, "%s", cli_fmt_double(x, tau));
     else if (strcmp(name, "split") == 0)
-        snprintf(buf, len, "%s:%s:%s", cli_fmt_double(x, lib.split_search), cli_fmt_double(y, lib.split_count),
-                 cli_fmt_double(z, lib.split_mean));
+        snprintf(buf, len, "%s:%s:%s", cli_fmt_double(x, ss), cli_fmt_double(y, sc),
+                 cli_fmt_double(z, sm));
     else if (strcmp(name, "public-seed") == 0)
-        snprintf(buf, len, "%llu", (unsigned long long)lib.public_seed);
+        snprintf(buf, len, "%llu", (unsigned long long)ps);
     else if (strcmp(name, "seed") == 0)
         snprintf(buf, len, "none: secure generator");
     else if (strcmp(name, "workers") == 0)
@@ -169,9 +189,12 @@ const char *est_flag_default(const char *name)
 
 int est_flag_applies(const char *aggregator, int p)
 {
-    dps_config lib;
-    dps_config_init(&lib, 2, 1);
-    dps_aggregator a = lib.aggregator;
+    dps_config *lib = NULL;
+    uint64_t deflt = 0;
+    if (dps_config_new(&lib, 2, 1) == DPS_OK)
+        dps_config_get_int(lib, DPS_PARAM_AGGREGATOR, &deflt);
+    dps_config_destroy(&lib);
+    dps_aggregator a = (dps_aggregator)deflt;
     if (aggregator && dps_aggregator_from_name(aggregator, &a) != DPS_OK)
         return 1;
     return dps_param_applies((dps_param)p, a);

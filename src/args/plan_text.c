@@ -1,11 +1,18 @@
 /* plan_text.c - dps_config_plan in words, one line at a time: what
    dps-estimate --plan prints and the collector logs at start-up (part of
    dps_args, so that both say it the same way). */
-#include "config_internal.h"
 #include "args.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* A whole-number setting of c (its getter cannot fail for these). */
+static size_t s_get(const dps_config *c, dps_param p)
+{
+    uint64_t v = 0;
+    dps_config_get_int(c, p, &v);
+    return (size_t)v;
+}
 
 size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t max, int *near_random)
 {
@@ -14,13 +21,15 @@ size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t m
     *near_random = 0;
     if (dps_config_plan(c, &p) != DPS_OK || max < 2)
         return 0;
+    double rho = 0;
+    dps_config_get_real(c, DPS_PARAM_RHO_EPOCH, &rho);
     snprintf(lines[n++], CLI_PLAN_LINE,
              "plan: an epoch of %llu rows (t %zu x m %zu), d %zu, k %zu, aggregator %s, rho %g per release "
              "(charged rho %g, delta %g); memory %.1f MB for an epoch, %.1f MB while one is released and the "
              "next fills (the collector)",
-             (unsigned long long)p.rows, c->t, c->m, c->d, c->k, dps_aggregator_name(c->aggregator),
-             c->rho_epoch, p.cost.rho, p.cost.delta, (double)p.memory / 1e6,
-             (double)dps_estimator_memory_bound_pipelined(c) / 1e6);
+             (unsigned long long)p.rows, s_get(c, DPS_PARAM_T), s_get(c, DPS_PARAM_M), s_get(c, DPS_PARAM_D),
+             s_get(c, DPS_PARAM_K), dps_aggregator_name((dps_aggregator)s_get(c, DPS_PARAM_AGGREGATOR)), rho,
+             p.cost.rho, p.cost.delta, (double)p.memory / 1e6, (double)dps_estimator_memory_bound_pipelined(c) / 1e6);
     return n + cli_plan_group_lines(c, &p, p.rows, lines + n, max - n, near_random);
 }
 
@@ -30,7 +39,9 @@ size_t cli_plan_group_lines(const dps_config *c, const dps_plan *p, uint64_t row
     size_t n = 0;
     *near_random = 0;
     for (size_t g = 0, col = 0; g < p->groups && n < max; g++) {
-        size_t dg = c->groups > 1 ? c->group_d[g] : c->d, kg = c->groups > 1 ? c->group_k[g] : c->k;
+        size_t dg = s_get(c, DPS_PARAM_D), kg = s_get(c, DPS_PARAM_K);
+        if (s_get(c, DPS_PARAM_GROUPS) > 1)
+            dps_config_get_group(c, g, &dg, &kg, NULL);
         char where[64] = "";
         if (p->groups > 1)
             snprintf(where, sizeof where, "group %zu (columns %zu..%zu), ", g + 1, col, col + dg - 1);
