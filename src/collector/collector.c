@@ -13,7 +13,6 @@
    This file: the signals, setup, the loop, teardown and main.
    Who owns what: main() owns the sockets, the estimator, the ledger and the
    ZAP handler (the struct in collector.h); the modules borrow them. */
-#include "config_internal.h"
 #include "args.h"
 #include "collector.h"
 #include "dpsubspace.h"
@@ -161,32 +160,37 @@ static int s_restore(collector *c, char *err, size_t errlen)
 void collector_config(const collector_options *o, const ledger *led, dps_config *cfg)
 {
     dps_config_init(cfg, o->d, o->k);
-    cfg->t = o->t;
-    cfg->m = o->m;
-    cfg->window = o->window;
-    cfg->q = o->q;
-    dps_aggregator_from_name(o->aggregator, &cfg->aggregator); /* checked by options_finish */
-    cfg->hist_width = o->hist_width;
+    dps_config_set_int(cfg, DPS_PARAM_T, o->t);
+    dps_config_set_int(cfg, DPS_PARAM_M, o->m);
+    dps_config_set_int(cfg, DPS_PARAM_WINDOW, o->window);
+    dps_config_set_int(cfg, DPS_PARAM_Q, o->q);
+    dps_aggregator agg = DPS_AGG_REFERENCE;
+    dps_aggregator_from_name(o->aggregator, &agg); /* checked by options_finish */
+    dps_config_set_int(cfg, DPS_PARAM_AGGREGATOR, (uint64_t)agg);
+    dps_config_set_real(cfg, DPS_PARAM_HIST_WIDTH, o->hist_width);
     char err[200]; /* the groups were checked by options_finish */
     cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, cfg, err,
                      sizeof err);
-    cfg->power_blocks = (size_t)o->power_blocks;
-    cfg->power_oversample = (size_t)o->power_oversample;
-    cfg->dense_max_d = (size_t)o->dense_max_d;
-    cfg->rho_epoch = o->rho_epoch;
-    cfg->delta_epoch = o->delta_epoch;
-    cfg->alpha = o->alpha;
-    cfg->tau = o->tau;
-    cfg->split_search = o->split_search;
-    cfg->split_count = o->split_count;
-    cfg->split_mean = o->split_mean;
-    cfg->cap = (dps_budget){o->cap_rho, o->cap_eps, o->delta_target};
-    cfg->public_seed = o->public_seed;
-    cfg->seeded = o->seeded;
-    cfg->seed = o->seed;
-    cfg->workers = (int)o->workers;
-    cfg->first_epoch = led->next_epoch;
-    cfg->spent_before = led->total;
+    dps_config_set_int(cfg, DPS_PARAM_POWER_BLOCKS, o->power_blocks);
+    dps_config_set_int(cfg, DPS_PARAM_POWER_OVERSAMPLE, o->power_oversample);
+    dps_config_set_int(cfg, DPS_PARAM_DENSE_MAX_D, o->dense_max_d);
+    dps_config_set_real(cfg, DPS_PARAM_RHO_EPOCH, o->rho_epoch);
+    dps_config_set_real(cfg, DPS_PARAM_DELTA_EPOCH, o->delta_epoch);
+    dps_config_set_real(cfg, DPS_PARAM_ALPHA, o->alpha);
+    dps_config_set_real(cfg, DPS_PARAM_TAU, o->tau);
+    dps_config_set_real(cfg, DPS_PARAM_SPLIT_SEARCH, o->split_search);
+    dps_config_set_real(cfg, DPS_PARAM_SPLIT_COUNT, o->split_count);
+    dps_config_set_real(cfg, DPS_PARAM_SPLIT_MEAN, o->split_mean);
+    dps_config_set_real(cfg, DPS_PARAM_CAP_RHO, o->cap_rho);
+    dps_config_set_real(cfg, DPS_PARAM_CAP_EPS, o->cap_eps);
+    dps_config_set_real(cfg, DPS_PARAM_DELTA_TARGET, o->delta_target);
+    dps_config_set_int(cfg, DPS_PARAM_PUBLIC_SEED, o->public_seed);
+    dps_config_set_int(cfg, DPS_PARAM_SEEDED, (uint64_t)o->seeded);
+    dps_config_set_int(cfg, DPS_PARAM_SEED, o->seed);
+    dps_config_set_int(cfg, DPS_PARAM_WORKERS, o->workers);
+    dps_config_set_int(cfg, DPS_PARAM_FIRST_EPOCH, led->next_epoch);
+    dps_config_set_real(cfg, DPS_PARAM_SPENT_RHO, led->total.rho);
+    dps_config_set_real(cfg, DPS_PARAM_SPENT_DELTA, led->total.delta);
 }
 
 /* Free whatever exists, in reverse order of creation; every exit of main
@@ -228,9 +232,8 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
 {
     char err[8192];
     collector_config(&c->o, &c->led, cfg);
-    c->stall.first_epoch = cfg->first_epoch; /* this run's: the ledger's next (stall_warm_ms counts from the third) */
-    cfg->commit = collector_commit;
-    cfg->commit_arg = c;
+    c->stall.first_epoch = c->led.next_epoch; /* this run's first epoch (stall.warm_ms counts from the third) */
+    dps_config_set_commit(cfg, collector_commit, c);
     if (c->o.seeded)
         log_warn("SEEDED MODE (--seed): the noise is reproducible and NOT secure; every snapshot says so");
     int rc = dps_estimator_new_resumed(&c->est, cfg, ledger_kind(&c->led));
@@ -311,20 +314,23 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     if (near_random)
         log_warn("with these settings at least one group's basis will be near random (see the plan above)");
     dps_accountant *acc = NULL; /* the budget as the ledger left it */
-    if (dps_accountant_new_resumed(&acc, &cfg->cap, &c->led.total, ledger_kind(&c->led)) == DPS_OK) {
+    const dps_budget cap = {c->o.cap_rho, c->o.cap_eps, c->o.delta_target}; /* the configuration's (collector_config) */
+    uint64_t agg = 0;
+    dps_config_get_int(cfg, DPS_PARAM_AGGREGATOR, &agg);
+    if (dps_accountant_new_resumed(&acc, &cap, &c->led.total, ledger_kind(&c->led)) == DPS_OK) {
         double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);
         if (c->o.no_cap)
             log_warn("no privacy budget cap (--no-cap): epochs are released without limit; spent so far rho %.4g "
                      "(eps %.4g at delta %.0e)", c->led.total.rho, eps, c->o.delta_target);
         else
             log_info("privacy budget cap: %s %.4g; spent so far rho %.4g (eps %.4g at delta %.0e); left %.4g %s%s",
-                     dps_budget_unit(&cfg->cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->led.total.rho,
-                     eps, c->o.delta_target, left, dps_budget_unit(&cfg->cap),
+                     dps_budget_unit(&cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->led.total.rho,
+                     eps, c->o.delta_target, left, dps_budget_unit(&cap),
                      dps_accountant_fits_kind(acc, dps_config_epoch_cost(cfg),
-                                              dps_aggregator_charge_kind(cfg->aggregator))
+                                              dps_aggregator_charge_kind((dps_aggregator)agg))
                          ? "" : ": the next epoch would pass it and will be refused");
         if (dps_accountant_kind(acc) != DPS_CHARGE_GAUSSIAN && c->led.total.delta == 0 &&
-            dps_aggregator_charge_kind(cfg->aggregator) == DPS_CHARGE_GAUSSIAN)
+            dps_aggregator_charge_kind((dps_aggregator)agg) == DPS_CHARGE_GAUSSIAN)
             log_info("eps is stated by the CKS conversion of rho from now on: the ledger records what each epoch "
                      "spent (rho %.4g so far), not which mechanism spent it, so the exact Gaussian eps of gaussian "
                      "or power epochs alone (%.4g at delta %.0e, were every epoch so far one of them) is not claimed "
@@ -457,6 +463,34 @@ static int s_main_sharded(collector *c, dps_config *cfg, const dps_keypair *kp, 
     return code;
 }
 
+/* main's after the configuration: the keys, then the sharded or the one-process serve. */
+static int s_run(collector *c, dps_config *cfg, int *argc, char ***argv)
+{
+    dps_keypair kp;
+    if (!c->o.insecure_plaintext) {
+        int rc = dps_keypair_load(&kp, c->o.server_key);
+        if (rc) {
+            fprintf(stderr, "dps-collector: --server-key %s: %s (it must be a .key_secret made by dps-keygen)\n",
+                    c->o.server_key, dps_strerror(rc));
+            return 2;
+        }
+        struct stat st;
+        if (stat(c->o.authorized_keys, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "dps-collector: --authorized-keys %s is not a directory\n", c->o.authorized_keys);
+            return 2;
+        }
+    }
+    if (c->o.sharded)
+        return s_main_sharded(c, cfg, &kp, argc, argv);
+    if (s_open_state(c) != 0) {
+        s_teardown(c);
+        return 3;
+    }
+    int code = s_serve(c, cfg, &kp);
+    s_teardown(c);
+    return code;
+}
+
 int main(int argc, char **argv)
 {
     collector c;
@@ -493,37 +527,21 @@ int main(int argc, char **argv)
     if (c.o.insecure_plaintext && (c.o.server_key[0] || c.o.authorized_keys[0]))
         log_warn("--insecure-plaintext: server-key and authorized-keys are not used (no encryption, no "
                  "authentication)");
-    dps_config cfg;
-    dps_config_init(&cfg, c.o.d, c.o.k);
+    dps_config *cfg = NULL;
+    if (dps_config_new(&cfg, c.o.d, c.o.k) != DPS_OK) {
+        fprintf(stderr, "dps-collector: out of memory\n");
+        return 1;
+    }
     const char *why = "";
     ledger dummy;
     memset(&dummy, 0, sizeof dummy);
-    collector_config(&c.o, &dummy, &cfg);
-    if (dps_config_check(&cfg, &why) != DPS_OK) {
+    collector_config(&c.o, &dummy, cfg);
+    if (dps_config_check(cfg, &why) != DPS_OK) {
         fprintf(stderr, "dps-collector: %s\n", why);
+        dps_config_destroy(&cfg);
         return 2;
     }
-    dps_keypair kp;
-    if (!c.o.insecure_plaintext) {
-        int rc = dps_keypair_load(&kp, c.o.server_key);
-        if (rc) {
-            fprintf(stderr, "dps-collector: --server-key %s: %s (it must be a .key_secret made by dps-keygen)\n",
-                    c.o.server_key, dps_strerror(rc));
-            return 2;
-        }
-        struct stat st;
-        if (stat(c.o.authorized_keys, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "dps-collector: --authorized-keys %s is not a directory\n", c.o.authorized_keys);
-            return 2;
-        }
-    }
-    if (c.o.sharded)
-        return s_main_sharded(&c, &cfg, &kp, &argc, &argv);
-    if (s_open_state(&c) != 0) {
-        s_teardown(&c);
-        return 3;
-    }
-    int code = s_serve(&c, &cfg, &kp);
-    s_teardown(&c);
+    int code = s_run(&c, cfg, &argc, &argv);
+    dps_config_destroy(&cfg);
     return code;
 }

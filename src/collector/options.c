@@ -2,7 +2,6 @@
    file's keys are one table, parsed by the programs' one parser
    (src/args/args.h); the estimator's defaults are the library's
    (dps_config_init); the help text. */
-#include "config_internal.h"
 #include "options.h"
 
 #include "args.h"
@@ -15,6 +14,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* A setting of the library's configuration handle (its getters cannot fail
+   for these parameters). */
+static uint64_t s_int(const dps_config *c, dps_param p)
+{
+    uint64_t v = 0;
+    dps_config_get_int(c, p, &v);
+    return v;
+}
+
+static double s_real(const dps_config *c, dps_param p)
+{
+    double v = 0;
+    dps_config_get_real(c, p, &v);
+    return v;
+}
 
 typedef enum { OPT_U64, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_CONFIG } opt_kind;
 
@@ -143,22 +158,25 @@ static uint64_t s_machine_mb(void)
 void options_defaults(collector_options *o)
 {
     memset(o, 0, sizeof *o);
-    dps_config lib; /* the estimator's defaults are the library's */
-    dps_config_init(&lib, 0, 0);
-    o->t = lib.t;
-    o->power_blocks = lib.power_blocks;
-    o->power_oversample = lib.power_oversample;
-    snprintf(o->aggregator, sizeof o->aggregator, "%s", dps_aggregator_name(lib.aggregator));
-    o->rho_epoch = lib.rho_epoch;
-    o->delta_epoch = lib.delta_epoch;
-    o->delta_target = lib.cap.delta_target;
-    o->alpha = lib.alpha;
-    o->tau = lib.tau;
-    o->split_search = lib.split_search; /* --split, if given, in options_finish */
-    o->split_count = lib.split_count;
-    o->split_mean = lib.split_mean;
+    dps_config *lib = NULL; /* the estimator's defaults are the library's */
+    if (dps_config_new(&lib, 0, 0) == DPS_OK) {
+        o->t = s_int(lib, DPS_PARAM_T);
+        o->power_blocks = s_int(lib, DPS_PARAM_POWER_BLOCKS);
+        o->power_oversample = s_int(lib, DPS_PARAM_POWER_OVERSAMPLE);
+        snprintf(o->aggregator, sizeof o->aggregator, "%s",
+                 dps_aggregator_name((dps_aggregator)s_int(lib, DPS_PARAM_AGGREGATOR)));
+        o->rho_epoch = s_real(lib, DPS_PARAM_RHO_EPOCH);
+        o->delta_epoch = s_real(lib, DPS_PARAM_DELTA_EPOCH);
+        o->delta_target = s_real(lib, DPS_PARAM_DELTA_TARGET);
+        o->alpha = s_real(lib, DPS_PARAM_ALPHA);
+        o->tau = s_real(lib, DPS_PARAM_TAU);
+        o->split_search = s_real(lib, DPS_PARAM_SPLIT_SEARCH); /* --split, if given, in options_finish */
+        o->split_count = s_real(lib, DPS_PARAM_SPLIT_COUNT);
+        o->split_mean = s_real(lib, DPS_PARAM_SPLIT_MEAN);
+        o->workers = s_int(lib, DPS_PARAM_WORKERS);
+    }
+    dps_config_destroy(&lib);
     o->former_split[0] = o->former_split[1] = o->former_split[2] = NAN;
-    o->workers = (uint64_t)lib.workers;
     o->shard_wait = 30;
     snprintf(o->ingest, sizeof o->ingest, "tcp://127.0.0.1:7780");
     snprintf(o->publish, sizeof o->publish, "tcp://127.0.0.1:7781");
@@ -317,7 +335,9 @@ static int s_ingest_finish(collector_options *o, char *err, size_t errlen)
     return 0;
 }
 
-int options_finish(collector_options *o, char *err, size_t errlen)
+/* options_finish with lib, a configuration handle of the library's (its
+   defaults, then the groups and split applied to it). */
+static int s_finish(collector_options *o, dps_config *lib, char *err, size_t errlen)
 {
     if (!o->d || !o->k) {
         snprintf(err, errlen, "--d and --k are required (see --help)");
@@ -327,12 +347,11 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "--state-dir is required: the privacy ledger lives there");
         return -1;
     }
-    dps_config lib; /* m and q default to the library's multiples of k */
-    dps_config_init(&lib, o->d, o->k);
+    dps_config_init(lib, o->d, o->k); /* m and q default to the library's multiples of k */
     if (!o->m)
-        o->m = lib.m;
+        o->m = s_int(lib, DPS_PARAM_M);
     if (!o->q)
-        o->q = lib.q;
+        o->q = s_int(lib, DPS_PARAM_Q);
     if (!o->window)
         o->window = o->t;
     dps_aggregator agg;
@@ -342,7 +361,7 @@ int options_finish(collector_options *o, char *err, size_t errlen)
             n += (size_t)snprintf(err + n, errlen - n, "%s %s", i ? "," : "", dps_aggregator_name((dps_aggregator)i));
         return -1;
     }
-    if (cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, &lib, err,
+    if (cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, lib, err,
                          errlen))
         return -1;
     int former = !isnan(o->former_split[0]) || !isnan(o->former_split[1]) || !isnan(o->former_split[2]);
@@ -352,24 +371,24 @@ int options_finish(collector_options *o, char *err, size_t errlen)
     }
     if (former) { /* a 0.1 configuration: each part given, the others the defaults */
         snprintf(o->split, sizeof o->split, "%.17g:%.17g:%.17g",
-                 isnan(o->former_split[0]) ? lib.split_search : o->former_split[0],
-                 isnan(o->former_split[1]) ? lib.split_count : o->former_split[1],
-                 isnan(o->former_split[2]) ? lib.split_mean : o->former_split[2]);
+                 isnan(o->former_split[0]) ? s_real(lib, DPS_PARAM_SPLIT_SEARCH) : o->former_split[0],
+                 isnan(o->former_split[1]) ? s_real(lib, DPS_PARAM_SPLIT_COUNT) : o->former_split[1],
+                 isnan(o->former_split[2]) ? s_real(lib, DPS_PARAM_SPLIT_MEAN) : o->former_split[2]);
     }
     if (o->split[0]) {
-        if (cli_split_apply(o->split, &lib, err, errlen))
+        if (cli_split_apply(o->split, lib, err, errlen))
             return -1;
-        o->split_search = lib.split_search;
-        o->split_count = lib.split_count;
-        o->split_mean = lib.split_mean;
+        o->split_search = s_real(lib, DPS_PARAM_SPLIT_SEARCH);
+        o->split_count = s_real(lib, DPS_PARAM_SPLIT_COUNT);
+        o->split_mean = s_real(lib, DPS_PARAM_SPLIT_MEAN);
     }
-    o->k_total = lib.k;
+    o->k_total = s_int(lib, DPS_PARAM_K);
     /* whether the aggregator reads these settings is the library's (dps_param_applies) */
     if (o->hist_width != 0 && !est_flag_applies(o->aggregator, DPS_PARAM_HIST_WIDTH)) {
         snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
         return -1;
     }
-    if ((o->power_blocks != lib.power_blocks || o->power_oversample != lib.power_oversample) &&
+    if ((o->power_blocks != s_int(lib, DPS_PARAM_POWER_BLOCKS) || o->power_oversample != s_int(lib, DPS_PARAM_POWER_OVERSAMPLE)) &&
         !est_flag_applies(o->aggregator, DPS_PARAM_POWER_BLOCKS)) {
         snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power (and gaussian's"
                               " or kron's unshaped groups wider than --dense-max-d) only");
@@ -439,6 +458,18 @@ int options_finish(collector_options *o, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+int options_finish(collector_options *o, char *err, size_t errlen)
+{
+    dps_config *lib = NULL;
+    if (dps_config_new(&lib, 0, 0) != DPS_OK) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = s_finish(o, lib, err, errlen);
+    dps_config_destroy(&lib);
+    return rc;
 }
 
 void options_usage(FILE *to)

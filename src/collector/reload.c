@@ -2,7 +2,6 @@
    again (live settings change at once, the rest at the next start), and the
    publish socket bound again when a subscriber key was removed.
    Who owns what: borrows the collector (collector.h). */
-#include "config_internal.h"
 #include "collector.h"
 
 #include <errno.h>
@@ -32,17 +31,22 @@ void collector_reload_config(collector *c)
     collector_options next;
     options_defaults(&next);
     char err[8192];
-    dps_config cfg;
     const char *why = "";
     if (options_parse(&next, c->argc, c->argv, err, sizeof err) != 0 || options_finish(&next, err, sizeof err) != 0) {
         log_error("SIGHUP: configuration not reloaded, the running one stays: %s", err);
         return;
     }
-    pthread_mutex_lock(&c->led_mu);
-    collector_config(&next, &c->led, &cfg);
-    pthread_mutex_unlock(&c->led_mu);
-    if (dps_config_check(&cfg, &why) != DPS_OK) {
-        log_error("SIGHUP: configuration not reloaded, the running one stays: %s", why);
+    dps_config *cfg = NULL;
+    int rc = dps_config_new(&cfg, next.d, next.k);
+    if (!rc) {
+        pthread_mutex_lock(&c->led_mu);
+        collector_config(&next, &c->led, cfg);
+        pthread_mutex_unlock(&c->led_mu);
+        rc = dps_config_check(cfg, &why);
+    }
+    dps_config_destroy(&cfg); /* only checked: the running estimator keeps its own */
+    if (rc != DPS_OK) {
+        log_error("SIGHUP: configuration not reloaded, the running one stays: %s", rc == DPS_ENOMEM ? "out of memory" : why);
         return;
     }
     option_change ch[64];
