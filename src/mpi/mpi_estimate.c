@@ -6,7 +6,6 @@
    the same epoch_power_sharded.
 
    Who owns what: main owns everything; rank 0 alone writes files. */
-#include "config_internal.h"
 #include "args.h"
 #include "est_flags.h"
 #include "epoch_power_sharded.h"
@@ -194,11 +193,19 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     cli_set_program("dps-mpi-estimate");
-    dps_config lib; /* the defaults are the library's */
-    dps_config_init(&lib, 2, 1);
-    size_t k = 0, dim = 0, oversample = lib.power_oversample;
+    dps_config *lib = NULL; /* the defaults are the library's */
+    if (dps_config_new(&lib, 2, 1) != DPS_OK) {
+        cli_error("out of memory");
+        MPI_Finalize();
+        return CLI_EXIT_RUNTIME;
+    }
+    uint64_t oversample_default = 0;
+    double rho = 0;
+    dps_config_get_int(lib, DPS_PARAM_POWER_OVERSAMPLE, &oversample_default);
+    dps_config_get_real(lib, DPS_PARAM_RHO_EPOCH, &rho);
+    dps_config_destroy(&lib);
+    size_t k = 0, dim = 0, oversample = (size_t)oversample_default;
     uint64_t epoch_rows = 0, blocks = 0, seed = 0, public_seed = 0;
-    double rho = lib.rho_epoch;
     const char *out = NULL, *in = NULL, *pos[1], *synthetic = NULL;
     int help = 0, json = 0;
     size_t n_pos = 0;
