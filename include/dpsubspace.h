@@ -600,7 +600,7 @@ typedef struct dps_config dps_config;
 DPS_EXPORT size_t dps_config_min_buckets(const dps_config *cfg);
 /* What one released epoch is charged: (rho_epoch, delta_epoch), or
    (rho_epoch, 0) for the covariance, Gaussian and power mechanisms; of kind
-   dps_aggregator_charge_kind(cfg->aggregator). */
+   dps_aggregator_charge_kind of its aggregator. */
 DPS_EXPORT dps_zcdp dps_config_epoch_cost(const dps_config *cfg);
 /* 1 if the aggregator works on buckets of m rows (reference, projection,
    histogram), 0 if every row of the epoch goes to it (covariance, Gaussian,
@@ -713,11 +713,12 @@ typedef struct dps_estimator dps_estimator;
 
 /* The caller owns *out.  Copies cfg.  A configuration that dps_config_check
    refuses gets its code (DPS_EINVAL or DPS_ELIMIT), and nothing is made:
-   dps_config_check(cfg, &why) names the rule.  Each release is charged with
-   its aggregator's kind (dps_aggregator_charge_kind); cfg->spent_before, if
-   not zero, is taken as DPS_CHARGE_ZCDP. */
+   dps_config_check(cfg, &why), and dps_last_error, name the rule.  Each
+   release is charged with its aggregator's kind (dps_aggregator_charge_kind);
+   the configuration's spent_before (spent_rho, spent_delta), if not zero, is
+   taken as DPS_CHARGE_ZCDP. */
 DPS_EXPORT int  dps_estimator_new(dps_estimator **out, const dps_config *cfg);
-/* The same with the kind of the charges cfg->spent_before holds (a ledger
+/* The same with the kind of the charges its spent_before holds (a ledger
    resumed: DPS_CHARGE_GAUSSIAN only if every one of them was a Gaussian
    mechanism, and then spent_before.delta is 0); DPS_EINVAL otherwise, as
    dps_accountant_new_resumed. */
@@ -806,15 +807,15 @@ DPS_EXPORT int  dps_estimator_release_pending(const dps_estimator *est);
 /* From the pushing thread (dps_estimator_spent: any thread). */
 DPS_EXPORT void dps_estimator_get_stats(const dps_estimator *est, dps_estimator_stats *out);
 DPS_EXPORT dps_zcdp dps_estimator_spent(const dps_estimator *est);
-/* eps of dps_estimator_spent at delta_total (at cfg.cap.delta_target if
+/* eps of dps_estimator_spent at delta_total (at its delta_target if
    delta_total <= 0), by its accountant's rule (dps_accountant_eps): the exact
    Gaussian one while every charge was Gaussian.  Any thread. */
 DPS_EXPORT double dps_estimator_eps(const dps_estimator *est, double delta_total);
 /* The kind of dps_estimator_spent (dps_accountant_kind), for a caller that
    goes on charging it elsewhere (dps_accountant_new_resumed).  Any thread. */
 DPS_EXPORT dps_charge_kind dps_estimator_spent_kind(const dps_estimator *est);
-/* Replace the budget cap (cfg.cap), e.g. when a collector reloads its
-   configuration: the next close checks against it; what was spent stays, and
+/* Replace the budget cap (cap_rho, cap_eps, delta_target), e.g. when a
+   collector reloads its configuration: the next close checks against it; what was spent stays, and
    a cap below it refuses every later epoch.  DPS_EINVAL for a cap out of range
    (as dps_config_check says), and then nothing changes.  Any thread. */
 DPS_EXPORT int dps_estimator_set_cap(dps_estimator *est, const dps_budget *cap);
