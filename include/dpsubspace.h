@@ -682,6 +682,10 @@ DPS_EXPORT int dps_config_set_int(dps_config *cfg, dps_param p, uint64_t value);
 DPS_EXPORT int dps_config_set_real(dps_config *cfg, dps_param p, double value);
 DPS_EXPORT int dps_config_get_int(const dps_config *cfg, dps_param p, uint64_t *value);
 DPS_EXPORT int dps_config_get_real(const dps_config *cfg, dps_param p, double *value);
+/* The same as a value: 0 for a parameter out of range or of the other type
+   (for callers that know the parameter, e.g. reading a default). */
+DPS_EXPORT uint64_t dps_config_int(const dps_config *cfg, dps_param p);
+DPS_EXPORT double dps_config_real(const dps_config *cfg, dps_param p);
 /* Group g (< DPS_MAX_GROUPS) of the parameter groups: its width, rank and
    shape's rows (0: none); DPS_EINVAL for g out of range.  The count is
    DPS_PARAM_GROUPS. */

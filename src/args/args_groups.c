@@ -92,14 +92,6 @@ static int s_parse_groups(const char *s, size_t *gd, size_t *gr, size_t *n, char
     return 0;
 }
 
-/* A whole-number setting of c (its getter cannot fail for these). */
-static size_t s_get(const dps_config *c, dps_param p)
-{
-    uint64_t v = 0;
-    dps_config_get_int(c, p, &v);
-    return (size_t)v;
-}
-
 int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, char *err, size_t errlen)
 {
     if (!groups && !group_k)
@@ -109,7 +101,7 @@ int cli_groups_apply(const char *groups, const char *group_k, dps_config *c, cha
         return -1;
     }
     size_t gd[DPS_MAX_GROUPS], gr[DPS_MAX_GROUPS] = {0}, gk[DPS_MAX_GROUPS];
-    size_t n = 0, nk = 0, cd = s_get(c, DPS_PARAM_D), ck = s_get(c, DPS_PARAM_K);
+    size_t n = 0, nk = 0, cd = (size_t)dps_config_int(c, DPS_PARAM_D), ck = (size_t)dps_config_int(c, DPS_PARAM_K);
     if (s_parse_groups(groups, gd, gr, &n, err, errlen))
         return -1;
     size_t d = 0, k = 0;

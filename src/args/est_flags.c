@@ -110,22 +110,13 @@ static void s_default(const est_flag *f, char *buf, size_t len)
         snprintf(buf, len, "?");
         return;
     }
-    uint64_t t = 0, m = 0, q = 0, agg = 0, po = 0, ps = 0;
-    double rho = 0, delta = 0, dt = 0, alpha = 0, tau = 0, ss = 0, sc = 0, sm = 0;
-    dps_config_get_int(lib, DPS_PARAM_T, &t);
-    dps_config_get_int(lib, DPS_PARAM_M, &m);
-    dps_config_get_int(lib, DPS_PARAM_Q, &q);
-    dps_config_get_int(lib, DPS_PARAM_AGGREGATOR, &agg);
-    dps_config_get_int(lib, DPS_PARAM_POWER_OVERSAMPLE, &po);
-    dps_config_get_int(lib, DPS_PARAM_PUBLIC_SEED, &ps);
-    dps_config_get_real(lib, DPS_PARAM_RHO_EPOCH, &rho);
-    dps_config_get_real(lib, DPS_PARAM_DELTA_EPOCH, &delta);
-    dps_config_get_real(lib, DPS_PARAM_DELTA_TARGET, &dt);
-    dps_config_get_real(lib, DPS_PARAM_ALPHA, &alpha);
-    dps_config_get_real(lib, DPS_PARAM_TAU, &tau);
-    dps_config_get_real(lib, DPS_PARAM_SPLIT_SEARCH, &ss);
-    dps_config_get_real(lib, DPS_PARAM_SPLIT_COUNT, &sc);
-    dps_config_get_real(lib, DPS_PARAM_SPLIT_MEAN, &sm);
+    uint64_t t = dps_config_int(lib, DPS_PARAM_T), m = dps_config_int(lib, DPS_PARAM_M),
+             q = dps_config_int(lib, DPS_PARAM_Q), agg = dps_config_int(lib, DPS_PARAM_AGGREGATOR),
+             po = dps_config_int(lib, DPS_PARAM_POWER_OVERSAMPLE), ps = dps_config_int(lib, DPS_PARAM_PUBLIC_SEED);
+    double rho = dps_config_real(lib, DPS_PARAM_RHO_EPOCH), delta = dps_config_real(lib, DPS_PARAM_DELTA_EPOCH),
+           dt = dps_config_real(lib, DPS_PARAM_DELTA_TARGET), alpha = dps_config_real(lib, DPS_PARAM_ALPHA),
+           tau = dps_config_real(lib, DPS_PARAM_TAU), ss = dps_config_real(lib, DPS_PARAM_SPLIT_SEARCH),
+           sc = dps_config_real(lib, DPS_PARAM_SPLIT_COUNT), sm = dps_config_real(lib, DPS_PARAM_SPLIT_MEAN);
     dps_config_destroy(&lib);
     char x[32], y[32], z[32];
     if (strcmp(name, "t") == 0)
@@ -190,11 +181,9 @@ const char *est_flag_default(const char *name)
 int est_flag_applies(const char *aggregator, int p)
 {
     dps_config *lib = NULL;
-    uint64_t deflt = 0;
-    if (dps_config_new(&lib, 2, 1) == DPS_OK)
-        dps_config_get_int(lib, DPS_PARAM_AGGREGATOR, &deflt);
+    dps_config_new(&lib, 2, 1); /* NULL (out of memory): the default reads 0, the reference aggregator */
+    dps_aggregator a = (dps_aggregator)dps_config_int(lib, DPS_PARAM_AGGREGATOR);
     dps_config_destroy(&lib);
-    dps_aggregator a = (dps_aggregator)deflt;
     if (aggregator && dps_aggregator_from_name(aggregator, &a) != DPS_OK)
         return 1;
     return dps_param_applies((dps_param)p, a);

@@ -6,14 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A whole-number setting of c (its getter cannot fail for these). */
-static size_t s_get(const dps_config *c, dps_param p)
-{
-    uint64_t v = 0;
-    dps_config_get_int(c, p, &v);
-    return (size_t)v;
-}
-
 size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t max, int *near_random)
 {
     dps_plan p;
@@ -27,8 +19,8 @@ size_t cli_plan_lines(const dps_config *c, char lines[][CLI_PLAN_LINE], size_t m
              "plan: an epoch of %llu rows (t %zu x m %zu), d %zu, k %zu, aggregator %s, rho %g per release "
              "(charged rho %g, delta %g); memory %.1f MB for an epoch, %.1f MB while one is released and the "
              "next fills (the collector)",
-             (unsigned long long)p.rows, s_get(c, DPS_PARAM_T), s_get(c, DPS_PARAM_M), s_get(c, DPS_PARAM_D),
-             s_get(c, DPS_PARAM_K), dps_aggregator_name((dps_aggregator)s_get(c, DPS_PARAM_AGGREGATOR)), rho,
+             (unsigned long long)p.rows, (size_t)dps_config_int(c, DPS_PARAM_T), (size_t)dps_config_int(c, DPS_PARAM_M), (size_t)dps_config_int(c, DPS_PARAM_D),
+             (size_t)dps_config_int(c, DPS_PARAM_K), dps_aggregator_name((dps_aggregator)(size_t)dps_config_int(c, DPS_PARAM_AGGREGATOR)), rho,
              p.cost.rho, p.cost.delta, (double)p.memory / 1e6, (double)dps_estimator_memory_bound_pipelined(c) / 1e6);
     return n + cli_plan_group_lines(c, &p, p.rows, lines + n, max - n, near_random);
 }
@@ -39,8 +31,8 @@ size_t cli_plan_group_lines(const dps_config *c, const dps_plan *p, uint64_t row
     size_t n = 0;
     *near_random = 0;
     for (size_t g = 0, col = 0; g < p->groups && n < max; g++) {
-        size_t dg = s_get(c, DPS_PARAM_D), kg = s_get(c, DPS_PARAM_K);
-        if (s_get(c, DPS_PARAM_GROUPS) > 1)
+        size_t dg = (size_t)dps_config_int(c, DPS_PARAM_D), kg = (size_t)dps_config_int(c, DPS_PARAM_K);
+        if ((size_t)dps_config_int(c, DPS_PARAM_GROUPS) > 1)
             dps_config_get_group(c, g, &dg, &kg, NULL);
         char where[64] = "";
         if (p->groups > 1)

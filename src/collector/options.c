@@ -15,22 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A setting of the library's configuration handle (its getters cannot fail
-   for these parameters). */
-static uint64_t s_int(const dps_config *c, dps_param p)
-{
-    uint64_t v = 0;
-    dps_config_get_int(c, p, &v);
-    return v;
-}
-
-static double s_real(const dps_config *c, dps_param p)
-{
-    double v = 0;
-    dps_config_get_real(c, p, &v);
-    return v;
-}
-
 typedef enum { OPT_U64, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_CONFIG } opt_kind;
 
 typedef struct {
@@ -160,20 +144,20 @@ void options_defaults(collector_options *o)
     memset(o, 0, sizeof *o);
     dps_config *lib = NULL; /* the estimator's defaults are the library's */
     if (dps_config_new(&lib, 0, 0) == DPS_OK) {
-        o->t = s_int(lib, DPS_PARAM_T);
-        o->power_blocks = s_int(lib, DPS_PARAM_POWER_BLOCKS);
-        o->power_oversample = s_int(lib, DPS_PARAM_POWER_OVERSAMPLE);
+        o->t = dps_config_int(lib, DPS_PARAM_T);
+        o->power_blocks = dps_config_int(lib, DPS_PARAM_POWER_BLOCKS);
+        o->power_oversample = dps_config_int(lib, DPS_PARAM_POWER_OVERSAMPLE);
         snprintf(o->aggregator, sizeof o->aggregator, "%s",
-                 dps_aggregator_name((dps_aggregator)s_int(lib, DPS_PARAM_AGGREGATOR)));
-        o->rho_epoch = s_real(lib, DPS_PARAM_RHO_EPOCH);
-        o->delta_epoch = s_real(lib, DPS_PARAM_DELTA_EPOCH);
-        o->delta_target = s_real(lib, DPS_PARAM_DELTA_TARGET);
-        o->alpha = s_real(lib, DPS_PARAM_ALPHA);
-        o->tau = s_real(lib, DPS_PARAM_TAU);
-        o->split_search = s_real(lib, DPS_PARAM_SPLIT_SEARCH); /* --split, if given, in options_finish */
-        o->split_count = s_real(lib, DPS_PARAM_SPLIT_COUNT);
-        o->split_mean = s_real(lib, DPS_PARAM_SPLIT_MEAN);
-        o->workers = s_int(lib, DPS_PARAM_WORKERS);
+                 dps_aggregator_name((dps_aggregator)dps_config_int(lib, DPS_PARAM_AGGREGATOR)));
+        o->rho_epoch = dps_config_real(lib, DPS_PARAM_RHO_EPOCH);
+        o->delta_epoch = dps_config_real(lib, DPS_PARAM_DELTA_EPOCH);
+        o->delta_target = dps_config_real(lib, DPS_PARAM_DELTA_TARGET);
+        o->alpha = dps_config_real(lib, DPS_PARAM_ALPHA);
+        o->tau = dps_config_real(lib, DPS_PARAM_TAU);
+        o->split_search = dps_config_real(lib, DPS_PARAM_SPLIT_SEARCH); /* --split, if given, in options_finish */
+        o->split_count = dps_config_real(lib, DPS_PARAM_SPLIT_COUNT);
+        o->split_mean = dps_config_real(lib, DPS_PARAM_SPLIT_MEAN);
+        o->workers = dps_config_int(lib, DPS_PARAM_WORKERS);
     }
     dps_config_destroy(&lib);
     o->former_split[0] = o->former_split[1] = o->former_split[2] = NAN;
@@ -349,9 +333,9 @@ static int s_finish(collector_options *o, dps_config *lib, char *err, size_t err
     }
     dps_config_init(lib, o->d, o->k); /* m and q default to the library's multiples of k */
     if (!o->m)
-        o->m = s_int(lib, DPS_PARAM_M);
+        o->m = dps_config_int(lib, DPS_PARAM_M);
     if (!o->q)
-        o->q = s_int(lib, DPS_PARAM_Q);
+        o->q = dps_config_int(lib, DPS_PARAM_Q);
     if (!o->window)
         o->window = o->t;
     dps_aggregator agg;
@@ -371,24 +355,24 @@ static int s_finish(collector_options *o, dps_config *lib, char *err, size_t err
     }
     if (former) { /* a 0.1 configuration: each part given, the others the defaults */
         snprintf(o->split, sizeof o->split, "%.17g:%.17g:%.17g",
-                 isnan(o->former_split[0]) ? s_real(lib, DPS_PARAM_SPLIT_SEARCH) : o->former_split[0],
-                 isnan(o->former_split[1]) ? s_real(lib, DPS_PARAM_SPLIT_COUNT) : o->former_split[1],
-                 isnan(o->former_split[2]) ? s_real(lib, DPS_PARAM_SPLIT_MEAN) : o->former_split[2]);
+                 isnan(o->former_split[0]) ? dps_config_real(lib, DPS_PARAM_SPLIT_SEARCH) : o->former_split[0],
+                 isnan(o->former_split[1]) ? dps_config_real(lib, DPS_PARAM_SPLIT_COUNT) : o->former_split[1],
+                 isnan(o->former_split[2]) ? dps_config_real(lib, DPS_PARAM_SPLIT_MEAN) : o->former_split[2]);
     }
     if (o->split[0]) {
         if (cli_split_apply(o->split, lib, err, errlen))
             return -1;
-        o->split_search = s_real(lib, DPS_PARAM_SPLIT_SEARCH);
-        o->split_count = s_real(lib, DPS_PARAM_SPLIT_COUNT);
-        o->split_mean = s_real(lib, DPS_PARAM_SPLIT_MEAN);
+        o->split_search = dps_config_real(lib, DPS_PARAM_SPLIT_SEARCH);
+        o->split_count = dps_config_real(lib, DPS_PARAM_SPLIT_COUNT);
+        o->split_mean = dps_config_real(lib, DPS_PARAM_SPLIT_MEAN);
     }
-    o->k_total = s_int(lib, DPS_PARAM_K);
+    o->k_total = dps_config_int(lib, DPS_PARAM_K);
     /* whether the aggregator reads these settings is the library's (dps_param_applies) */
     if (o->hist_width != 0 && !est_flag_applies(o->aggregator, DPS_PARAM_HIST_WIDTH)) {
         snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
         return -1;
     }
-    if ((o->power_blocks != s_int(lib, DPS_PARAM_POWER_BLOCKS) || o->power_oversample != s_int(lib, DPS_PARAM_POWER_OVERSAMPLE)) &&
+    if ((o->power_blocks != dps_config_int(lib, DPS_PARAM_POWER_BLOCKS) || o->power_oversample != dps_config_int(lib, DPS_PARAM_POWER_OVERSAMPLE)) &&
         !est_flag_applies(o->aggregator, DPS_PARAM_POWER_BLOCKS)) {
         snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power (and gaussian's"
                               " or kron's unshaped groups wider than --dense-max-d) only");

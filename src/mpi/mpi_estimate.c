@@ -199,12 +199,9 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return CLI_EXIT_RUNTIME;
     }
-    uint64_t oversample_default = 0;
-    double rho = 0;
-    dps_config_get_int(lib, DPS_PARAM_POWER_OVERSAMPLE, &oversample_default);
-    dps_config_get_real(lib, DPS_PARAM_RHO_EPOCH, &rho);
+    size_t k = 0, dim = 0, oversample = (size_t)dps_config_int(lib, DPS_PARAM_POWER_OVERSAMPLE);
+    double rho = dps_config_real(lib, DPS_PARAM_RHO_EPOCH);
     dps_config_destroy(&lib);
-    size_t k = 0, dim = 0, oversample = (size_t)oversample_default;
     uint64_t epoch_rows = 0, blocks = 0, seed = 0, public_seed = 0;
     const char *out = NULL, *in = NULL, *pos[1], *synthetic = NULL;
     int help = 0, json = 0;

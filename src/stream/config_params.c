@@ -180,6 +180,18 @@ int dps_config_get_real(const dps_config *cfg, dps_param p, double *v)
     return DPS_OK;
 }
 
+uint64_t dps_config_int(const dps_config *cfg, dps_param p)
+{
+    uint64_t v = 0;
+    return dps_config_get_int(cfg, p, &v) == DPS_OK ? v : 0;
+}
+
+double dps_config_real(const dps_config *cfg, dps_param p)
+{
+    double v = 0;
+    return dps_config_get_real(cfg, p, &v) == DPS_OK ? v : 0;
+}
+
 int dps_config_set_group(dps_config *cfg, size_t g, size_t d_g, size_t k_g, size_t rows_g)
 {
     if (!cfg || g >= DPS_MAX_GROUPS)

@@ -89,6 +89,10 @@ static void s_test_set_get(void)
           (unsigned long long)iv);
     CHECK(dps_config_get_real(h, DPS_PARAM_DELTA_TARGET, &rv) == DPS_OK && rv == DPS_DELTA_TARGET_DEFAULT,
           "the default delta_target read back");
+    CHECK(dps_config_int(h, DPS_PARAM_M) == 6 && dps_config_real(h, DPS_PARAM_DELTA_TARGET) == DPS_DELTA_TARGET_DEFAULT &&
+              dps_config_int(h, DPS_PARAM_TAU) == 0 && dps_config_real(h, DPS_PARAM_M) == 0 &&
+              dps_config_int(NULL, DPS_PARAM_M) == 0 && dps_config_int(h, DPS_PARAM_COUNT) == 0,
+          "the value getters: the setting, or 0 for the other type, no handle or no parameter");
     /* each setter writes its field and nothing else */
     for (int p = 0; p < DPS_PARAM_COUNT; p++) {
         dps_param q = (dps_param)p;
