@@ -61,6 +61,16 @@ then ok; else ko "Makefile consumer with pkg-config --cflags --libs dpsubspace_n
 if make -C "$tmp/mk" consumer_pc_static >"$tmp/pcs.log" 2>&1 && "$tmp/mk/consumer_pc_static" >/dev/null &&
    ! ldd "$tmp/mk/consumer_pc_static" | grep -q libdpsubspace
 then ok; else ko "Makefile consumer with pkg-config --libs dpsubspace_net-static, no shared dpsubspace"; cat "$tmp/pcs.log" >&2; fi
+# docs/library.md's example, as a user copies it: wrapped in a main over some rows, built against the
+# installed headers and archives (pkg-config), and run: it must compile and release
+{ printf '#include <stdio.h>\n#include <stdlib.h>\n#include <dpsubspace.h>\nint main(void)\n{\n'
+  printf '    size_t d = 50, k = 3, n = 3000;\n    float *rows = malloc(n * d * sizeof *rows);\n'
+  printf '    for (size_t i = 0; i < n * d; i++)\n        rows[i] = (float)((i * 2654435761u) %% 1000) / 1000.0f - 0.5f;\n'
+  sed -n '/^```c$/,/^```$/p' "$src/docs/library.md" | sed '1d;$d' | grep -v '^#include <dpsubspace.h>'
+  printf '    free(rows);\n    puts("example ran");\n    return 0;\n}\n'; } >"$tmp/libex.c"
+if cc -Wall -Werror -Wno-unused-variable -o "$tmp/libex" "$tmp/libex.c" $(pkg-config --cflags --libs dpsubspace-static) \
+     >"$tmp/libex.log" 2>&1 && "$tmp/libex" 2>>"$tmp/libex.log" | grep -q "example ran"
+then ok; else ko "docs/library.md's example builds and runs"; cat "$tmp/libex.log" >&2; fi
 # the headers need only their own directory: no -I (or -isystem) of the libraries used inside
 for pc in dpsubspace dpsubspace_net; do
   cf=$(pkg-config --cflags "$pc")
