@@ -664,8 +664,6 @@ DPS_EXPORT int dps_param_from_name(const char *name, dps_param *out);
 /* 1 if the parameter is real-valued (dps_config_set_real), 0 if integer
    (dps_config_set_int; the aggregator is its dps_aggregator value). */
 DPS_EXPORT int dps_param_is_real(dps_param p);
-/* One line on what the parameter is, for a program's help. */
-DPS_EXPORT const char *dps_param_help(dps_param p);
 /* For the mechanism-specific parameters, whether aggregator a reads p (0:
    setting it changes nothing, or dps_config_check refuses it): q for the
    reference and histogram aggregators, hist_width for the histogram, groups

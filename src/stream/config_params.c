@@ -1,6 +1,7 @@
 /* config_params.c - the configuration by parameter: the table of its
-   settings (name, type, where it lives, one line of help), the handle's
-   life, and the setters and getters.  The defaults are dps_config_init's
+   settings (name, type, where it lives; what each means is documented at
+   dps_config in the public header, and for the programs' flags in
+   src/args/est_flags.c), the handle's life, and the setters and getters.  The defaults are dps_config_init's
    (config.c) and whether settings go together is dps_config_check's: this
    file only moves values in and out.
 
@@ -21,42 +22,41 @@ typedef struct {
     const char *name;
     s_kind kind;
     size_t offset;
-    const char *help;
 } s_param;
 
-#define P(id, field, kind, help) [id] = {#field, kind, offsetof(dps_config, field), help}
-#define PN(id, name, field, kind, help) [id] = {name, kind, offsetof(dps_config, field), help}
+#define P(id, field, kind) [id] = {#field, kind, offsetof(dps_config, field)}
+#define PN(id, name, field, kind) [id] = {name, kind, offsetof(dps_config, field)}
 static const s_param s_params[DPS_PARAM_COUNT] = {
-    P(DPS_PARAM_D, d, S_SIZE, "row dimension"),
-    P(DPS_PARAM_K, k, S_SIZE, "subspace dimension, 1 <= k < d"),
-    P(DPS_PARAM_T, t, S_SIZE, "buckets per epoch"),
-    P(DPS_PARAM_M, m, S_SIZE, "rows per bucket, m >= k"),
-    P(DPS_PARAM_WINDOW, window, S_SIZE, "open buckets at once, W <= t (0: t)"),
-    P(DPS_PARAM_Q, q, S_SIZE, "reference points"),
-    P(DPS_PARAM_AGGREGATOR, aggregator, S_AGG, "the epoch mechanism (a dps_aggregator)"),
-    P(DPS_PARAM_RHO_EPOCH, rho_epoch, S_REAL, "zCDP rho each epoch spends"),
-    P(DPS_PARAM_DELTA_EPOCH, delta_epoch, S_REAL, "delta each epoch spends (the bucket aggregators)"),
-    P(DPS_PARAM_ALPHA, alpha, S_REAL, "WFC slope"),
-    P(DPS_PARAM_TAU, tau, S_REAL, "WFC radius search target, a fraction of t"),
-    P(DPS_PARAM_SPLIT_SEARCH, split_search, S_REAL, "share of rho for WFC's radius search"),
-    P(DPS_PARAM_SPLIT_COUNT, split_count, S_REAL, "share of rho for WFC's noisy count"),
-    P(DPS_PARAM_SPLIT_MEAN, split_mean, S_REAL, "share of rho for the noisy mean"),
-    P(DPS_PARAM_XI_MIN, xi_min, S_REAL, "smallest radius on WFC's grid"),
-    P(DPS_PARAM_HIST_WIDTH, hist_width, S_REAL, "histogram aggregator's cell side (0: 0.25 sqrt(k/d))"),
-    P(DPS_PARAM_GROUPS, groups, S_SIZE, "parameter groups (0 or 1: the whole row)"),
-    P(DPS_PARAM_POWER_BLOCKS, power_blocks, S_SIZE, "power steps per epoch (0: 3 cold, then 1)"),
-    P(DPS_PARAM_POWER_OVERSAMPLE, power_oversample, S_SIZE, "columns the power iteration keeps beyond k"),
-    P(DPS_PARAM_DENSE_MAX_D, dense_max_d, S_SIZE, "widest group with a dense covariance (0: DPS_DENSE_MAX_D)"),
-    PN(DPS_PARAM_CAP_RHO, "cap_rho", cap.rho_cap, S_REAL, "budget cap on the total rho (0: none)"),
-    PN(DPS_PARAM_CAP_EPS, "cap_eps", cap.eps_cap, S_REAL, "budget cap on the total eps at delta_target (0: none)"),
-    PN(DPS_PARAM_DELTA_TARGET, "delta_target", cap.delta_target, S_REAL, "the delta a total eps is stated at"),
-    P(DPS_PARAM_PUBLIC_SEED, public_seed, S_U64, "seed of the public randomness"),
-    P(DPS_PARAM_SEEDED, seeded, S_INT, "1: noise from a seeded generator (NOT private: tests only)"),
-    P(DPS_PARAM_SEED, seed, S_U64, "the seeded generator's seed"),
-    P(DPS_PARAM_WORKERS, workers, S_INT, "worker threads"),
-    P(DPS_PARAM_FIRST_EPOCH, first_epoch, S_U64, "the epoch number to start at (a resumed run)"),
-    PN(DPS_PARAM_SPENT_RHO, "spent_rho", spent_before.rho, S_REAL, "rho already spent (a resumed run)"),
-    PN(DPS_PARAM_SPENT_DELTA, "spent_delta", spent_before.delta, S_REAL, "delta already spent (a resumed run)"),
+    P(DPS_PARAM_D, d, S_SIZE),
+    P(DPS_PARAM_K, k, S_SIZE),
+    P(DPS_PARAM_T, t, S_SIZE),
+    P(DPS_PARAM_M, m, S_SIZE),
+    P(DPS_PARAM_WINDOW, window, S_SIZE),
+    P(DPS_PARAM_Q, q, S_SIZE),
+    P(DPS_PARAM_AGGREGATOR, aggregator, S_AGG),
+    P(DPS_PARAM_RHO_EPOCH, rho_epoch, S_REAL),
+    P(DPS_PARAM_DELTA_EPOCH, delta_epoch, S_REAL),
+    P(DPS_PARAM_ALPHA, alpha, S_REAL),
+    P(DPS_PARAM_TAU, tau, S_REAL),
+    P(DPS_PARAM_SPLIT_SEARCH, split_search, S_REAL),
+    P(DPS_PARAM_SPLIT_COUNT, split_count, S_REAL),
+    P(DPS_PARAM_SPLIT_MEAN, split_mean, S_REAL),
+    P(DPS_PARAM_XI_MIN, xi_min, S_REAL),
+    P(DPS_PARAM_HIST_WIDTH, hist_width, S_REAL),
+    P(DPS_PARAM_GROUPS, groups, S_SIZE),
+    P(DPS_PARAM_POWER_BLOCKS, power_blocks, S_SIZE),
+    P(DPS_PARAM_POWER_OVERSAMPLE, power_oversample, S_SIZE),
+    P(DPS_PARAM_DENSE_MAX_D, dense_max_d, S_SIZE),
+    PN(DPS_PARAM_CAP_RHO, "cap_rho", cap.rho_cap, S_REAL),
+    PN(DPS_PARAM_CAP_EPS, "cap_eps", cap.eps_cap, S_REAL),
+    PN(DPS_PARAM_DELTA_TARGET, "delta_target", cap.delta_target, S_REAL),
+    P(DPS_PARAM_PUBLIC_SEED, public_seed, S_U64),
+    P(DPS_PARAM_SEEDED, seeded, S_INT),
+    P(DPS_PARAM_SEED, seed, S_U64),
+    P(DPS_PARAM_WORKERS, workers, S_INT),
+    P(DPS_PARAM_FIRST_EPOCH, first_epoch, S_U64),
+    PN(DPS_PARAM_SPENT_RHO, "spent_rho", spent_before.rho, S_REAL),
+    PN(DPS_PARAM_SPENT_DELTA, "spent_delta", spent_before.delta, S_REAL),
 };
 #undef P
 #undef PN
@@ -105,12 +105,6 @@ int dps_param_is_real(dps_param p)
 {
     const s_param *sp = s_get(p);
     return sp && sp->kind == S_REAL;
-}
-
-const char *dps_param_help(dps_param p)
-{
-    const s_param *sp = s_get(p);
-    return sp ? sp->help : NULL;
 }
 
 int dps_config_set_int(dps_config *cfg, dps_param p, uint64_t v)
