@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""harness - what the system tests share: the real dps-collector started and stopped (Collector), data,
+"""harness - what the system tests share: the real dps-collector started and stopped (Collector), a scripted
+collector speaking its side of the producer protocol (ScriptedCollector), data,
 waiting, keys, the ledger's invariants, and the runner.  Each tests/system/test_*.py is one ctest entry
 (so that ctest -j runs them side by side); each prints "N passed, N failed" last.
 
@@ -270,6 +271,56 @@ def write_key(path, public):
     """A public key file as dps-keygen writes it (0644, 'public-key = <Z85>')."""
     with open(path, "w") as f:
         f.write(f"public-key = {public.decode() if isinstance(public, bytes) else public}\n")
+
+
+class ScriptedCollector:
+    """The collector's side of the protocol, scripted: batches arriving on `ingest` (PULL) are recorded as
+    (seq, rows, stream, the credit granted when it arrived, its values); questions on `status` (REP) are
+    recorded and answered with d, the batch limit, credit (cumulative: at most `ahead` sequence numbers past
+    those taken; None: all asked) and, once `confirm_after` seconds have passed (None: never), the count of
+    batches taken."""
+
+    def __init__(self, name, d, limit=1000, ahead=None, confirm_after=0.0, status=True):
+        self.d, self.limit, self.ahead, self.confirm_after = d, limit, ahead, confirm_after
+        self.ingest, self.status = f"ipc://{TMP}/{name}.in", (f"ipc://{TMP}/{name}.st" if status else None)
+        self.ctx = zmq.Context()
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.pull.bind(self.ingest)
+        self.rep = None
+        if status:
+            self.rep = self.ctx.socket(zmq.REP)
+            self.rep.bind(self.status)
+        self.batches, self.questions, self.granted, self.t0, self.stop = [], [], 0, time.time(), False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop:
+            if self.pull.poll(2):
+                m = wire.RowBatch.FromString(self.pull.recv())
+                vals = np.frombuffer(m.data, dtype="<f4").reshape(m.rows, -1) if m.rows else None
+                self.batches.append(dict(seq=m.seq, rows=m.rows, stream=m.stream, granted=self.granted, vals=vals))
+            if self.rep is not None and self.rep.poll(2):
+                q = wire.StatusRequest.FromString(self.rep.recv())
+                self.questions.append(dict(run=q.run, credit_from=q.credit_from, credit_seq_end=q.credit_seq_end,
+                                           producer_id=q.producer_id))
+                if q.credit_seq_end:
+                    cap = q.credit_seq_end if self.ahead is None else len(self.batches) + self.ahead
+                    self.granted = max(self.granted, min(q.credit_seq_end, cap))
+                confirmed = self.confirm_after is not None and time.time() - self.t0 >= self.confirm_after
+                r = wire.StatusReply(version=1, d=self.d, credit=True, credit_seq_end=self.granted,
+                                     max_batch_rows=self.limit,
+                                     producer_batches=len(self.batches) if confirmed else 0,
+                                     producer_rows=sum(b["rows"] for b in self.batches) if confirmed else 0)
+                self.rep.send(r.SerializeToString())
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        for s in (self.pull, self.rep):
+            if s is not None:
+                s.close(0)
+        self.ctx.term()
 
 
 def run(tests):

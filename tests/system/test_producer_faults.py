@@ -61,47 +61,27 @@ def test_timeout_default_is_the_c_producers():
 def test_run_sent():
     """Every batch names the producer's run (RowBatch.stream, random and nonzero) and so does every status
     question (StatusRequest.run: the check before the first batch, credit, the drain); a batch above the
-    collector's limit goes in pieces, each its own seq; a ShardedProducer's parts share one run.  A fake
-    collector: a PULL socket and a REP thread answering d = 8, a limit of 3 rows, credit for all, and the
-    batches it received as taken.  At da6099d batches and questions named no run (0)."""
+    collector's limit goes in pieces, each its own seq; a ShardedProducer's parts share one run.  A scripted
+    collector (the harness's ScriptedCollector): d = 8, a limit of 3 rows, credit for all asked, the batches
+    it received confirmed as taken.  At da6099d batches and questions named no run (0)."""
     from dpsubspace import ShardedProducer
-    ctx = zmq.Context()
-    pull, rep = ctx.socket(zmq.PULL), ctx.socket(zmq.REP)
-    ingest, status = f"ipc://{TMP}/run.in", f"ipc://{TMP}/run.st"
-    pull.bind(ingest)
-    rep.bind(status)
-    got = {"batches": [], "runs": [], "stop": False}
-
-    def serve():
-        while not got["stop"]:
-            if pull.poll(5):
-                got["batches"].append(wire.RowBatch.FromString(pull.recv()))
-            if rep.poll(5):
-                q = wire.StatusRequest.FromString(rep.recv())
-                got["runs"].append(q.run)
-                r = wire.StatusReply(version=1, d=8, credit=True, credit_seq_end=max(q.credit_seq_end, 1000),
-                                     max_batch_rows=3, producer_batches=len(got["batches"]))
-                rep.send(r.SerializeToString())
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    p = Producer(ingest, 8, batch_rows=4, plaintext=True, status_endpoint=status, linger_ms=5000)
+    sc = ScriptedCollector("run", 8, limit=3)  # the harness's: credit for all asked, batches confirmed as taken
+    p = Producer(sc.ingest, 8, batch_rows=4, plaintext=True, status_endpoint=sc.status, linger_ms=5000)
     p.send(np.ones((8, 8), np.float32))
     p.close()
-    got["stop"] = True
-    th.join()
-    b = got["batches"]
-    run = getattr(p, "run", 0)
-    check(run != 0 and all(m.stream == run for m in b) and got["runs"] and all(r == run for r in got["runs"]),
-          f"the run {run} on every batch ({[m.stream for m in b]}) and question ({set(got['runs'])})")
-    check([m.seq for m in b] == [0, 1, 2, 3] and [m.rows for m in b] == [3, 1, 3, 1],
-          f"2 batches of 4 rows, a limit of 3: pieces of 3 and 1, seqs 0..3 ({[(m.seq, m.rows) for m in b]})")
-    other = Producer(ingest, 8, plaintext=True, status_endpoint=status)
-    check(other.run != run, "each producer draws its own run")
+    other = Producer(sc.ingest, 8, plaintext=True, status_endpoint=sc.status)
+    other_run = other.run
     other.close()
-    pull.close(0)
-    rep.close(0)
+    sc.close()
+    b, runs = sc.batches, [q["run"] for q in sc.questions]
+    run = getattr(p, "run", 0)
+    check(run != 0 and all(m["stream"] == run for m in b) and runs and all(r == run for r in runs),
+          f"the run {run} on every batch ({[m['stream'] for m in b]}) and question ({set(runs)})")
+    check([m["seq"] for m in b] == [0, 1, 2, 3] and [m["rows"] for m in b] == [3, 1, 3, 1],
+          f"2 batches of 4 rows, a limit of 3: pieces of 3 and 1, seqs 0..3 ({[(m['seq'], m['rows']) for m in b]})")
+    check(other_run != run, "each producer draws its own run")
 
+    ctx = zmq.Context()
     ranks = [ctx.socket(zmq.PULL) for _ in range(2)]
     base = f"ipc://{TMP}/runs.in"
     for r, s in enumerate(ranks):
