@@ -15,6 +15,7 @@ load), and python/tests/test_native.py compares every offset with the
 compiler's (tests/python/layout_probe.c prints them).
 """
 import ctypes
+import functools
 import os
 from typing import Any, Optional, Tuple
 
@@ -159,6 +160,7 @@ _SIGNATURES = {
                                    c_float_p, ctypes.POINTER(c_int), ctypes.POINTER(ExactStats)]),
 }
 
+@functools.lru_cache(maxsize=None)  # facts of the loaded library: asked once
 def aggregators() -> Tuple[str, ...]:
     """The library's epoch mechanisms, in its table's order (dps_aggregator_name of 0, 1, ... up to "unknown")."""
     names, a = [], 0
@@ -168,6 +170,7 @@ def aggregators() -> Tuple[str, ...]:
     return tuple(names)
 
 
+@functools.lru_cache(maxsize=None)
 def group_aggregators() -> Tuple[str, ...]:
     """The epoch mechanisms on sums of the rows, which take parameter groups (dps_aggregator_takes_groups)."""
     return tuple(n for a, n in enumerate(aggregators()) if lib().dps_aggregator_takes_groups(a))
