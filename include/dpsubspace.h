@@ -68,6 +68,18 @@ DPS_EXPORT const char *dps_last_error(void);
 /* Library version as "MAJOR.MINOR.PATCH"; static string. */
 DPS_EXPORT const char *dps_version(void);
 
+/* The layout of the public structs, for a binding that cannot read C (the
+   Python package builds its ctypes structures from it): dps_struct_name(i)
+   lists them (NULL past the last), dps_struct_size gives sizeof (0 for a
+   name not listed), and dps_struct_field the i-th field in declaration
+   order (DPS_EINVAL past the last): its name, type ("f64", "u64", "size",
+   "int" (enums too), "str" (const char *), "size*", or a listed struct's
+   name), array length (1 for a scalar) and offset.  Static strings. */
+DPS_EXPORT const char *dps_struct_name(size_t i);
+DPS_EXPORT size_t dps_struct_size(const char *name);
+DPS_EXPORT int dps_struct_field(const char *name, size_t i, const char **field, const char **type, size_t *count,
+                                size_t *offset);
+
 /* Set OpenBLAS's process-wide thread count once, on purpose.  n >= 1. */
 DPS_EXPORT void dps_blas_set_threads(int n);
 /* OpenBLAS's name for the CPU kernel it uses (e.g. "Haswell"); static string. */

@@ -1,18 +1,18 @@
 """native.py - the ctypes binding of libdpsubspace (the numerical core) that
 the in-process estimator (estimator.py) calls: the library loaded once, its
-structs mirrored, each function's argument and result types declared.
+structs built from the layout it states, each function's argument and result
+types declared.
 
 Where the library comes from, first found wins:
   1. $DPSUBSPACE_LIB, a path to libdpsubspace.so;
   2. the copy the build puts beside this package (_native/libdpsubspace.so,
      shipped by `pip install ./python` after a build);
   3. the system's loader (libdpsubspace.so.0.4, major.minor of this package, after `cmake --install`).
-The configuration is a library handle set by parameter name (ConfigHandle),
-no struct here.  The structs below must match include/dpsubspace.h field
-for field: the
-library's version must equal the one this package was built with (checked at
-load), and python/tests/test_native.py compares every offset with the
-compiler's (tests/python/layout_probe.c prints them).
+The package mirrors no struct: the configuration is a library handle set by
+parameter name (ConfigHandle), and the structs the functions take and return
+are built at load from the library's own statement of their layout
+(dps_struct_field, checked in tests/stream/test_struct_layout.c).  The
+library's version must equal the package's (checked at load).
 """
 import ctypes
 import functools
@@ -37,53 +37,47 @@ STATUS_NAMES = {0: "released", 1: "failed", 2: "refused"}
 DPS_RELEASE_RUN = 0
 
 
-class Zcdp(ctypes.Structure):
-    """dps_zcdp: an approximate zCDP cost (rho, delta)."""
-    _fields_ = [("rho", c_dbl), ("delta", c_dbl)]
+# The package's names for the library's public structs.  Their layout is
+# the library's (dps_struct_field): built at load, mirrored nowhere here.
+_STRUCTS = {"Zcdp": "dps_zcdp", "Budget": "dps_budget", "Plan": "dps_plan", "SnapshotInfo": "dps_snapshot_info",
+            "Stats": "dps_estimator_stats", "IterativeParams": "dps_iterative_params",
+            "ExactStats": "dps_exact_stats"}
+_FIELD_TYPES = {"f64": c_dbl, "u64": c_u64, "size": c_size, "int": c_int, "str": ctypes.c_char_p,
+                "size*": ctypes.POINTER(c_size)}
+_structs: dict = {}  # C name -> ctypes.Structure, filled at load
 
 
-class Budget(ctypes.Structure):
-    """dps_budget: a cap on rho or on eps at delta_target (both 0: none)."""
-    _fields_ = [("rho_cap", c_dbl), ("eps_cap", c_dbl), ("delta_target", c_dbl)]
+def __getattr__(name: str) -> Any:
+    """native.Zcdp, native.SnapshotInfo, ...: the struct as the loaded library lays it out."""
+    if name in _STRUCTS:
+        lib()
+        return _structs[_STRUCTS[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class Plan(ctypes.Structure):
-    """dps_plan: what an epoch of a configuration will do, from public facts only."""
-    _fields_ = [("rows", c_u64), ("memory", c_size), ("cost", Zcdp), ("groups", c_size),
-                ("method", ctypes.c_char_p * DPS_MAX_GROUPS), ("floor", c_dbl * DPS_MAX_GROUPS)]
+def _build_struct(handle: ctypes.CDLL, name: str) -> Any:
+    """The ctypes structure of the library's struct `name`, from its layout;
+    OSError if ctypes would not lay it out as the library says."""
+    if name in _structs:
+        return _structs[name]
+    fields, i = [], 0
+    f, t, n, off = ctypes.c_char_p(), ctypes.c_char_p(), c_size(), c_size()
+    while handle.dps_struct_field(name.encode(), i, ctypes.byref(f), ctypes.byref(t), ctypes.byref(n),
+                                  ctypes.byref(off)) == DPS_OK:
+        kind = t.value.decode()
+        base = _FIELD_TYPES[kind] if kind in _FIELD_TYPES else _build_struct(handle, kind)
+        fields.append((f.value.decode(), base * n.value if n.value > 1 else base, off.value))
+        i += 1
+    cls = type(name, (ctypes.Structure,), {"_fields_": [(fname, ftype) for fname, ftype, _ in fields],
+                                            "__doc__": f"{name} (include/dpsubspace.h), laid out by the library"})
+    wrong = [fname for fname, _, o in fields if getattr(cls, fname).offset != o]
+    if not fields or wrong or ctypes.sizeof(cls) != handle.dps_struct_size(name.encode()):
+        raise OSError(f"the library's layout of {name} is not one ctypes can reproduce (fields {wrong})")
+    _structs[name] = cls
+    return cls
 
 
-class SnapshotInfo(ctypes.Structure):
-    """dps_snapshot_info: everything about a snapshot but its basis."""
-    _fields_ = [("epoch", c_u64), ("d", c_size), ("k", c_size), ("status", c_int), ("aggregator", c_int),
-                ("rows_used", c_u64), ("buckets_used", c_size), ("radius", c_dbl), ("radius_unrelated", c_dbl),
-                ("w_hat", c_dbl), ("epoch_cost", Zcdp), ("total", Zcdp), ("eps_total", c_dbl),
-                ("delta_target", c_dbl), ("seeded", c_int), ("public_seed", c_u64), ("reason", ctypes.c_char_p),
-                ("seq", c_u64), ("time_unix_ms", c_u64), ("budget_left", c_dbl), ("budget_unit", ctypes.c_char_p),
-                ("groups", c_size), ("group_d", ctypes.POINTER(c_size)), ("group_k", ctypes.POINTER(c_size)),
-                ("noise_level", c_dbl)]
-
-
-class Stats(ctypes.Structure):
-    """dps_estimator_stats: the estimator's counters."""
-    _fields_ = [("epoch", c_u64), ("rows_accepted", c_u64), ("rows_nan", c_u64), ("rows_inf", c_u64),
-                ("rows_zero", c_u64), ("rows_discarded", c_u64), ("batches_dim", c_u64), ("batches_empty", c_u64),
-                ("buckets_completed", c_u64), ("rows_in_epoch", c_u64), ("buckets_done_epoch", c_size),
-                ("epochs_closed", c_u64), ("epochs_internal_error", c_u64)]
-
-
-class IterativeParams(ctypes.Structure):
-    """dps_iterative_params: Amin et al.'s iterative eigenvector sampling."""
-    _fields_ = [("k", c_size), ("eps", c_dbl), ("eps_values", c_dbl), ("split", c_int)]
-
-
-class ExactStats(ctypes.Structure):
-    """dps_exact_stats: the exact-case estimator's public bookkeeping (and private counters)."""
-    _fields_ = [("candidates", c_size), ("bound", c_dbl), ("delta_sampling", c_dbl), ("delta_total", c_dbl),
-                ("cost", Zcdp), ("primes", c_size), ("score", c_dbl), ("members", c_size), ("scored", c_size)]
-
-
-# name: (result type, argument types)
+# name: (result type, argument types); a struct by its C name, "name*" for a pointer to one
 _SIGNATURES = {
     "dps_version": (ctypes.c_char_p, []),
     "dps_strerror": (ctypes.c_char_p, [c_int]),
@@ -100,9 +94,9 @@ _SIGNATURES = {
     "dps_config_get_real": (c_int, [ctypes.c_void_p, c_int, ctypes.POINTER(c_dbl)]),
     "dps_config_set_group": (c_int, [ctypes.c_void_p, c_size, c_size, c_size, c_size]),
     "dps_config_check": (c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p)]),
-    "dps_config_epoch_cost": (Zcdp, [ctypes.c_void_p]),
+    "dps_config_epoch_cost": ("dps_zcdp", [ctypes.c_void_p]),
     "dps_config_uses_buckets": (c_int, [ctypes.c_void_p]),
-    "dps_config_plan": (c_int, [ctypes.c_void_p, ctypes.POINTER(Plan)]),
+    "dps_config_plan": (c_int, [ctypes.c_void_p, "dps_plan*"]),
     "dps_estimator_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]),
     "dps_estimator_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
     "dps_estimator_push": (c_int, [ctypes.c_void_p, c_float_p, c_size, c_size, ctypes.POINTER(c_size)]),
@@ -112,11 +106,11 @@ _SIGNATURES = {
     "dps_power_block_start": (c_u64, [c_u64, c_u64, c_u64]),
     "dps_snapshot_power_steps": (c_u64, [ctypes.c_void_p]),
     "dps_estimator_close_epoch": (c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
-    "dps_estimator_get_stats": (None, [ctypes.c_void_p, ctypes.POINTER(Stats)]),
-    "dps_estimator_spent": (Zcdp, [ctypes.c_void_p]),
-    "dps_snapshot_get_info": (None, [ctypes.c_void_p, ctypes.POINTER(SnapshotInfo)]),
+    "dps_estimator_get_stats": (None, [ctypes.c_void_p, "dps_estimator_stats*"]),
+    "dps_estimator_spent": ("dps_zcdp", [ctypes.c_void_p]),
+    "dps_snapshot_get_info": (None, [ctypes.c_void_p, "dps_snapshot_info*"]),
     "dps_snapshot_basis": (c_float_p, [ctypes.c_void_p]),
-    "dps_snapshot_weak": (c_int, [ctypes.POINTER(SnapshotInfo)]),
+    "dps_snapshot_weak": (c_int, ["dps_snapshot_info*"]),
     "dps_snapshot_group_noise_level": (c_dbl, [ctypes.c_void_p, c_size]),
     "dps_snapshot_group_weak": (c_int, [ctypes.c_void_p, c_size]),
     "dps_snapshot_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
@@ -130,34 +124,34 @@ _SIGNATURES = {
     "dps_topk_basis": (c_int, [c_float_p, c_size, c_size, c_size, c_float_p, c_dbl_p]),
     "dps_analyze_gauss": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, ctypes.c_void_p, c_float_p,
                                   ctypes.POINTER(c_int)]),
-    "dps_zcdp_eps_total": (c_dbl, [Zcdp, c_dbl]),
-    "dps_zcdp_eps_total_kind": (c_dbl, [Zcdp, c_int, c_dbl]),
+    "dps_zcdp_eps_total": (c_dbl, ["dps_zcdp", c_dbl]),
+    "dps_zcdp_eps_total_kind": (c_dbl, ["dps_zcdp", c_int, c_dbl]),
     "dps_gaussian_eps_at": (c_dbl, [c_dbl, c_dbl]),
     "dps_gaussian_delta_at": (c_dbl, [c_dbl, c_dbl]),
     "dps_aggregator_charge_kind": (c_int, [c_int]),
     "dps_aggregator_takes_groups": (c_int, [c_int]),
     "dps_estimator_eps": (c_dbl, [ctypes.c_void_p, c_dbl]),
-    "dps_accountant_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Budget), ctypes.POINTER(Zcdp)]),
+    "dps_accountant_new": (c_int, [ctypes.POINTER(ctypes.c_void_p), "dps_budget*", "dps_zcdp*"]),
     "dps_accountant_destroy": (None, [ctypes.POINTER(ctypes.c_void_p)]),
-    "dps_accountant_fits_kind": (c_int, [ctypes.c_void_p, Zcdp, c_int]),
-    "dps_accountant_charge_kind": (c_int, [ctypes.c_void_p, Zcdp, c_int]),
-    "dps_accountant_spent": (Zcdp, [ctypes.c_void_p]),
-    "dps_release_decide": (c_int, [ctypes.c_void_p, Zcdp, c_int, ctypes.c_char_p, ctypes.c_void_p,
-                                   ctypes.POINTER(SnapshotInfo)]),
-    "dps_release_outcome": (None, [ctypes.POINTER(SnapshotInfo), c_int, c_int, ctypes.c_char_p, ctypes.c_char_p,
+    "dps_accountant_fits_kind": (c_int, [ctypes.c_void_p, "dps_zcdp", c_int]),
+    "dps_accountant_charge_kind": (c_int, [ctypes.c_void_p, "dps_zcdp", c_int]),
+    "dps_accountant_spent": ("dps_zcdp", [ctypes.c_void_p]),
+    "dps_release_decide": (c_int, [ctypes.c_void_p, "dps_zcdp", c_int, ctypes.c_char_p, ctypes.c_void_p,
+                                   "dps_snapshot_info*"]),
+    "dps_release_outcome": (None, ["dps_snapshot_info*", c_int, c_int, ctypes.c_char_p, ctypes.c_char_p,
                                    ctypes.c_char_p, c_size]),
     "dps_accountant_eps": (c_dbl, [ctypes.c_void_p, c_dbl]),
-    "dps_zcdp_from_dp": (Zcdp, [c_dbl, c_dbl]),
-    "dps_zcdp_from_pure": (Zcdp, [c_dbl]),
+    "dps_zcdp_from_dp": ("dps_zcdp", [c_dbl, c_dbl]),
+    "dps_zcdp_from_pure": ("dps_zcdp", [c_dbl]),
     "dps_cov_accumulate": (c_int, [c_float_p, c_size, c_size, c_dbl_p, ctypes.POINTER(c_u64)]),
-    "dps_cov_iterative": (c_int, [c_dbl_p, c_size, c_size, ctypes.POINTER(IterativeParams), ctypes.c_void_p,
+    "dps_cov_iterative": (c_int, [c_dbl_p, c_size, c_size, "dps_iterative_params*", ctypes.c_void_p,
                                   c_float_p, c_dbl_p, c_dbl_p, ctypes.c_void_p]),
     "dps_cov_laplace": (c_int, [c_dbl_p, c_size, c_size, c_dbl, ctypes.c_void_p, c_dbl_p]),
     "dps_cov_gaussian": (c_int, [c_dbl_p, c_size, c_size, c_dbl, c_dbl, ctypes.c_void_p, c_dbl_p]),
     "dps_cov_topk": (c_int, [c_dbl_p, c_size, c_size, c_float_p, c_dbl_p]),
-    "dps_exact_plan": (c_int, [c_size, c_dbl, c_dbl, c_size, ctypes.POINTER(ExactStats)]),
+    "dps_exact_plan": (c_int, [c_size, c_dbl, c_dbl, c_size, "dps_exact_stats*"]),
     "dps_exact_subspace": (c_int, [c_float_p, c_size, c_size, c_size, c_dbl, c_dbl, c_size, ctypes.c_void_p,
-                                   c_float_p, ctypes.POINTER(c_int), ctypes.POINTER(ExactStats)]),
+                                   c_float_p, ctypes.POINTER(c_int), "dps_exact_stats*"]),
 }
 
 @functools.lru_cache(maxsize=None)  # facts of the loaded library: asked once
@@ -245,14 +239,26 @@ def lib() -> ctypes.CDLL:
         raise OSError("libdpsubspace not found (the in-process estimator needs the C library): build it "
                       "(tools/check, or cmake) and use build/python, or pip install ./python after a build, or set "
                       "DPSUBSPACE_LIB to libdpsubspace.so; tried " + "; ".join(tried))
-    for name, (res, args) in _SIGNATURES.items():
-        fn = getattr(handle, name)
-        fn.restype, fn.argtypes = res, args
     from . import __version__
+    handle.dps_version.restype = ctypes.c_char_p
     have = handle.dps_version().decode()
     if have != __version__:
         raise OSError(f"libdpsubspace {have} at {path} does not match the dpsubspace package {__version__}: "
-                      "the structs would not line up; use the library built with this package")
+                      "its functions may differ; use the library built with this package")
+    handle.dps_struct_size.restype, handle.dps_struct_size.argtypes = c_size, [ctypes.c_char_p]
+    handle.dps_struct_field.restype = c_int
+    handle.dps_struct_field.argtypes = [ctypes.c_char_p, c_size] + [ctypes.c_void_p] * 4
+    for cname in _STRUCTS.values():
+        _build_struct(handle, cname)
+
+    def resolve(t: Any) -> Any:
+        if not isinstance(t, str):
+            return t
+        return ctypes.POINTER(_structs[t[:-1]]) if t.endswith("*") else _structs[t]
+
+    for name, (res, args) in _SIGNATURES.items():
+        fn = getattr(handle, name)
+        fn.restype, fn.argtypes = resolve(res), [resolve(a) for a in args]
     _lib = handle
     return handle
 

@@ -1,9 +1,7 @@
-"""The ctypes mirror of the C structs (dpsubspace/native.py) against the
-compiler's layout, printed by tests/python/layout_probe.c (its path in
-$DPS_LAYOUT_PROBE; skipped without it, e.g. on an installed package)."""
+"""The binding (dpsubspace/native.py) mirrors nothing of the library: its
+structs are built from the library's statement of their layout, and its
+configuration is the library's handle."""
 import ctypes
-import os
-import subprocess
 
 import pytest
 
@@ -11,26 +9,47 @@ import dpsubspace
 from dpsubspace import native
 
 
-def _probe():
-    path = os.environ.get("DPS_LAYOUT_PROBE")
-    if not path:
-        pytest.skip("DPS_LAYOUT_PROBE not set (the build's tests/layout_probe)")
-    out = subprocess.run([path], check=True, capture_output=True, text=True).stdout
-    return dict((line.split()[0] + ("" if len(line.split()) == 2 else " sizeof"), int(line.split()[-1]))
-                for line in out.splitlines())
+def _listed():
+    L, names, i = native.lib(), [], 0
+    L.dps_struct_name.restype, L.dps_struct_name.argtypes = ctypes.c_char_p, [ctypes.c_size_t]
+    while (name := L.dps_struct_name(i)) is not None:
+        names.append(name.decode())
+        i += 1
+    return names
 
 
-@pytest.mark.parametrize("name", ["Zcdp", "Budget", "Plan", "SnapshotInfo", "Stats", "IterativeParams",
-                                  "ExactStats"])
-def test_struct_layout_matches_the_compiler(name):
-    layout = _probe()
-    cls = getattr(native, name)
-    assert ctypes.sizeof(cls) == layout[f"{name} sizeof"]
-    fields = [f for f, _ in cls._fields_]
-    c_fields = [key.split(".", 1)[1] for key in layout if key.startswith(name + ".")]
-    assert fields == c_fields  # same fields, same order
-    for f in fields:
-        assert getattr(cls, f).offset == layout[f"{name}.{f}"], f
+def test_every_struct_the_library_lists_is_built_as_it_lays_it_out():
+    """The package has a name for each struct the library lists, and each
+    built structure has the library's fields, offsets and size."""
+    L = native.lib()
+    assert sorted(native._STRUCTS.values()) == sorted(_listed())
+    for py_name, c_name in native._STRUCTS.items():
+        cls = getattr(native, py_name)
+        assert ctypes.sizeof(cls) == L.dps_struct_size(c_name.encode())
+        f, t, n, off = ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_size_t(), ctypes.c_size_t()
+        i = 0
+        while L.dps_struct_field(c_name.encode(), i, ctypes.byref(f), ctypes.byref(t), ctypes.byref(n),
+                                 ctypes.byref(off)) == native.DPS_OK:
+            name = cls._fields_[i][0]
+            assert name == f.value.decode() and getattr(cls, name).offset == off.value, (c_name, name)
+            i += 1
+        assert i == len(cls._fields_), c_name
+    with pytest.raises(AttributeError):
+        native.NoSuchStruct
+
+
+def test_structs_pass_by_value_and_by_pointer():
+    """A struct returned by value (dps_zcdp_from_pure: rho = eps^2 / 2) and
+    one filled through a pointer (dps_config_plan) read back as the library
+    wrote them."""
+    L = native.lib()
+    z = L.dps_zcdp_from_pure(2.0)
+    assert isinstance(z, native.Zcdp) and (z.rho, z.delta) == (2.0, 0.0)
+    c = native.ConfigHandle(40, 3)
+    plan = native.Plan()
+    assert L.dps_config_plan(c.ptr, ctypes.byref(plan)) == native.DPS_OK
+    assert plan.rows == c["t"] * c["m"] and plan.groups == 1 and plan.method[0]
+    assert plan.cost.rho == pytest.approx(L.dps_config_epoch_cost(c.ptr).rho)
 
 
 def test_the_configuration_is_set_by_parameter_name():
