@@ -3,7 +3,6 @@
 
    Who owns what: the settings' strings point into argv (main owns them);
    est_load_truth's basis belongs to the caller. */
-#include "config_internal.h"
 #include "est_args.h"
 #include "est_flags.h"
 #include "io.h"
@@ -16,9 +15,43 @@
    its own, one epoch of all rows. */
 static int s_row_intake(const char *name)
 {
-    dps_config c;
-    dps_config_init(&c, 2, 1);
-    return dps_aggregator_from_name(name, &c.aggregator) == DPS_OK && !dps_config_uses_buckets(&c);
+    dps_aggregator agg;
+    dps_config *c = NULL;
+    int yes = dps_aggregator_from_name(name, &agg) == DPS_OK && dps_config_new(&c, 2, 1) == DPS_OK &&
+              dps_config_set_int(c, DPS_PARAM_AGGREGATOR, (uint64_t)agg) == DPS_OK && !dps_config_uses_buckets(c);
+    dps_config_destroy(&c);
+    return yes;
+}
+
+int est_settings_init(est_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    if (dps_config_new(&s->cfg, 2, 1) != DPS_OK) {
+        cli_error("out of memory for the configuration");
+        return CLI_EXIT_RUNTIME;
+    }
+    return 0;
+}
+
+void est_settings_free(est_settings *s)
+{
+    dps_config_destroy(&s->cfg);
+}
+
+dps_budget est_cap(const est_settings *s)
+{
+    return (dps_budget){dps_config_real(s->cfg, DPS_PARAM_CAP_RHO), dps_config_real(s->cfg, DPS_PARAM_CAP_EPS),
+                        dps_config_real(s->cfg, DPS_PARAM_DELTA_TARGET)};
+}
+
+uint64_t est_rows_per_epoch(const est_settings *s)
+{
+    return dps_config_int(s->cfg, DPS_PARAM_T) * dps_config_int(s->cfg, DPS_PARAM_M);
+}
+
+dps_zcdp est_spent_before(const est_settings *s)
+{
+    return (dps_zcdp){dps_config_real(s->cfg, DPS_PARAM_SPENT_RHO), dps_config_real(s->cfg, DPS_PARAM_SPENT_DELTA)};
 }
 
 int est_args_one_epoch(const est_args *a, const cli_opt *opts, size_t n_opts, est_settings *s)
@@ -181,30 +214,40 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
     return est_cov_check(s, given);
 }
 
+/* The settings every method shares: the cap, the seed, the workers. */
+static int s_config_common(const est_args *a, const cli_opt *opts, size_t n_opts, const est_settings *s)
+{
+    dps_config *c = s->cfg;
+    int bad = dps_config_set_real(c, DPS_PARAM_CAP_RHO, a->cap_rho) |
+              dps_config_set_real(c, DPS_PARAM_CAP_EPS, a->cap_eps) |
+              dps_config_set_real(c, DPS_PARAM_DELTA_TARGET, a->delta_target) |
+              dps_config_set_int(c, DPS_PARAM_SEEDED, (uint64_t)s->seeded) |
+              dps_config_set_int(c, DPS_PARAM_SEED, a->seed);
+    if (cli_opt_given(opts, n_opts, "--workers")) {
+        if (a->workers < 1 || a->workers > 256)
+            CLI_USAGE("--workers must be in 1..256 (got %zu)", a->workers);
+        bad |= dps_config_set_int(c, DPS_PARAM_WORKERS, a->workers);
+    }
+    if (bad) /* the flags' parser bounds every value; a setter refusing one is a bug */
+        CLI_USAGE("--cap-rho, --cap-eps, --delta-target, --seed or --workers: a value the configuration cannot hold");
+    return 0;
+}
+
 /* Build s->cfg for dimension d from the flags; checks it with the library. */
 int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_t d, est_settings *s)
 {
     if (s->k_max && s->k_max >= d)
         CLI_USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
+    dps_config *c = s->cfg;
     if (est_is_cov(s->method)) { /* d x d methods: 1 <= k <= d, no estimator configuration */
         if (a->k > d)
             CLI_USAGE("--k %zu must be at most the row dimension d = %zu of the input; lower --k", a->k, d);
         if (d > DPS_COV_MAX_D)
             CLI_USAGE("--method %s forms d x d matrices and refuses d = %zu (limit %d); use --method estimator",
                   a->method, d, DPS_COV_MAX_D);
-        dps_config_init(&s->cfg, d, 1);
-        s->cfg.k = a->k;
-        s->cfg.cap.rho_cap = a->cap_rho;
-        s->cfg.cap.eps_cap = a->cap_eps;
-        s->cfg.cap.delta_target = a->delta_target;
-        s->cfg.seeded = s->seeded;
-        s->cfg.seed = a->seed;
-        if (cli_opt_given(opts, n_opts, "--workers")) {
-            if (a->workers < 1 || a->workers > 256)
-                CLI_USAGE("--workers must be in 1..256 (got %zu)", a->workers);
-            s->cfg.workers = (int)a->workers;
-        }
-        return 0;
+        dps_config_init(c, d, 1);
+        dps_config_set_int(c, DPS_PARAM_K, a->k);
+        return s_config_common(a, opts, n_opts, s);
     }
     if (a->k >= d)
         CLI_USAGE("--k %zu must be less than the row dimension d = %zu of the input; lower --k", a->k, d);
@@ -217,62 +260,60 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
         size_t fit = EST_BATCH_BYTES / sizeof(float) / d;
         s->batch = fit < 1 ? 1 : (fit < s->batch ? fit : s->batch);
     }
-    dps_config *c = &s->cfg;
     dps_config_init(c, d, a->k);
-    if (cli_opt_given(opts, n_opts, "--t"))
-        c->t = a->t;
-    if (cli_opt_given(opts, n_opts, "--m"))
-        c->m = a->m;
-    if (cli_opt_given(opts, n_opts, "--window"))
-        c->window = a->window;
-    if (cli_opt_given(opts, n_opts, "--q"))
-        c->q = a->q;
-    if (cli_opt_given(opts, n_opts, "--workers")) {
-        if (a->workers < 1 || a->workers > 256)
-            CLI_USAGE("--workers must be in 1..256 (got %zu)", a->workers);
-        c->workers = (int)a->workers;
-    }
+    int code = s_config_common(a, opts, n_opts, s);
+    if (code)
+        return code;
+    /* the flags a user gave; the others keep the library's defaults */
+    static const struct {
+        const char *flag;
+        dps_param p;
+    } given_ints[] = {{"--t", DPS_PARAM_T}, {"--m", DPS_PARAM_M}, {"--window", DPS_PARAM_WINDOW},
+                      {"--q", DPS_PARAM_Q}, {"--power-blocks", DPS_PARAM_POWER_BLOCKS},
+                      {"--power-oversample", DPS_PARAM_POWER_OVERSAMPLE}};
+    const size_t given_values[] = {a->t, a->m, a->window, a->q, a->power_blocks, a->power_oversample};
+    for (size_t i = 0; i < sizeof given_values / sizeof given_values[0]; i++)
+        if (cli_opt_given(opts, n_opts, given_ints[i].flag) &&
+            dps_config_set_int(c, given_ints[i].p, given_values[i]) != DPS_OK)
+            CLI_USAGE("%s %zu: not a value this setting can hold", given_ints[i].flag, given_values[i]);
+    dps_aggregator agg;
     if (a->aggregator) {
-        if (dps_aggregator_from_name(a->aggregator, &c->aggregator) != DPS_OK) {
+        if (dps_aggregator_from_name(a->aggregator, &agg) != DPS_OK) {
             char names[160] = "";
             for (int i = 0; strcmp(dps_aggregator_name((dps_aggregator)i), "unknown") != 0; i++)
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                          dps_aggregator_name((dps_aggregator)i));
             CLI_USAGE("--aggregator: '%s' is not an aggregator; give one of %s", a->aggregator, names);
         }
+        dps_config_set_int(c, DPS_PARAM_AGGREGATOR, (uint64_t)agg);
     }
-    if (s->one_epoch)
-        dps_aggregator_from_name(s->one_epoch, &c->aggregator);
+    if (s->one_epoch && dps_aggregator_from_name(s->one_epoch, &agg) == DPS_OK)
+        dps_config_set_int(c, DPS_PARAM_AGGREGATOR, (uint64_t)agg);
     char group_err[200];
     if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))
         CLI_USAGE("%s", group_err);
     if (s->one_epoch) { /* every row in one epoch: t * m above any input, the last (partial) epoch closed */
-        c->m = c->k;
-        size_t t = ((size_t)1 << 38) / c->m, t_max = SIZE_MAX / sizeof(float) / c->d / c->k;
-        c->t = t < t_max ? t : t_max;
+        uint64_t k = dps_config_int(c, DPS_PARAM_K);
+        dps_config_set_int(c, DPS_PARAM_M, k);
+        size_t t = ((size_t)1 << 38) / k, t_max = SIZE_MAX / sizeof(float) / d / k;
+        dps_config_set_int(c, DPS_PARAM_T, t < t_max ? t : t_max);
         s->close_partial = 1;
     }
-    if (!c->window)
-        c->window = c->t; /* the library's default, W = t, stated as a number in the JSON */
-    c->hist_width = a->hist_width;
-    if (cli_opt_given(opts, n_opts, "--power-blocks"))
-        c->power_blocks = a->power_blocks;
-    if (cli_opt_given(opts, n_opts, "--power-oversample"))
-        c->power_oversample = a->power_oversample;
-    c->dense_max_d = a->dense_max_d;
+    if (!dps_config_int(c, DPS_PARAM_WINDOW)) /* the library's default, W = t, stated as a number in the JSON */
+        dps_config_set_int(c, DPS_PARAM_WINDOW, dps_config_int(c, DPS_PARAM_T));
     char err[300];
     if (a->split && cli_split_apply(a->split, c, err, sizeof err))
         CLI_USAGE("%s", err);
-    c->rho_epoch = (s->method == EST_ESTIMATOR && s->task == EST_MEAN) ? a->rho / 2 : a->rho;
-    c->delta_epoch = a->delta;
-    c->alpha = a->alpha;
-    c->tau = a->tau;
-    c->cap.rho_cap = a->cap_rho;
-    c->cap.eps_cap = a->cap_eps;
-    c->cap.delta_target = a->delta_target;
-    c->public_seed = a->public_seed;
-    c->seeded = s->seeded;
-    c->seed = a->seed;
+    int bad = dps_config_set_real(c, DPS_PARAM_HIST_WIDTH, a->hist_width) |
+              dps_config_set_int(c, DPS_PARAM_DENSE_MAX_D, a->dense_max_d) |
+              dps_config_set_real(c, DPS_PARAM_RHO_EPOCH,
+                                  (s->method == EST_ESTIMATOR && s->task == EST_MEAN) ? a->rho / 2 : a->rho) |
+              dps_config_set_real(c, DPS_PARAM_DELTA_EPOCH, a->delta) |
+              dps_config_set_real(c, DPS_PARAM_ALPHA, a->alpha) | dps_config_set_real(c, DPS_PARAM_TAU, a->tau) |
+              dps_config_set_int(c, DPS_PARAM_PUBLIC_SEED, a->public_seed);
+    if (bad)
+        CLI_USAGE("--hist-width, --dense-max-d, --rho, --delta, --alpha, --tau or --public-seed: a value the "
+                  "configuration cannot hold");
     const char *why = NULL;
     int rc = dps_config_check(c, &why);
     if (rc == DPS_ELIMIT)
@@ -335,10 +376,11 @@ int est_load_truth(const est_settings *s, float **out)
         cli_error("--truth: %s", m.msg);
         return rc;
     }
-    if (n != s->cfg.k || d != s->cfg.d) {
+    size_t k = dps_config_int(s->cfg, DPS_PARAM_K), dim = dps_config_int(s->cfg, DPS_PARAM_D);
+    if (n != k || d != dim) {
         free(V);
         cli_error("--truth '%s' is %zu x %zu but the estimate is k x d = %zu x %zu; give the true k x d basis",
-                  s->truth, n, d, s->cfg.k, s->cfg.d);
+                  s->truth, n, d, k, dim);
         return CLI_EXIT_INPUT;
     }
     if (s_orthonormalize(V, n, d)) {

@@ -53,17 +53,19 @@ int est_central_analyze(const est_settings *s, est_result *r, const float *X, si
     double rho_sub = s->task == EST_MEAN ? s->rho / 2 : s->rho;
     r->analyze_rho = rho_sub / 2;
     dps_zcdp cost = {rho_sub, s->delta};
+    dps_budget cap = est_cap(s);
+    dps_zcdp before = est_spent_before(s);
     dps_accountant *acc = NULL;
     float *V = malloc(r->k * r->d * sizeof *V);
     est_release *rel = est_release_new(r);
-    int rc = (V && rel) ? dps_accountant_new(&acc, &s->cfg.cap, &s->cfg.spent_before) : DPS_ENOMEM;
+    int rc = (V && rel) ? dps_accountant_new(&acc, &cap, &before) : DPS_ENOMEM;
     if (rc) {
         free(V);
         cli_error("cannot set up Analyze Gauss: %s", dps_strerror(rc));
         return CLI_EXIT_RUNTIME;
     }
     rel->rows_used = n;
-    rel->delta_target = s->cfg.cap.delta_target;
+    rel->delta_target = est_cap(s).delta_target;
     int code = 0;
     if (est_release_decide(rel, acc, cost, DPS_CHARGE_ZCDP, "Analyze Gauss")) { /* charged before any noise */
         int released = 0;
@@ -135,11 +137,12 @@ int est_mean_run(const est_settings *s, est_result *r, const float *X, size_t n,
     }
     double rho_mean = s->rho / 2;
     dps_zcdp cost = {rho_mean, 0};
+    dps_budget cap = est_cap(s);
     dps_accountant *acc = NULL;
     double *xt = malloc(d * sizeof *xt), *exact = malloc(d * sizeof *exact), *tmp = malloc(d * sizeof *tmp);
     mr->released = malloc(d * sizeof *mr->released);
     int rc = (xt && exact && tmp && mr->released)
-                 ? dps_accountant_new_resumed(&acc, &s->cfg.cap, &r->spent, r->spent_kind)
+                 ? dps_accountant_new_resumed(&acc, &cap, &r->spent, r->spent_kind)
                  : DPS_ENOMEM;
     int code = 0;
     dps_release_hooks mean_hooks = {.refused = "the mean's rho/2 would pass the privacy budget cap: nothing was "
@@ -178,7 +181,7 @@ int est_mean_run(const est_settings *s, est_result *r, const float *X, size_t n,
     if (acc) {
         r->spent = dps_accountant_spent(acc);
         r->spent_kind = dps_accountant_kind(acc);
-        r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
+        r->eps_total = dps_accountant_eps(acc, est_cap(s).delta_target);
     }
     dps_accountant_destroy(&acc);
     free(xt);

@@ -136,9 +136,11 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
     double *Ch = (c->cov_out || s->method != EST_ITERATIVE) ? calloc(d * d, sizeof *Ch) : NULL;
     float *V = malloc(k * d * sizeof *V);
     est_release *rel = est_release_new(r);
+    dps_budget cap = est_cap(s);
+    dps_zcdp before = est_spent_before(s);
     dps_accountant *acc = NULL;
     int rc = (C && V && rel && (Ch || !(c->cov_out || s->method != EST_ITERATIVE)))
-                 ? dps_accountant_new(&acc, &s->cfg.cap, &s->cfg.spent_before)
+                 ? dps_accountant_new(&acc, &cap, &before)
                  : DPS_ENOMEM;
     int code = 0;
     if (!rc)
@@ -149,7 +151,7 @@ int est_cov_run(const est_settings *s, est_result *r, float *X, size_t n, dps_rn
         goto out;
     }
     rel->rows_used = n;
-    rel->delta_target = s->cfg.cap.delta_target;
+    rel->delta_target = dps_config_real(s->cfg, DPS_PARAM_DELTA_TARGET);
     if (est_release_decide(rel, acc, cost, DPS_CHARGE_ZCDP, s_name(s->method))) { /* charged before any noise */
         if (s->method == EST_ITERATIVE) {
             cr->eps_step = calloc(k, sizeof *cr->eps_step);

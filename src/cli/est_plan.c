@@ -11,7 +11,6 @@
    Exit 0, or 2 for settings the estimator refuses.
 
    Who owns what: everything is on the stack; strings point into argv. */
-#include "config_internal.h"
 #include "est_args.h"
 
 #include <string.h>
@@ -21,11 +20,13 @@
    than dense_max_d) takes the noisy power steps.  A static string. */
 static const char *s_power_method(void)
 {
-    dps_config c;
+    dps_config *c = NULL;
     dps_plan p;
-    dps_config_init(&c, 64, 1);
-    c.aggregator = DPS_AGG_POWER;
-    return dps_config_plan(&c, &p) == DPS_OK ? p.method[0] : "";
+    int ok = dps_config_new(&c, 64, 1) == DPS_OK &&
+             dps_config_set_int(c, DPS_PARAM_AGGREGATOR, DPS_AGG_POWER) == DPS_OK &&
+             dps_config_plan(c, &p) == DPS_OK;
+    dps_config_destroy(&c);
+    return ok ? p.method[0] : "";
 }
 
 /* An epoch of every input row (est_args_config: t*m above any input).  Its
@@ -37,7 +38,7 @@ static const char *s_power_method(void)
    an input was named (0: --dim alone, the input yet to come). */
 static int s_plan_one_epoch(const est_settings *s, uint64_t rows, int input)
 {
-    const dps_config *c = &s->cfg;
+    dps_config *c = s->cfg;
     dps_plan p;
     if (dps_config_plan(c, &p) != DPS_OK)
         CLI_USAGE("impossible settings for --method %s (see --help)", s->one_epoch);
@@ -45,12 +46,13 @@ static int s_plan_one_epoch(const est_settings *s, uint64_t rows, int input)
     int power = 0;
     for (size_t g = 0; g < p.groups; g++)
         power |= strcmp(p.method[g], power_method) == 0;
-    uint64_t blocks = dps_config_power_blocks(c);
+    uint64_t blocks = dps_config_power_blocks(c), blocks_set = dps_config_int(c, DPS_PARAM_POWER_BLOCKS);
     uint64_t steps = rows || input ? est_one_epoch_steps(blocks, rows != 0, rows) : blocks; /* --dim alone: a file's */
     if (power) { /* the floors of those steps */
-        dps_config taken = *c;
-        taken.power_blocks = steps;
-        if (dps_config_plan(&taken, &p) != DPS_OK)
+        dps_config_set_int(c, DPS_PARAM_POWER_BLOCKS, steps);
+        int planned = dps_config_plan(c, &p);
+        dps_config_set_int(c, DPS_PARAM_POWER_BLOCKS, blocks_set);
+        if (planned != DPS_OK)
             CLI_USAGE("impossible settings for --method %s (see --help)", s->one_epoch);
     }
     char count[96];
@@ -60,18 +62,20 @@ static int s_plan_one_epoch(const est_settings *s, uint64_t rows, int input)
         snprintf(count, sizeof count, "their count not known before the input is read");
     printf("plan: --method %s: one epoch of every input row (%s), d %zu, k %zu, rho %g (charged rho %g, delta %g); "
            "memory %.1f MB\n",
-           s->one_epoch, count, c->d, c->k, c->rho_epoch, p.cost.rho, p.cost.delta, (double)p.memory / 1e6);
-    if (c->aggregator == DPS_AGG_GAUSSIAN)
+           s->one_epoch, count, (size_t)dps_config_int(c, DPS_PARAM_D), (size_t)dps_config_int(c, DPS_PARAM_K),
+           dps_config_real(c, DPS_PARAM_RHO_EPOCH), p.cost.rho, p.cost.delta, (double)p.memory / 1e6);
+    size_t dense_max_d = dps_config_int(c, DPS_PARAM_DENSE_MAX_D);
+    if (dps_config_int(c, DPS_PARAM_AGGREGATOR) == DPS_AGG_GAUSSIAN)
         printf("  --method gaussian: a group (or d) of at most --dense-max-d = %zu columns is released densely (its "
                "d x d covariance), a wider one by the noisy power iteration\n",
-               c->dense_max_d ? c->dense_max_d : (size_t)DPS_DENSE_MAX_D);
+               dense_max_d ? dense_max_d : (size_t)DPS_DENSE_MAX_D);
     char lines[DPS_MAX_GROUPS][CLI_PLAN_LINE];
     int near_random = 0;
     size_t n = cli_plan_group_lines(c, &p, rows, lines, DPS_MAX_GROUPS, &near_random);
     for (size_t i = 0; i < n; i++)
         printf("%s\n", lines[i]);
     char T[64]; /* where the blocks' number comes from */
-    snprintf(T, sizeof T, "--power-blocks %zu%s", c->power_blocks, c->power_blocks ? "" : ": 3 for a first epoch");
+    snprintf(T, sizeof T, "--power-blocks %zu%s", (size_t)blocks_set, blocks_set ? "" : ": 3 for a first epoch");
     if (!power)
         printf("  noisy power steps: none (no group is a power iteration)\n");
     else if (rows)
@@ -94,15 +98,13 @@ static int s_plan_one_epoch(const est_settings *s, uint64_t rows, int input)
     return 0;
 }
 
-int est_plan_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos)
+static int s_plan(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
 {
-    est_settings s;
-    memset(&s, 0, sizeof s);
-    s.method = EST_ESTIMATOR;
-    s.task = EST_SUBSPACE;
-    s.batch = a->batch;
+    s->method = EST_ESTIMATOR;
+    s->task = EST_SUBSPACE;
+    s->batch = a->batch;
     if (strcmp(a->method, "estimator") != 0) {
-        int code = est_args_one_epoch(a, opts, n_opts, &s);
+        int code = est_args_one_epoch(a, opts, n_opts, s);
         if (code < 0)
             CLI_USAGE("--plan is for --method estimator and the methods that run one epoch of every row "
                       "(gaussian, power, covariance); drop --method %s", a->method);
@@ -134,17 +136,17 @@ int est_plan_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
         CLI_USAGE("--dim must be at least 2 (got %zu)", d);
     if (!cli_opt_given(opts, n_opts, "--k"))
         CLI_USAGE("--plan needs --k K (with --param-groups: each group's rank, or give --group-k)");
-    int code = est_args_config(a, opts, n_opts, d, &s);
+    int code = est_args_config(a, opts, n_opts, d, s);
     if (code)
         return code;
-    if (s.one_epoch)
-        return s_plan_one_epoch(&s, rows, input != NULL);
+    if (s->one_epoch)
+        return s_plan_one_epoch(s, rows, input != NULL);
     char lines[DPS_MAX_GROUPS + 1][CLI_PLAN_LINE];
     int near_random = 0;
-    size_t n = cli_plan_lines(&s.cfg, lines, DPS_MAX_GROUPS + 1, &near_random);
+    size_t n = cli_plan_lines(s->cfg, lines, DPS_MAX_GROUPS + 1, &near_random);
     for (size_t i = 0; i < n; i++)
         printf("%s\n", lines[i]);
-    uint64_t per = (uint64_t)s.cfg.t * s.cfg.m;
+    uint64_t per = est_rows_per_epoch(s);
     if (rows)
         printf("the input's %llu rows make %llu full epoch%s%s\n", (unsigned long long)rows,
                (unsigned long long)(rows / per), rows / per == 1 ? "" : "s",
@@ -152,4 +154,14 @@ int est_plan_main(const est_args *a, const cli_opt *opts, size_t n_opts, const c
     if (near_random)
         printf("WARNING: at least one group's basis would be near random with these settings\n");
     return 0;
+}
+
+int est_plan_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos)
+{
+    est_settings s;
+    int code = est_settings_init(&s);
+    if (!code)
+        code = s_plan(a, opts, n_opts, pos, &s);
+    est_settings_free(&s);
+    return code;
 }

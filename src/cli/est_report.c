@@ -6,7 +6,6 @@
    Who owns what: everything here only reads the settings and the result; the
    FILEs belong to the caller.  The numbers on a progress line are explained
    once in dps-estimate --help (estimate.c); keep the two in step. */
-#include "config_internal.h"
 #include "estimate.h"
 #include "json.h"
 
@@ -92,7 +91,7 @@ void est_report_release(const est_settings *s, const est_release *rel, const est
     } else {
         fprintf(f, "epoch %llu  %s  rows %llu", (unsigned long long)rel->epoch, dps_snapshot_status_name(rel->status),
                 (unsigned long long)rel->rows_used);
-        if (dps_config_uses_buckets(&s->cfg)) /* no buckets, no radius */
+        if (dps_config_uses_buckets(s->cfg)) /* no buckets, no radius */
             fprintf(f, "  buckets %.0f  radius %.3g", rel->buckets_used, rel->radius);
         if (rel->status == DPS_SNAP_RELEASED && rel->noise_level > 0)
             fprintf(f, "  noise level %.3g%s", rel->noise_level, rel->weak ? " WEAK" : "");
@@ -115,7 +114,7 @@ int est_release_finish(const est_settings *s, est_result *r, est_release *rel, c
 {
     r->spent = dps_accountant_spent(acc);
     r->spent_kind = dps_accountant_kind(acc);
-    r->eps_total = dps_accountant_eps(acc, s->cfg.cap.delta_target);
+    r->eps_total = dps_accountant_eps(acc, est_cap(s).delta_target);
     rel->rho_total = r->spent.rho;
     rel->delta_total = r->spent.delta;
     rel->eps_total = r->eps_total;
@@ -134,7 +133,7 @@ void est_report_mean(const est_settings *s, const est_result *r)
             (unsigned long long)m->rows);
     if (m->released)
         fprintf(f, "  rho %.3f  sigma %.3g  error %.3g  subspace bias %.3g", m->rho, m->sigma, m->error, m->bias);
-    est_report_budget(f, r->spent.rho, r->spent.delta, r->eps_total, s->cfg.cap.delta_target);
+    est_report_budget(f, r->spent.rho, r->spent.delta, r->eps_total, est_cap(s).delta_target);
     if (m->reason[0])
         fprintf(f, "  (%s)", m->reason);
     fputc('\n', f);
@@ -144,49 +143,52 @@ void est_report_mean(const est_settings *s, const est_result *r)
 /* The configuration block: what the method actually used. */
 static void s_json_config(cli_json *j, const est_settings *s)
 {
-    const dps_config *c = &s->cfg;
+    const dps_config *c = s->cfg;
     cli_json_object_begin(j, "config");
     if (!est_is_cov(s->method)) { /* those state eps (and delta) in "dp" */
         cli_json_num(j, "rho", s->rho);
         cli_json_num(j, "delta", s->delta);
     }
     if (s->method == EST_ESTIMATOR) {
-        cli_json_u64(j, "t", c->t);
-        cli_json_u64(j, "m", c->m);
-        cli_json_u64(j, "window", c->window);
-        cli_json_u64(j, "q", c->q);
-        cli_json_str(j, "aggregator", dps_aggregator_name(c->aggregator));
-        if (c->aggregator == DPS_AGG_POWER) {
-            cli_json_u64(j, "power_blocks", c->power_blocks);
-            cli_json_u64(j, "power_oversample", c->power_oversample);
+        cli_json_u64(j, "t", dps_config_int(c, DPS_PARAM_T));
+        cli_json_u64(j, "m", dps_config_int(c, DPS_PARAM_M));
+        cli_json_u64(j, "window", dps_config_int(c, DPS_PARAM_WINDOW));
+        cli_json_u64(j, "q", dps_config_int(c, DPS_PARAM_Q));
+        cli_json_str(j, "aggregator", dps_aggregator_name((dps_aggregator)dps_config_int(c, DPS_PARAM_AGGREGATOR)));
+        if ((dps_aggregator)dps_config_int(c, DPS_PARAM_AGGREGATOR) == DPS_AGG_POWER) {
+            cli_json_u64(j, "power_blocks", dps_config_int(c, DPS_PARAM_POWER_BLOCKS));
+            cli_json_u64(j, "power_oversample", dps_config_int(c, DPS_PARAM_POWER_OVERSAMPLE));
         }
-        cli_json_num(j, "rho_epoch", c->rho_epoch);
-        cli_json_num(j, "delta_epoch", c->delta_epoch);
-        cli_json_num(j, "alpha", c->alpha);
-        cli_json_num(j, "tau", c->tau);
+        cli_json_num(j, "rho_epoch", dps_config_real(c, DPS_PARAM_RHO_EPOCH));
+        cli_json_num(j, "delta_epoch", dps_config_real(c, DPS_PARAM_DELTA_EPOCH));
+        cli_json_num(j, "alpha", dps_config_real(c, DPS_PARAM_ALPHA));
+        cli_json_num(j, "tau", dps_config_real(c, DPS_PARAM_TAU));
         cli_json_array_begin(j, "split");
-        cli_json_num(j, NULL, c->split_search);
-        cli_json_num(j, NULL, c->split_count);
-        cli_json_num(j, NULL, c->split_mean);
+        cli_json_num(j, NULL, dps_config_real(c, DPS_PARAM_SPLIT_SEARCH));
+        cli_json_num(j, NULL, dps_config_real(c, DPS_PARAM_SPLIT_COUNT));
+        cli_json_num(j, NULL, dps_config_real(c, DPS_PARAM_SPLIT_MEAN));
         cli_json_array_end(j);
-        cli_json_u64(j, "public_seed", c->public_seed);
+        cli_json_u64(j, "public_seed", dps_config_int(c, DPS_PARAM_PUBLIC_SEED));
         cli_json_u64(j, "batch", s->batch);
         cli_json_bool(j, "close_partial", s->close_partial);
-        if (c->groups > 1) { /* the parameter groups (widths, ranks), in row order */
+        size_t groups = dps_config_int(c, DPS_PARAM_GROUPS), width, rank;
+        if (groups > 1) { /* the parameter groups (widths, ranks), in row order */
             cli_json_array_begin(j, "param_groups");
-            for (size_t g = 0; g < c->groups; g++)
-                cli_json_u64(j, NULL, c->group_d[g]);
+            for (size_t g = 0; g < groups; g++)
+                if (dps_config_get_group(c, g, &width, &rank, NULL) == DPS_OK)
+                    cli_json_u64(j, NULL, width);
             cli_json_array_end(j);
             cli_json_array_begin(j, "group_k");
-            for (size_t g = 0; g < c->groups; g++)
-                cli_json_u64(j, NULL, c->group_k[g]);
+            for (size_t g = 0; g < groups; g++)
+                if (dps_config_get_group(c, g, &width, &rank, NULL) == DPS_OK)
+                    cli_json_u64(j, NULL, rank);
             cli_json_array_end(j);
         }
     }
-    cli_json_num(j, "cap_rho", c->cap.rho_cap);
-    cli_json_num(j, "cap_eps", c->cap.eps_cap);
-    cli_json_num(j, "delta_target", c->cap.delta_target);
-    cli_json_u64(j, "workers", (uint64_t)c->workers);
+    cli_json_num(j, "cap_rho", dps_config_real(c, DPS_PARAM_CAP_RHO));
+    cli_json_num(j, "cap_eps", dps_config_real(c, DPS_PARAM_CAP_EPS));
+    cli_json_num(j, "delta_target", dps_config_real(c, DPS_PARAM_DELTA_TARGET));
+    cli_json_u64(j, "workers", dps_config_int(c, DPS_PARAM_WORKERS));
     cli_json_object_end(j);
 }
 
@@ -299,7 +301,7 @@ int est_report_json(FILE *f, const est_settings *s, const est_result *r, int exi
     cli_json_num(&j, "rho_total", any_private ? r->spent.rho : NAN);
     cli_json_num(&j, "delta_total", any_private ? r->spent.delta : NAN);
     cli_json_num(&j, "eps_total", any_private ? r->eps_total : NAN);
-    cli_json_num(&j, "delta_target", s->cfg.cap.delta_target);
+    cli_json_num(&j, "delta_target", est_cap(s).delta_target);
     cli_json_object_end(&j);
     cli_json_str(&j, "truth", s->truth);
     cli_json_str(&j, "out", r->out_written);

@@ -27,8 +27,8 @@ static int s_noise_rng(const est_settings *s, dps_rng **out)
 
 int est_run(const est_settings *s, est_result *r)
 {
-    r->d = s->cfg.d;
-    r->k = s->cfg.k;
+    r->d = dps_config_int(s->cfg, DPS_PARAM_D);
+    r->k = dps_config_int(s->cfg, DPS_PARAM_K);
     r->analyze_rho = NAN;
     r->eps_total = NAN;
     if (s->method == EST_ESTIMATOR && s->task == EST_SUBSPACE && !s->rows)
@@ -47,7 +47,7 @@ int est_run(const est_settings *s, est_result *r)
     if (s->method != EST_TOPK || s->task == EST_MEAN)
         code = s_noise_rng(s, &rng);
     if (s->method != EST_ESTIMATOR)
-        dps_blas_set_threads(s->cfg.workers); /* central SVDs: let OpenBLAS use the workers */
+        dps_blas_set_threads((int)dps_config_int(s->cfg, DPS_PARAM_WORKERS)); /* central SVDs: on the workers */
     if (!code) {
         if (s->method == EST_ESTIMATOR) {
             code = est_stream_run_rows(s, r, X, n);

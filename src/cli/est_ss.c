@@ -17,15 +17,16 @@ int est_run_exact(const est_settings *s, est_result *r, const float *X, size_t n
     est_count_rows(X, n, r->d, r); /* the library treats NaN/Inf rows as zero rows */
     est_release *rel = est_release_new(r);
     float *V = malloc(r->k * r->d * sizeof *V);
+    dps_budget cap = est_cap(s);
     dps_accountant *acc = NULL;
-    int rc = (rel && V) ? dps_accountant_new(&acc, &s->cfg.cap, NULL) : DPS_ENOMEM;
+    int rc = (rel && V) ? dps_accountant_new(&acc, &cap, NULL) : DPS_ENOMEM;
     if (rc) {
         free(V);
         cli_error("cannot set up the exact method: %s", dps_strerror(rc));
         return CLI_EXIT_RUNTIME;
     }
     rel->rows_used = n;
-    rel->delta_target = s->cfg.cap.delta_target;
+    rel->delta_target = dps_config_real(s->cfg, DPS_PARAM_DELTA_TARGET);
     /* The cost depends only on public values (eps, delta, k, R). */
     dps_exact_stats plan;
     dps_exact_plan(r->k, s->eps, s->delta, s->candidates, &plan);

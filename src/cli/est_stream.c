@@ -168,10 +168,10 @@ static int s_cuts_after(s_cuts *cut, dps_estimator *e, size_t taken)
 static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, size_t batch)
 {
     dps_estimator *e = NULL;
-    int rc = dps_estimator_new(&e, &s->cfg);
+    int rc = dps_estimator_new(&e, s->cfg);
     if (rc == DPS_ENOMEM) {
         cli_error("cannot start the estimator: out of memory (it needs about %.3g GB); lower --window, --t or --q",
-                  (double)dps_estimator_memory_bound(&s->cfg) / 1e9);
+                  (double)dps_estimator_memory_bound(s->cfg) / 1e9);
         return CLI_EXIT_RUNTIME;
     }
     if (rc) {
@@ -225,7 +225,8 @@ static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, 
                 fprintf(s->progress,
                         "input ended with %llu rows in the open epoch %llu (an epoch takes t*m = %zu): not closed, "
                         "its rows are dropped (pass --close-partial to close it)\n",
-                        (unsigned long long)st.rows_in_epoch, (unsigned long long)st.epoch, s->cfg.t * s->cfg.m);
+                        (unsigned long long)st.rows_in_epoch, (unsigned long long)st.epoch,
+                        (size_t)est_rows_per_epoch(s));
         }
     } else if (!code && !stop && st.rows_in_epoch == 0 && r->n_rel == 0 && s->progress) {
         fprintf(s->progress, "no rows reached the estimator\n");
@@ -240,7 +241,7 @@ static int s_run_estimator(const est_settings *s, est_result *r, s_source *src, 
     r->batches_empty = st.batches_empty;
     r->spent = dps_estimator_spent(e);
     r->spent_kind = dps_estimator_spent_kind(e);
-    r->eps_total = dps_estimator_eps(e, s->cfg.cap.delta_target); /* exact while every charge is Gaussian */
+    r->eps_total = dps_estimator_eps(e, est_cap(s).delta_target); /* exact while every charge is Gaussian */
     dps_estimator_destroy(&e);
     return code;
 }

@@ -8,7 +8,6 @@
    input reader, the truth basis, the JSON file and the result, and frees them
    all before returning.  Errors: one line on stderr (args.c) and the exit
    codes of args.h; the JSON summary is written whenever the run started. */
-#include "config_internal.h"
 #include "args.h"
 #include "est_args.h"
 #include "est_flags.h"
@@ -245,7 +244,7 @@ static int s_outcome(const est_settings *s, const est_result *r, char *msg, size
         snprintf(msg, n,
                  "nothing was released: no epoch was closed (%llu rows read; an epoch takes t*m = %zu rows); pass "
                  "--close-partial to close a partial epoch, or lower --t/--m",
-                 (unsigned long long)r->n_rows, s->cfg.t * s->cfg.m);
+                 (unsigned long long)r->n_rows, (size_t)est_rows_per_epoch(s));
         return CLI_EXIT_PRIVACY;
     }
     if (s->task == EST_MEAN && (!r->mean.ran || strcmp(r->mean.status, "released") != 0)) {
@@ -293,12 +292,16 @@ static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_resu
     size_t d = cli_reader_dim(s->reader), n = 0;
     if (s->k_max >= d)
         CLI_USAGE("--k-max %zu must be less than the row dimension d = %zu of the input; lower it", s->k_max, d);
-    dps_config *c = &s->cfg; /* what the JSON and the cap need before the full configuration */
-    c->d = d;
-    c->cap = (dps_budget){a->cap_rho, a->cap_eps, a->delta_target};
-    c->workers = a->workers ? (int)a->workers : 1;
+    dps_config *c = s->cfg; /* what the JSON and the cap need before the full configuration */
+    dps_config_set_int(c, DPS_PARAM_D, d);
+    dps_budget cap = {a->cap_rho, a->cap_eps, a->delta_target};
+    if (dps_config_set_real(c, DPS_PARAM_CAP_RHO, cap.rho_cap) ||
+        dps_config_set_real(c, DPS_PARAM_CAP_EPS, cap.eps_cap) ||
+        dps_config_set_real(c, DPS_PARAM_DELTA_TARGET, cap.delta_target) ||
+        dps_config_set_int(c, DPS_PARAM_WORKERS, a->workers ? a->workers : 1))
+        CLI_USAGE("--cap-rho, --cap-eps, --delta-target or --workers: a value the configuration cannot hold");
     dps_accountant *acc = NULL;
-    if (dps_accountant_new(&acc, &c->cap, NULL))
+    if (dps_accountant_new(&acc, &cap, NULL))
         return CLI_EXIT_RUNTIME;
     int fits = dps_accountant_fits(acc, dps_zcdp_from_pure(s->eps_k));
     dps_accountant_destroy(&acc);
@@ -329,7 +332,7 @@ static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_resu
     if (code)
         return code;
     r->k = r->choice.k;
-    r->eps_total = dps_zcdp_eps_total(r->spent, c->cap.delta_target);
+    r->eps_total = dps_zcdp_eps_total(r->spent, cap.delta_target);
     *k = r->choice.k;
     if (s->method == EST_CHOOSE_K) {
         FILE *jf = a->json ? fopen(a->json, "w") : stdout;
@@ -358,78 +361,87 @@ static int s_choose_k(const est_args *a, est_settings *s, float **rows, est_resu
 
 /* Open the input, configure, run, write; returns the exit code.  a and opts
    are the parsed command line. */
-static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos)
+static int s_run(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
 {
-    if (a->plan)
-        return est_plan_main(a, opts, n_opts, pos);
-    est_settings s;
-    memset(&s, 0, sizeof s);
-    int code = est_args_check(a, opts, n_opts, pos, &s);
+    int code = est_args_check(a, opts, n_opts, pos, s);
     if (code)
         return code;
     cli_msg m;
-    code = cli_reader_open(&s.reader, s.input, s.format, s.dim, &m);
+    code = cli_reader_open(&s->reader, s->input, s->format, s->dim, &m);
     if (code) {
         cli_error("%s", m.msg);
         return code;
     }
-    s.format = cli_reader_format(s.reader);
+    s->format = cli_reader_format(s->reader);
     float *truth = NULL, *rows = NULL;
     FILE *jf = NULL;
     est_result r;
     memset(&r, 0, sizeof r);
     est_args chosen = *a;
-    if (s.k_max && (code = s_choose_k(a, &s, &rows, &r, &chosen.k)) != 0) {
-        cli_reader_close(&s.reader);
+    if (s->k_max && (code = s_choose_k(a, s, &rows, &r, &chosen.k)) != 0) {
+        cli_reader_close(&s->reader);
         free(rows);
         return code == -1 ? 0 : code; /* -1: --method choose-k is done */
     }
-    code = est_args_config(&chosen, opts, n_opts, cli_reader_dim(s.reader), &s);
-    s.cfg.spent_before = r.spent; /* the choice of k, if it ran */
-    if (!code && s.truth && !(code = est_load_truth(&s, &truth)))
-        s.truth_basis = truth;
-    if (!code && s.json && !(jf = fopen(s.json, "w"))) {
-        cli_error("--json: cannot create '%s'; check the path and permissions", s.json);
+    code = est_args_config(&chosen, opts, n_opts, cli_reader_dim(s->reader), s);
+    dps_config_set_real(s->cfg, DPS_PARAM_SPENT_RHO, r.spent.rho); /* the choice of k, if it ran */
+    dps_config_set_real(s->cfg, DPS_PARAM_SPENT_DELTA, r.spent.delta);
+    if (!code && s->truth && !(code = est_load_truth(s, &truth)))
+        s->truth_basis = truth;
+    if (!code && s->json && !(jf = fopen(s->json, "w"))) {
+        cli_error("--json: cannot create '%s'; check the path and permissions", s->json);
         code = CLI_EXIT_USAGE;
     }
     if (code) {
-        cli_reader_close(&s.reader);
+        cli_reader_close(&s->reader);
         free(truth);
         free(rows);
         return code;
     }
-    s.progress = s.quiet ? NULL : (jf ? stdout : stderr);
+    s->progress = s->quiet ? NULL : (jf ? stdout : stderr);
 
-    code = est_run(&s, &r);
+    code = est_run(s, &r);
     const char *error = code ? cli_last_error() : NULL;
     char msg[1024];
-    int wcode = s_write_outputs(&s, &r);
+    int wcode = s_write_outputs(s, &r);
     if (!code && wcode) {
         code = wcode;
         error = cli_last_error();
     }
-    if (!code && (code = s_outcome(&s, &r, msg, sizeof msg)) != 0)
+    if (!code && (code = s_outcome(s, &r, msg, sizeof msg)) != 0)
         error = msg;
     char saved[1024];
     if (error) { /* keep it: printing below may reuse cli_last_error's buffer */
         snprintf(saved, sizeof saved, "%s", error);
         error = saved;
     }
-    if (est_report_json(jf ? jf : stdout, &s, &r, code, error, est_method_json(s.method)) != 0) {
-        cli_error("cannot write the JSON summary%s%s", s.json ? " to " : "", s.json ? s.json : "");
+    if (est_report_json(jf ? jf : stdout, s, &r, code, error, est_method_json(s->method)) != 0) {
+        cli_error("cannot write the JSON summary%s%s", s->json ? " to " : "", s->json ? s->json : "");
         if (!code)
             code = CLI_EXIT_RUNTIME;
     }
     if (code == CLI_EXIT_PRIVACY)
         cli_error("%s", msg);
     if (jf && fclose(jf) != 0 && !code) {
-        cli_error("cannot write the JSON summary to '%s'", s.json);
+        cli_error("cannot write the JSON summary to '%s'", s->json);
         code = CLI_EXIT_RUNTIME;
     }
     est_result_free(&r);
     free(truth);
     free(rows);
-    cli_reader_close(&s.reader);
+    cli_reader_close(&s->reader);
+    return code;
+}
+
+static int s_main(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos)
+{
+    if (a->plan)
+        return est_plan_main(a, opts, n_opts, pos);
+    est_settings s;
+    int code = est_settings_init(&s);
+    if (!code)
+        code = s_run(a, opts, n_opts, pos, &s);
+    est_settings_free(&s);
     return code;
 }
 
@@ -439,13 +451,19 @@ int main(int argc, char **argv)
     cli_set_program("dps-estimate");
     /* The estimator's defaults are the library's (dps_config_init; in --help
        through src/args/est_flags.h), rgrad's dps_rgrad_config_init's. */
-    dps_config lib;
-    dps_config_init(&lib, 2, 1);
+    dps_config *lib = NULL;
+    if (dps_config_new(&lib, 2, 1) != DPS_OK) {
+        cli_error("out of memory for the configuration");
+        return CLI_EXIT_RUNTIME;
+    }
     dps_rgrad_config rg;
     dps_rgrad_config_init(&rg, 2, 2, 1);
-    est_args a = {.method = "estimator", .task = "subspace", .batch = 256, .rho = lib.rho_epoch,
-                  .delta = lib.delta_epoch, .alpha = lib.alpha, .tau = lib.tau, .delta_target = lib.cap.delta_target,
-                  .eps_k = 0.1, .beta_k = 0.05, .eps = 1.0};
+    est_args a = {.method = "estimator", .task = "subspace", .batch = 256,
+                  .rho = dps_config_real(lib, DPS_PARAM_RHO_EPOCH), .delta = dps_config_real(lib, DPS_PARAM_DELTA_EPOCH),
+                  .alpha = dps_config_real(lib, DPS_PARAM_ALPHA), .tau = dps_config_real(lib, DPS_PARAM_TAU),
+                  .delta_target = dps_config_real(lib, DPS_PARAM_DELTA_TARGET), .eps_k = 0.1, .beta_k = 0.05,
+                  .eps = 1.0};
+    dps_config_destroy(&lib);
     char iters_def[32], eta_def[32];
     snprintf(iters_def, sizeof iters_def, "%zu", rg.iters);
     cli_fmt_double(eta_def, rg.eta);

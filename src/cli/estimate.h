@@ -7,7 +7,6 @@
 #ifndef DPS_CLI_ESTIMATE_H
 #define DPS_CLI_ESTIMATE_H
 
-#include "config_internal.h"
 #include "est_cov.h"
 #include "io.h"
 #include "json.h"
@@ -35,7 +34,9 @@ typedef struct {
     double delta;            /* --delta as given                                */
     int seeded;
     uint64_t seed;
-    dps_config cfg;          /* the estimator's configuration, d filled in       */
+    dps_config *cfg;         /* the estimator's configuration, d filled in: a
+                                library handle (est_settings_init), set and read
+                                by parameter                                    */
     const char *truth, *out, *out_prefix, *json, *mean_out;
     int quiet;
     FILE *progress;          /* where progress lines go (NULL: nowhere)         */
@@ -130,6 +131,16 @@ typedef struct {
    (message printed; the result holds what was done before).  Privacy
    outcomes (failed, refused) are in the result, not in the return value. */
 int est_run(const est_settings *s, est_result *r);
+/* Empty settings with a configuration handle of their own (CLI_EXIT_RUNTIME
+   if it cannot be had); est_settings_free frees the handle. */
+int est_settings_init(est_settings *s);
+void est_settings_free(est_settings *s);
+/* The budget cap, and what was spent before the method (choosing k), as the
+   configuration holds them: the central methods' accountant starts from them. */
+dps_budget est_cap(const est_settings *s);
+dps_zcdp est_spent_before(const est_settings *s);
+/* Rows an epoch of the configuration takes, t * m. */
+uint64_t est_rows_per_epoch(const est_settings *s);
 /* The JSON block of a method's own (NULL: none), for est_report_json. */
 typedef void (*est_json_fn)(cli_json *j, const est_settings *s, const est_result *r);
 est_json_fn est_method_json(est_method m);

@@ -11,7 +11,6 @@
    line on stdout: {"rho", "status", "noise_level", "group_noise_level" (each
    parameter group's, null for a group of rank 0), "weak", "rows",
    "seconds" (the release), "memory_bound"}.  Progress on stderr. */
-#include "config_internal.h"
 #include "args.h"
 #include "io.h"
 
@@ -103,33 +102,39 @@ int main(int argc, char **argv)
     if (!cli_reader_rows(r, &n) || n == 0)
         CLI_USAGE("%s: the row count must be in the header", in);
     dps_estimator *est[MAX_RHOS] = {NULL};
-    dps_config cfg[MAX_RHOS];
+    dps_config *cfg[MAX_RHOS] = {NULL};
     for (int i = 0; i < rhos.n; i++) {
-        dps_config *c = &cfg[i];
-        dps_config_init(c, d, k);
-        if (dps_aggregator_from_name(agg, &c->aggregator))
+        if (dps_config_new(&cfg[i], d, k) != DPS_OK)
+            CLI_USAGE("k %zu and d %zu make no configuration", k, d);
+        dps_config *c = cfg[i];
+        dps_aggregator a;
+        if (dps_aggregator_from_name(agg, &a))
             CLI_USAGE("--aggregator: '%s' is not an aggregator", agg);
+        dps_config_set_int(c, DPS_PARAM_AGGREGATOR, (uint64_t)a);
         char err[200];
         if (cli_groups_apply(groups, group_k, c, err, sizeof err))
             CLI_USAGE("%s", err);
         if (dps_config_uses_buckets(c)) { /* t full buckets of m rows */
             if (!bucket_m || bucket_m > n)
                 CLI_USAGE("--aggregator %s needs --m between 1 and the row count %llu", agg, (unsigned long long)n);
-            c->m = bucket_m;
-            c->t = (size_t)(n / bucket_m);
-            c->window = c->t < 16 ? c->t : 16; /* 16 buckets' rows in memory, not t's */
+            uint64_t t = n / bucket_m;
+            dps_config_set_int(c, DPS_PARAM_M, bucket_m);
+            dps_config_set_int(c, DPS_PARAM_T, t);
+            dps_config_set_int(c, DPS_PARAM_WINDOW, t < 16 ? t : 16); /* 16 buckets' rows in memory, not t's */
         } else { /* one epoch of every row, as dps-estimate --method NAME: t m above the input, the power
                     blocks cut below at dps-estimate's rows, the partial epoch closed */
-            c->m = c->k;
-            c->t = c->window = ((size_t)1 << 38) / c->m;
+            uint64_t m = dps_config_int(c, DPS_PARAM_K);
+            dps_config_set_int(c, DPS_PARAM_M, m);
+            dps_config_set_int(c, DPS_PARAM_T, ((uint64_t)1 << 38) / m);
+            dps_config_set_int(c, DPS_PARAM_WINDOW, ((uint64_t)1 << 38) / m);
         }
-        c->rho_epoch = rhos.v[i];
-        c->power_blocks = power_blocks;
-        c->power_oversample = power_oversample;
-        c->dense_max_d = dense_max_d;
-        c->seeded = 1;
-        c->seed = seed + (uint64_t)i;
-        c->workers = 1;
+        dps_config_set_real(c, DPS_PARAM_RHO_EPOCH, rhos.v[i]);
+        dps_config_set_int(c, DPS_PARAM_POWER_BLOCKS, power_blocks);
+        dps_config_set_int(c, DPS_PARAM_POWER_OVERSAMPLE, power_oversample);
+        dps_config_set_int(c, DPS_PARAM_DENSE_MAX_D, dense_max_d);
+        dps_config_set_int(c, DPS_PARAM_SEEDED, 1);
+        dps_config_set_int(c, DPS_PARAM_SEED, seed + (uint64_t)i);
+        dps_config_set_int(c, DPS_PARAM_WORKERS, 1);
         const char *why = "";
         int rc = dps_config_check(c, &why);
         if (!rc)
@@ -139,7 +144,7 @@ int main(int argc, char **argv)
     }
     /* dps-estimate's blocks for an input of n rows (est_stream.c): T index
        blocks of the n rows, each ended by a cut (T is the same for every rho) */
-    uint64_t T = dps_config_uses_buckets(&cfg[0]) ? 0 : dps_estimator_power_blocks(est[0]), next = 1;
+    uint64_t T = dps_config_uses_buckets(cfg[0]) ? 0 : dps_estimator_power_blocks(est[0]), next = 1;
     T = T < n ? T : n;
     size_t batch = 256, got = 0;
     float *buf = malloc(batch * d * sizeof *buf);
@@ -190,11 +195,12 @@ int main(int argc, char **argv)
         printf("], \"weak\": %s, \"rows\": %llu, "
                "\"power_steps\": %llu, \"seconds\": %.2f, \"memory_bound\": %zu, \"basis\": \"%s\"}\n",
                dps_snapshot_weak(&info) ? "true" : "false", (unsigned long long)info.rows_used,
-               s ? (unsigned long long)dps_snapshot_power_steps(s) : 0ULL, secs, dps_estimator_memory_bound(&cfg[i]),
+               s ? (unsigned long long)dps_snapshot_power_steps(s) : 0ULL, secs, dps_estimator_memory_bound(cfg[i]),
                V ? path : "");
         fflush(stdout);
         dps_snapshot_destroy(&s);
         dps_estimator_destroy(&est[i]);
+        dps_config_destroy(&cfg[i]);
     }
     free(buf);
     cli_reader_close(&r);
