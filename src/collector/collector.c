@@ -15,17 +15,6 @@
    ZAP handler (the struct in collector.h); the modules borrow them. */
 #include "args.h"
 #include "collector.h"
-#include "dpsubspace.h"
-#include "dpsubspace_net.h"
-#include "credit.h"
-#include "ledger.h"
-#include "log.h"
-#include "options.h"
-#include "producers.h"
-#include "store.h"
-#include "transport.h"
-#include "wire.h"
-#include "zap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -131,9 +119,9 @@ static int s_lock_state(const char *dir, char *err, size_t errlen)
 
 static int s_restore(collector *c, char *err, size_t errlen)
 {
-    if (ledger_open(&c->led, c->o.state_dir, err, errlen) != DPS_OK)
+    if (ledger_open(&c->ledger.led, c->o.state_dir, err, errlen) != DPS_OK)
         return -1;
-    if (c->led.torn_cut)
+    if (c->ledger.led.torn_cut)
         log_warn("the ledger's last line was torn by a crash and was cut off: that write never completed, so "
                  "its epoch's mechanism never ran and nothing of it was released");
     if (store_init(c->o.state_dir, err, errlen) != DPS_OK)
@@ -145,15 +133,15 @@ static int s_restore(collector *c, char *err, size_t errlen)
         log_warn("%zu snapshot files in %s/snapshots do not decode; ignored", bad, c->o.state_dir);
     if (store_check_shape(c->o.state_dir, c->o.d, c->pub.latest, err, errlen) != DPS_OK)
         return -1; /* another d: its snapshots and ledger are another stream's */
-    c->pub.last_seq = max_seq > c->led.last_seq ? max_seq : c->led.last_seq;
-    uint64_t next = c->led.next_epoch;
+    c->pub.last_seq = max_seq > c->ledger.led.last_seq ? max_seq : c->ledger.led.last_seq;
+    uint64_t next = c->ledger.led.next_epoch;
     if (count && max_epoch + 1 > next)
         next = max_epoch + 1;
-    c->led.next_epoch = next;
-    if (c->led.lines || count)
+    c->ledger.led.next_epoch = next;
+    if (c->ledger.led.lines || count)
         log_info("resumed from %s: %" PRIu64 " ledger entries, spent rho %.6g delta %.3g, next epoch %" PRIu64
                  ", %zu snapshots stored, last seq %" PRIu64,
-                 c->o.state_dir, c->led.lines, c->led.total.rho, c->led.total.delta, next, count, c->pub.last_seq);
+                 c->o.state_dir, c->ledger.led.lines, c->ledger.led.total.rho, c->ledger.led.total.delta, next, count, c->pub.last_seq);
     return 0;
 }
 
@@ -205,14 +193,14 @@ void collector_log_state_failed(const collector *c)
 static void s_teardown(collector *c)
 {
     collector_release_stop(c);
-    if (c->pull) {
-        net_monitor_stop(c->pull, &c->pull_mon);
+    if (c->ingest.pull) {
+        net_monitor_stop(c->ingest.pull, &c->ingest.pull_mon);
         int zero = 0;
-        zmq_setsockopt(c->pull, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_close(c->pull);
+        zmq_setsockopt(c->ingest.pull, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(c->ingest.pull);
     }
-    if (c->rep)
-        zmq_close(c->rep);
+    if (c->status.rep)
+        zmq_close(c->status.rep);
     if (c->pub.xpub)
         zmq_close(c->pub.xpub);
     zap_stop(&c->zap);
@@ -220,10 +208,10 @@ static void s_teardown(collector *c)
         zmq_ctx_term(c->ctx);
     dps_estimator_destroy(&c->est);
     dps_snapshot_destroy(&c->pub.latest);
-    ptable_free(&c->producers);
-    credit_free(&c->credit);
+    ptable_free(&c->ingest.producers);
+    credit_free(&c->ingest.credit);
     free(c->ingest.conn_state);
-    ledger_close(&c->led);
+    ledger_close(&c->ledger.led);
 }
 
 /* Start the estimator and the sockets, serve until stopped or asked to exit;
@@ -231,12 +219,12 @@ static void s_teardown(collector *c)
 static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
 {
     char err[8192];
-    collector_config(&c->o, &c->led, cfg);
-    c->stall.first_epoch = c->led.next_epoch; /* this run's first epoch (stall.warm_ms counts from the third) */
+    collector_config(&c->o, &c->ledger.led, cfg);
+    c->stall.first_epoch = c->ledger.led.next_epoch; /* this run's first epoch (stall.warm_ms counts from the third) */
     dps_config_set_commit(cfg, collector_commit, c);
     if (c->o.seeded)
         log_warn("SEEDED MODE (--seed): the noise is reproducible and NOT secure; every snapshot says so");
-    int rc = dps_estimator_new_resumed(&c->est, cfg, ledger_kind(&c->led));
+    int rc = dps_estimator_new_resumed(&c->est, cfg, ledger_kind(&c->ledger.led));
     if (rc) {
         fprintf(stderr, "dps-collector: cannot start the estimator: %s\n", dps_strerror(rc));
         return 1;
@@ -259,25 +247,25 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             return 1;
         }
     }
-    c->pull = zmq_socket(c->ctx, ZMQ_PULL);
+    c->ingest.pull = zmq_socket(c->ctx, ZMQ_PULL);
     c->pub.xpub = zmq_socket(c->ctx, ZMQ_XPUB);
-    c->rep = zmq_socket(c->ctx, ZMQ_REP);
+    c->status.rep = zmq_socket(c->ctx, ZMQ_REP);
     int pub_hwm = 1000;
     if (collector_ingest_setup(c) != 0) {
         fprintf(stderr, "dps-collector: out of memory\n");
         return 1;
     }
     zmq_setsockopt(c->pub.xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
-    if (collector_server_socket(c, c->pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
+    if (collector_server_socket(c, c->ingest.pull, c->o.ingest, "ingest", kp, err, sizeof err) ||
         collector_server_socket(c, c->pub.xpub, c->o.publish, "publish", kp, err, sizeof err) ||
-        collector_server_socket(c, c->rep, c->o.status, "status", kp, err, sizeof err)) {
+        collector_server_socket(c, c->status.rep, c->o.status, "status", kp, err, sizeof err)) {
         fprintf(stderr, "dps-collector: %s\n", err);
         return 2;
     }
-    net_monitor_start(c->ctx, c->pull, &c->pull_mon, 1); /* dropped connections on ingest */
-    c->pull_mon.on_disconnect = collector_on_disconnect;
-    c->pull_mon.on_accept = collector_on_accept;
-    c->pull_mon.on_disconnect_arg = c;
+    net_monitor_start(c->ctx, c->ingest.pull, &c->ingest.pull_mon, 1); /* dropped connections on ingest */
+    c->ingest.pull_mon.on_disconnect = collector_on_disconnect;
+    c->ingest.pull_mon.on_accept = collector_on_accept;
+    c->ingest.pull_mon.on_disconnect_arg = c;
     if (c->pub.latest) {
         unsigned char *buf = NULL;
         size_t len = 0;
@@ -293,11 +281,11 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (ptable_init(&c->producers, 4096) != 0) {
+    if (ptable_init(&c->ingest.producers, 4096) != 0) {
         fprintf(stderr, "dps-collector: out of memory\n");
         return 1;
     }
-    c->started_ms = c->epoch_started_ms = net_now_ms();
+    c->status.started_ms = c->epoch_started_ms = net_now_ms();
     log_info("listening: ingest %s, publish %s, status %s (%s); d=%" PRIu64 " k=%" PRIu64 ", epoch = %" PRIu64
              " buckets x %" PRIu64 " rows, rho %.4g per epoch, %s aggregator, state %s",
              c->o.ingest, c->o.publish, c->o.status, c->o.insecure_plaintext ? "PLAINTEXT, loopback only" : "CURVE",
@@ -317,25 +305,25 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
     const dps_budget cap = {c->o.cap_rho, c->o.cap_eps, c->o.delta_target}; /* the configuration's (collector_config) */
     uint64_t agg = 0;
     dps_config_get_int(cfg, DPS_PARAM_AGGREGATOR, &agg);
-    if (dps_accountant_new_resumed(&acc, &cap, &c->led.total, ledger_kind(&c->led)) == DPS_OK) {
+    if (dps_accountant_new_resumed(&acc, &cap, &c->ledger.led.total, ledger_kind(&c->ledger.led)) == DPS_OK) {
         double eps = dps_accountant_eps(acc, c->o.delta_target), left = dps_accountant_left(acc);
         if (c->o.no_cap)
             log_warn("no privacy budget cap (--no-cap): epochs are released without limit; spent so far rho %.4g "
-                     "(eps %.4g at delta %.0e)", c->led.total.rho, eps, c->o.delta_target);
+                     "(eps %.4g at delta %.0e)", c->ledger.led.total.rho, eps, c->o.delta_target);
         else
             log_info("privacy budget cap: %s %.4g; spent so far rho %.4g (eps %.4g at delta %.0e); left %.4g %s%s",
-                     dps_budget_unit(&cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->led.total.rho,
+                     dps_budget_unit(&cap), c->o.cap_rho > 0 ? c->o.cap_rho : c->o.cap_eps, c->ledger.led.total.rho,
                      eps, c->o.delta_target, left, dps_budget_unit(&cap),
                      dps_accountant_fits_kind(acc, dps_config_epoch_cost(cfg),
                                               dps_aggregator_charge_kind((dps_aggregator)agg))
                          ? "" : ": the next epoch would pass it and will be refused");
-        if (dps_accountant_kind(acc) != DPS_CHARGE_GAUSSIAN && c->led.total.delta == 0 &&
+        if (dps_accountant_kind(acc) != DPS_CHARGE_GAUSSIAN && c->ledger.led.total.delta == 0 &&
             dps_aggregator_charge_kind((dps_aggregator)agg) == DPS_CHARGE_GAUSSIAN)
             log_info("eps is stated by the CKS conversion of rho from now on: the ledger records what each epoch "
                      "spent (rho %.4g so far), not which mechanism spent it, so the exact Gaussian eps of gaussian "
                      "or power epochs alone (%.4g at delta %.0e, were every epoch so far one of them) is not claimed "
-                     "after a restart", c->led.total.rho,
-                     dps_zcdp_eps_total_kind(c->led.total, DPS_CHARGE_GAUSSIAN, c->o.delta_target),
+                     "after a restart", c->ledger.led.total.rho,
+                     dps_zcdp_eps_total_kind(c->ledger.led.total, DPS_CHARGE_GAUSSIAN, c->o.delta_target),
                      c->o.delta_target);
         dps_accountant_destroy(&acc);
     }
@@ -356,9 +344,9 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
             if (removals != c->pub.sub_removals && collector_rebind_publish(c) == 0)
                 c->pub.sub_removals = removals;
         }
-        zmq_pollitem_t items[4] = {{c->pull, 0, ZMQ_POLLIN, 0},
+        zmq_pollitem_t items[4] = {{c->ingest.pull, 0, ZMQ_POLLIN, 0},
                                    {c->pub.xpub, 0, ZMQ_POLLIN, 0},
-                                   {c->rep, 0, ZMQ_POLLIN, 0},
+                                   {c->status.rep, 0, ZMQ_POLLIN, 0},
                                    {NULL, c->rel.pipe[0], ZMQ_POLLIN, 0}};
         int n = zmq_poll(items, 4, 100);
         if (n < 0 && errno != EINTR) {
@@ -376,16 +364,16 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
                 if (!collector_ingest(c))
                     break;
         }
-        net_monitor_poll(&c->pull_mon, 0);
+        net_monitor_poll(&c->ingest.pull_mon, 0);
         collector_ingest_watch(c);
         /* Silent producers' credit comes back, but only once the PULL queue
            was found empty: after this loop was blocked (waiting for the
            last epoch's release while the next one is full), the batches
            queued meanwhile are taken first and make their producers heard. */
-        if (n >= 0 && !(items[0].revents & ZMQ_POLLIN) && net_now_ms() - c->credit_swept_ms >= 1000) {
-            c->credit_swept_ms = net_now_ms();
-            credit_reclaim(&c->credit, c->credit_swept_ms, CREDIT_SILENCE_MS);
-            credit_stalled(&c->credit, c->credit_swept_ms);
+        if (n >= 0 && !(items[0].revents & ZMQ_POLLIN) && net_now_ms() - c->ingest.credit_swept_ms >= 1000) {
+            c->ingest.credit_swept_ms = net_now_ms();
+            credit_reclaim(&c->ingest.credit, c->ingest.credit_swept_ms, CREDIT_SILENCE_MS);
+            credit_stalled(&c->ingest.credit, c->ingest.credit_swept_ms);
         }
         if (c->o.epoch_seconds > 0 && net_now_ms() - c->epoch_started_ms >= (uint64_t)(c->o.epoch_seconds * 1000)) {
             dps_estimator_stats es;
@@ -415,14 +403,14 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
              "backpressure apart; %.2f ms from the third epoch on), the longest publish %.2f ms; backpressure (the "
              "next epoch full while the last one releases): the longest wait %.2f ms, %.1f ms in all",
              c->stall.batch_ms, c->stall.warm_ms, c->stall.publish_ms, c->stall.waited_max_ms, c->stall.waited_total_ms);
-    if (c->ledger_failed) {
+    if (c->ledger.failed) {
         collector_log_state_failed(c);
         return 3;
     }
-    if (c->ingest.connections_dropped || c->producers.total_gaps) {
+    if (c->ingest.connections_dropped || c->ingest.producers.total_gaps) {
         log_error("batches were LOST in transit this run: %" PRIu64 " producer connections dropped with the batches "
                   "in flight on them, %" PRIu64 " batches missing from producers' sequences (see the warnings above)",
-                  c->ingest.connections_dropped, c->producers.total_gaps);
+                  c->ingest.connections_dropped, c->ingest.producers.total_gaps);
         return 4;
     }
     return 0;
@@ -495,7 +483,7 @@ int main(int argc, char **argv)
 {
     collector c;
     memset(&c, 0, sizeof c);
-    c.led.fd = -1;
+    c.ledger.led.fd = -1;
     options_defaults(&c.o);
     char err[8192];
     c.argc = argc;

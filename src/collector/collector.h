@@ -1,56 +1,50 @@
-/* collector.h - the state of dps-collector and how its modules share it.
+/* collector.h - dps-collector as parts, and how its modules share them.
 
    The daemon is one loop (collector.c: setup, the loop, teardown) that calls
    the modules in the order of the data: ingest.c takes batches (and bounds
    their memory) and seals full epochs, release.c releases them on its own
    thread while the loop ingests the next, publish.c holds the ledger hook
-   and stores and publishes each snapshot, status_reply.c answers the status endpoint (counters and
-   producers' credit), reload.c applies SIGHUP.  Who owns what: main()
-   (collector.c) owns everything in the struct; the modules borrow it. */
+   and stores and publishes each snapshot, status_reply.c answers the status
+   endpoint (counters and producers' credit), reload.c applies SIGHUP.  Each
+   part's state is a type of its own, in its own header: ingest_state,
+   release_handoff, publish_state, status_state, ledger_guard,
+   collector_stalls; the collector is their composition with the options,
+   the context, the authentication and the estimator they share.
+   Who owns what: main() (collector.c) owns the collector and every part;
+   the modules borrow it. */
 #ifndef DPS_COLLECTOR_H
 #define DPS_COLLECTOR_H
 
 #include "dpsubspace.h"
 #include "dpsubspace_net.h"
-#include "credit.h"
-#include "ledger.h"
+#include "ingest.h"
+#include "ledger_guard.h"
 #include "log.h"
 #include "options.h"
-#include "producers.h"
 #include "publish.h"
-#include "ingest.h"
 #include "release.h"
 #include "stalls.h"
+#include "status.h"
 #include "store.h"
-#include "transport.h"
 #include "wire.h"
 #include "zap.h"
 
-
-#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 
 typedef struct {
-    collector_options o;
-    void *ctx, *pull, *rep;
-    publish_state pub;         /* the publish socket and what it has sent (publish.h) */
-    net_monitor pull_mon;
-    zap_handler *zap;
-    ledger led;
-    dps_estimator *est;
-    uint64_t rejected[WIRE_REJECT_COUNT_];
-    uint64_t started_ms, epoch_started_ms;
-    producer_table producers;
-    uint64_t revoked;          /* batches and status requests from keys no longer authorized */
+    collector_options o;       /* the options (options.h) */
     int argc;                  /* the command line, read again with the config file on SIGHUP */
     char **argv;
-    ingest_state ingest;       /* the ingest's connections and memory bound (ingest.h) */
-    credit_pool credit;        /* the producers' credit (credit.h): capacity from plan */
-    uint64_t credit_swept_ms;  /* when silent producers' credit was last reclaimed */
+    void *ctx;                 /* the ZeroMQ context: every socket's */
+    zap_handler *zap;          /* CURVE authentication of every socket (zap.h) */
+    dps_estimator *est;        /* the loop pushes rows, the release thread closes epochs */
+    uint64_t epoch_started_ms; /* when the open epoch took its first row */
+    ingest_state ingest;       /* sockets, producers, credit, connections (ingest.h) */
     release_handoff rel;       /* the release and writer threads' hand-over (release.h) */
-    int ledger_failed;         /* the loop took a ledger failure (rel.halt): exit code 3 */
-    pthread_mutex_t led_mu;    /* the ledger: the commit hook (release thread) and the loop */
+    publish_state pub;         /* the publish socket and what it has sent (publish.h) */
+    status_state status;       /* the status socket and the refusals it reports (status.h) */
+    ledger_guard ledger;       /* the ledger and its lock (ledger_guard.h) */
     collector_stalls stall;    /* the loop's longest stalls (stalls.h) */
 } collector;
 

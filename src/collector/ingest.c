@@ -6,26 +6,18 @@
    released here. */
 #include "collector.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 #include <zmq.h>
 
 
 /* --------------------------------------------------------------- ingest */
 static void s_reject(collector *c, wire_reject r, size_t len, const wire_rows *wr)
 {
-    uint64_t n = ++c->rejected[r];
+    uint64_t n = ++c->status.rejected[r];
     const char *why = r == WIRE_REPLAYED ? ": its producer's run already sent that seq (a replayed or reordered "
                                            "batch), and its rows are in an epoch already"
                       : r == WIRE_SLICE  ? ": it holds a slice of rows for a sharded collector (dps-collector "
@@ -92,15 +84,15 @@ void collector_on_disconnect(void *arg, int fd)
                      n, c->o.max_batch_rows, c->o.d);
     }
     s_conn_set(c, fd, CONN_NONE);
-    ptable_ended(&c->producers, fd);
-    credit_ended(&c->credit, fd);
+    ptable_ended(&c->ingest.producers, fd);
+    credit_ended(&c->ingest.credit, fd);
 }
 
 int collector_ingest(collector *c)
 {
     zmq_msg_t msg;
     zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, c->pull, ZMQ_DONTWAIT) < 0) {
+    if (zmq_msg_recv(&msg, c->ingest.pull, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&msg);
         return 0;
     }
@@ -112,7 +104,7 @@ int collector_ingest(collector *c)
     int fd = zmq_msg_get(&msg, ZMQ_SRCFD); /* which connection: -1 if unknown */
     /* connections that ended before this message arrived, first: the kernel
        may have given its connection the fd of one of them */
-    net_monitor_poll(&c->pull_mon, 0);
+    net_monitor_poll(&c->ingest.pull_mon, 0);
     s_conn_set(c, fd, CONN_DELIVERED);
     wire_reject r = wire_rows_decode(zmq_msg_data(&msg), len, c->o.d, &wr);
     if (zmq_msg_more(&msg)) { /* a multipart message is not ours: drop all parts */
@@ -123,7 +115,7 @@ int collector_ingest(collector *c)
         while (more) {
             zmq_msg_t part;
             zmq_msg_init(&part);
-            if (zmq_msg_recv(&part, c->pull, 0) < 0) {
+            if (zmq_msg_recv(&part, c->ingest.pull, 0) < 0) {
                 zmq_msg_close(&part);
                 break;
             }
@@ -133,22 +125,22 @@ int collector_ingest(collector *c)
     }
     zmq_msg_close(&msg);
     if (r == WIRE_OK && revoked) {
-        uint64_t n = ++c->revoked;
+        uint64_t n = ++c->status.revoked;
         if (c->o.verbose || n <= 5 || n % 1000 == 0)
             log_warn("refused a batch of %zu rows from producer '%s': its key is no longer in %s (%" PRIu64
                      " refused so far)", wr.n, wr.producer_id, c->o.authorized_keys, n);
-        ptable_refused(&c->producers, wr.producer_id, wr.stream);
+        ptable_refused(&c->ingest.producers, wr.producer_id, wr.stream);
         wire_rows_release(&wr);
         return 1;
     }
     if (r == WIRE_OK && wr.shards) /* a slice of a row is not a row: only a sharded collector pairs slices */
         r = WIRE_SLICE;
-    else if (r == WIRE_OK && !ptable_admit(&c->producers, wr.producer_id, wr.stream, wr.seq))
+    else if (r == WIRE_OK && !ptable_admit(&c->ingest.producers, wr.producer_id, wr.stream, wr.seq))
         r = WIRE_REPLAYED; /* its rows are in an epoch already: used again, a row would count twice */
     if (r != WIRE_OK) {
         s_reject(c, r, len, &wr);
         if (wr.producer_id[0]) /* a draining producer learns of it */
-            ptable_refused(&c->producers, wr.producer_id, wr.stream);
+            ptable_refused(&c->ingest.producers, wr.producer_id, wr.stream);
         wire_rows_release(&wr); /* the rows of a batch refused after decoding (the others hold none) */
         return 1;
     }
@@ -182,16 +174,16 @@ int collector_ingest(collector *c)
         log_debug("a batch of %zu rows took %.1f ms in the estimator (epoch %" PRIu64 ", %" PRIu64 " rows in it)",
                   wr.n, took, es.epoch, es.rows_in_epoch);
     if (done == wr.n) { /* taken: a producer draining may now disconnect */
-        uint64_t gaps = c->producers.total_gaps;
-        ptable_record(&c->producers, wr.producer_id, wr.stream, wr.seq, wr.n);
-        int with_credit = credit_taken(&c->credit, wr.producer_id, wr.stream, wr.seq, fd, net_now_ms());
-        const producer_entry *pe = ptable_find(&c->producers, wr.producer_id, wr.stream);
+        uint64_t gaps = c->ingest.producers.total_gaps;
+        ptable_record(&c->ingest.producers, wr.producer_id, wr.stream, wr.seq, wr.n);
+        int with_credit = credit_taken(&c->ingest.credit, wr.producer_id, wr.stream, wr.seq, fd, net_now_ms());
+        const producer_entry *pe = ptable_find(&c->ingest.producers, wr.producer_id, wr.stream);
         c->ingest.watch_due |= !with_credit && pe && pe->fd != fd; /* a new connection without credit: count now */
-        ptable_set_credit(&c->producers, wr.producer_id, wr.stream, with_credit);
-        if (c->producers.total_gaps > gaps)
+        ptable_set_credit(&c->ingest.producers, wr.producer_id, wr.stream, with_credit);
+        if (c->ingest.producers.total_gaps > gaps)
             log_warn("producer %s: %" PRIu64 " batches before seq %" PRIu64 " never arrived: LOST in transit",
-                     wr.producer_id, c->producers.total_gaps - gaps, wr.seq);
-        if (ptable_batch_on(&c->producers, wr.producer_id, wr.stream, fd, wr.seq))
+                     wr.producer_id, c->ingest.producers.total_gaps - gaps, wr.seq);
+        if (ptable_batch_on(&c->ingest.producers, wr.producer_id, wr.stream, fd, wr.seq))
             collector_lost(c, wr.producer_id, "sent again");
     }
     wire_rows_release(&wr);
@@ -252,13 +244,13 @@ int collector_ingest_setup(collector *c)
     options_ingest_plan(&c->o, &c->ingest.plan);
     uint64_t cap = c->ingest.plan.budget > c->ingest.plan.loop ? (c->ingest.plan.budget - c->ingest.plan.loop) / c->ingest.plan.msg_max : 0;
     cap -= !c->o.insecure_plaintext && cap > 1; /* CURVE: the plaintext made while its ciphertext is held */
-    if (credit_init(&c->credit, cap ? cap : 1, 4096) != 0)
+    if (credit_init(&c->ingest.credit, cap ? cap : 1, 4096) != 0)
         return -1;
     int64_t maxmsg = (int64_t)c->ingest.plan.msg_max;
     int hwm = (int)c->o.rcvhwm, rcvbuf = INGEST_RCVBUF;
-    zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(c->pull, ZMQ_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    zmq_setsockopt(c->ingest.pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(c->ingest.pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->ingest.pull, ZMQ_RCVBUF, &rcvbuf, sizeof rcvbuf);
     return 0;
 }
 
@@ -296,7 +288,7 @@ void collector_ingest_report(collector *c, const dps_config *cfg)
              "so the buffer holds %" PRIu64 " of those (see --help).  The estimator adds at most %.0f MB "
              "(two epochs: one releasing on its own thread while the next fills)",
              (double)c->ingest.plan.budget / mb, (double)c->ingest.plan.msg_max / mb, c->o.max_batch_rows, c->o.d,
-             c->credit.capacity, options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->ingest.plan.producers, est);
+             c->ingest.credit.capacity, options_batch_slots(&c->o) + 2, options_batch_slots(&c->o), c->ingest.plan.producers, est);
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return;
@@ -322,7 +314,7 @@ void collector_ingest_watch(collector *c)
         return;
     c->ingest.watch_due = 0;
     c->ingest.watched_ms = net_now_ms();
-    uint64_t open = ptable_without_credit(&c->producers);
+    uint64_t open = ptable_without_credit(&c->ingest.producers);
     if (open > c->ingest.plan.producers && !c->ingest.over_plan) {
         c->ingest.over_plan = 1;
         log_warn("%" PRIu64 " producers connected without credit (no status endpoint, or an old producer), more "

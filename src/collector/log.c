@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <syslog.h>
-#include <time.h>
 
 static int s_level = LOGLEVEL_INFO;
 static log_sink s_sink = LOG_TO_STDERR;

@@ -8,7 +8,6 @@
 #include "est_flags.h"
 #include "dpsubspace.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>

@@ -10,16 +10,12 @@
 #include "collector.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -38,12 +34,12 @@ static void s_log_write_failed(const collector *c, const char *what, const char 
    ledger is halted, and a later append fails without writing). */
 static int s_append(collector *c, const char *kind, uint64_t epoch, dps_zcdp cost, const char *extra)
 {
-    char why[sizeof c->led.why];
-    pthread_mutex_lock(&c->led_mu);
-    int was_halted = c->led.halted;
-    int rc = ledger_append(&c->led, kind, epoch, cost, extra);
-    memcpy(why, c->led.why, sizeof why);
-    pthread_mutex_unlock(&c->led_mu);
+    char why[sizeof c->ledger.led.why];
+    pthread_mutex_lock(&c->ledger.mu);
+    int was_halted = c->ledger.led.halted;
+    int rc = ledger_append(&c->ledger.led, kind, epoch, cost, extra);
+    memcpy(why, c->ledger.led.why, sizeof why);
+    pthread_mutex_unlock(&c->ledger.mu);
     if (rc && !was_halted)
         s_log_write_failed(c, "could not write the ledger: ", why[0] ? why : dps_strerror(rc));
     return rc;
@@ -59,9 +55,9 @@ int collector_commit(void *arg, uint64_t epoch, dps_zcdp cost, dps_zcdp after)
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
         const char *why = "fault injection (DPS_FAULT=commit-fails)";
-        pthread_mutex_lock(&c->led_mu);
-        ledger_halt(&c->led, why);
-        pthread_mutex_unlock(&c->led_mu);
+        pthread_mutex_lock(&c->ledger.mu);
+        ledger_halt(&c->ledger.led, why);
+        pthread_mutex_unlock(&c->ledger.mu);
         s_log_write_failed(c, "could not write the ledger: ", why);
         rc = DPS_EIO;
     } else {
@@ -207,9 +203,9 @@ int collector_number_info(collector *c, const dps_snapshot_info *info, const flo
 int collector_store(collector *c, collector_outgoing *out)
 {
     dps_snapshot_info *in = &out->info;
-    pthread_mutex_lock(&c->led_mu);
-    int halted = c->led.halted;
-    pthread_mutex_unlock(&c->led_mu);
+    pthread_mutex_lock(&c->ledger.mu);
+    int halted = c->ledger.led.halted;
+    pthread_mutex_unlock(&c->ledger.mu);
     if (halted) { /* its commit came before the failure: charged; nothing is written after the failure */
         log_error("epoch %" PRIu64 " is charged (its commit line is in the ledger) but neither stored nor published: "
                   "the state directory failed a write (above)", in->epoch);
@@ -219,12 +215,12 @@ int collector_store(collector *c, collector_outgoing *out)
     int stored = collector_fault_here("store-fails") ? (errno = EIO, DPS_EIO)
                                                       : store_put(c->o.state_dir, in->epoch, out->buf, out->len);
     if (stored != DPS_OK) {
-        char why[sizeof c->led.why];
+        char why[sizeof c->ledger.led.why];
         snprintf(why, sizeof why, "the snapshot of epoch %" PRIu64 " could not be stored in %s/snapshots (%s)",
                  in->epoch, c->o.state_dir, strerror(errno));
-        pthread_mutex_lock(&c->led_mu);
-        ledger_halt(&c->led, why);
-        pthread_mutex_unlock(&c->led_mu);
+        pthread_mutex_lock(&c->ledger.mu);
+        ledger_halt(&c->ledger.led, why);
+        pthread_mutex_unlock(&c->ledger.mu);
         s_log_write_failed(c, "", why);
         log_error("epoch %" PRIu64 " is not published: charged, not released (its cost stays in the ledger)",
                   in->epoch);

@@ -24,13 +24,11 @@
    nothing is written after the failure and nothing charged meanwhile is
    sent unstored.
    Who owns what: the threads own nothing but the hand-over fields (under
-   rel.mu, release.h); the ledger is shared under led_mu. */
+   rel.mu, release.h); the ledger is shared under ledger.mu (ledger_guard.h). */
 #include "collector.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -154,7 +152,7 @@ int collector_release_start(collector *c)
         fcntl(c->rel.pipe[i], F_SETFL, fcntl(c->rel.pipe[i], F_GETFL) | O_NONBLOCK);
     pthread_mutex_init(&c->rel.mu, NULL);
     pthread_cond_init(&c->rel.cv, NULL);
-    pthread_mutex_init(&c->led_mu, NULL);
+    pthread_mutex_init(&c->ledger.mu, NULL);
     c->rel.seq = c->pub.last_seq; /* the thread numbers from here on */
     if (pthread_create(&c->rel.rel_thread, NULL, s_release_thread, c) != 0)
         return -1;
@@ -187,7 +185,7 @@ static void s_take(collector *c)
         else
             log_error("epoch %" PRIu64 " charged and not published: the state directory could not be written; "
                       "stopping", r.epoch);
-        c->ledger_failed = 1;
+        c->ledger.failed = 1;
         collector_stop = 1;
     } else if (rc == REL_LOST) {
         rc = 0; /* the next epoch goes on */
@@ -258,7 +256,7 @@ static void s_wait_while(collector *c, int (*busy)(collector *), int answer)
         if (pthread_cond_timedwait(&c->rel.cv, &c->rel.mu, &until) == ETIMEDOUT) {
             pthread_mutex_unlock(&c->rel.mu);
             for (int i = 0; i < 64; i++) { /* what is waiting, then back to the wait */
-                zmq_pollitem_t it = {c->rep, 0, ZMQ_POLLIN, 0};
+                zmq_pollitem_t it = {c->status.rep, 0, ZMQ_POLLIN, 0};
                 if (zmq_poll(&it, 1, 0) <= 0)
                     break;
                 collector_status(c);
@@ -353,5 +351,5 @@ void collector_release_stop(collector *c)
     close(c->rel.pipe[1]);
     pthread_mutex_destroy(&c->rel.mu);
     pthread_cond_destroy(&c->rel.cv);
-    pthread_mutex_destroy(&c->led_mu);
+    pthread_mutex_destroy(&c->ledger.mu);
 }

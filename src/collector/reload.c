@@ -5,18 +5,9 @@
 #include "collector.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 #include <zmq.h>
 
 
@@ -39,9 +30,9 @@ void collector_reload_config(collector *c)
     dps_config *cfg = NULL;
     int rc = dps_config_new(&cfg, next.d, next.k);
     if (!rc) {
-        pthread_mutex_lock(&c->led_mu);
-        collector_config(&next, &c->led, cfg);
-        pthread_mutex_unlock(&c->led_mu);
+        pthread_mutex_lock(&c->ledger.mu);
+        collector_config(&next, &c->ledger.led, cfg);
+        pthread_mutex_unlock(&c->ledger.mu);
         rc = dps_config_check(cfg, &why);
     }
     dps_config_destroy(&cfg); /* only checked: the running estimator keeps its own */

@@ -5,19 +5,10 @@
    Who owns what: borrows the collector (collector.h). */
 #include "collector.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 #include <zmq.h>
 
 
@@ -55,7 +46,7 @@ static void s_status_counters(collector *c, dps_collector_status *st)
         st->budget_left = INFINITY;
     }
     st->last_snapshot_seq = c->pub.last_seq;
-    st->uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    st->uptime_s = (net_now_ms() - c->status.started_ms) / 1000;
     st->d = c->o.d;
     st->k = c->o.k_total;
     uint64_t zap_ok = 0, zap_refused = 0;
@@ -63,19 +54,19 @@ static void s_status_counters(collector *c, dps_collector_status *st)
         zap_counts(c->zap, &zap_ok, &zap_refused);
     /* refusals: batches and requests refused (by the decoder's reasons, and keys) */
     for (int r = 1; r < WIRE_REJECT_COUNT_; r++)
-        s_count(st->refusals, &st->n_refusals, wire_reject_name(r), c->rejected[r]);
+        s_count(st->refusals, &st->n_refusals, wire_reject_name(r), c->status.rejected[r]);
     s_count(st->refusals, &st->n_refusals, "auth_refused", zap_refused);
-    s_count(st->refusals, &st->n_refusals, "auth_revoked", c->revoked);
+    s_count(st->refusals, &st->n_refusals, "auth_revoked", c->status.revoked);
     _Static_assert(WIRE_REJECT_COUNT_ + 1 <= DPS_STATUS_MAX_COUNTERS, "the refusals fit the reply");
     /* counters: what was taken or lost otherwise */
     struct { const char *name; uint64_t v; } other[] = {
         {"rows_nan", es.rows_nan}, {"rows_inf", es.rows_inf}, {"rows_zero", es.rows_zero},
-        {"rows_discarded", es.rows_discarded}, {"disconnects", c->pull_mon.disconnects},
-        {"seq_gaps", c->producers.total_gaps}, {"epochs_internal_error", es.epochs_internal_error},
+        {"rows_discarded", es.rows_discarded}, {"disconnects", c->ingest.pull_mon.disconnects},
+        {"seq_gaps", c->ingest.producers.total_gaps}, {"epochs_internal_error", es.epochs_internal_error},
         {"connections_dropped", c->ingest.connections_dropped}, {"connections_empty", c->ingest.connections_empty},
-        {"credit_grants", c->credit.grants}, {"credit_waits", c->credit.waits},
-        {"credit_reclaimed", c->credit.reclaimed}, {"credit_overruns", c->credit.overruns},
-        {"credit_stalls", c->credit.stalls},
+        {"credit_grants", c->ingest.credit.grants}, {"credit_waits", c->ingest.credit.waits},
+        {"credit_reclaimed", c->ingest.credit.reclaimed}, {"credit_overruns", c->ingest.credit.overruns},
+        {"credit_stalls", c->ingest.credit.stalls},
     };
     _Static_assert(sizeof other / sizeof *other <= DPS_STATUS_MAX_COUNTERS, "the counters fit the reply");
     for (size_t i = 0; i < sizeof other / sizeof *other; i++)
@@ -86,7 +77,7 @@ int collector_status_request(collector *c, wire_status_request *q, dps_collector
 {
     zmq_msg_t msg;
     zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, c->rep, ZMQ_DONTWAIT) < 0) {
+    if (zmq_msg_recv(&msg, c->status.rep, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&msg);
         return 0;
     }
@@ -95,16 +86,16 @@ int collector_status_request(collector *c, wire_status_request *q, dps_collector
     zmq_msg_close(&msg);
     memset(st, 0, sizeof *st);
     if (revoked) { /* a key removed since the connection was made: the asker learns it and stops */
-        c->revoked++;
+        c->status.revoked++;
         snprintf(st->refused, sizeof st->refused, "key_revoked");
         collector_status_send(c, st);
         return 0;
     }
     if (!ok) {
-        zmq_send(c->rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
+        zmq_send(c->status.rep, "", 0, 0); /* REP must answer; an empty reply does not decode */
         return 0;
     }
-    const producer_entry *pe = q->producer_id[0] ? ptable_find(&c->producers, q->producer_id, q->run) : NULL;
+    const producer_entry *pe = q->producer_id[0] ? ptable_find(&c->ingest.producers, q->producer_id, q->run) : NULL;
     if (pe) {
         st->producer_batches = pe->batches;
         st->producer_rows = pe->rows;
@@ -120,10 +111,10 @@ void collector_status_send(collector *c, const dps_collector_status *st)
     unsigned char *buf = NULL;
     size_t len = 0;
     if (wire_status_encode(st, &buf, &len) == DPS_OK) {
-        zmq_send(c->rep, buf, len, 0);
+        zmq_send(c->status.rep, buf, len, 0);
         free(buf);
     } else {
-        zmq_send(c->rep, "", 0, 0);
+        zmq_send(c->status.rep, "", 0, 0);
     }
 }
 
@@ -133,13 +124,13 @@ void collector_status(collector *c)
     dps_collector_status st;
     if (!collector_status_request(c, &q, &st))
         return;
-    if (q.producer_id[0] && ptable_asked(&c->producers, q.producer_id, q.run, net_now_ms()))
+    if (q.producer_id[0] && ptable_asked(&c->ingest.producers, q.producer_id, q.run, net_now_ms()))
         collector_lost(c, q.producer_id, "kept asking for its count");
     st.credit = 1;
     st.d = c->o.d;
     st.k = c->o.k_total;
     if (q.credit_seq_end) /* a credit question: a producer waits for it, the counters are not for it */
-        st.credit_seq_end = credit_request(&c->credit, q.producer_id, q.run, q.credit_from, q.credit_seq_end,
+        st.credit_seq_end = credit_request(&c->ingest.credit, q.producer_id, q.run, q.credit_from, q.credit_seq_end,
                                            net_now_ms());
     else
         s_status_counters(c, &st);

@@ -174,7 +174,7 @@ static int s_receive(sharded *s, held *h)
     wire_rows *out = &h->wr;
     zmq_msg_t msg;
     zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, c->pull, ZMQ_DONTWAIT) < 0) {
+    if (zmq_msg_recv(&msg, c->ingest.pull, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&msg);
         return 0;
     }
@@ -185,7 +185,7 @@ static int s_receive(sharded *s, held *h)
     wire_reject r = revoked ? WIRE_OK : wire_rows_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), s->w, out);
     zmq_msg_close(&msg);
     if (revoked) {
-        c->revoked++;
+        c->status.revoked++;
         return 0;
     }
     char id[WIRE_MAX_PRODUCER_ID + 1]; /* the refusal is counted for it after the batch is released */
@@ -199,7 +199,7 @@ static int s_receive(sharded *s, held *h)
                  s->rank, id);
         wire_rows_release(out);
         r = WIRE_DIM;
-    } else if (r == WIRE_OK && s->rank == 0 && !ptable_admit(&c->producers, id, run, out->seq)) {
+    } else if (r == WIRE_OK && s->rank == 0 && !ptable_admit(&c->ingest.producers, id, run, out->seq)) {
         /* rank 0 decides for every rank: a replayed batch is never announced */
         log_warn("a batch %" PRIu64 " of %s refused: its run already sent that seq (a replayed or reordered batch)",
                  out->seq, id);
@@ -218,10 +218,10 @@ static int s_receive(sharded *s, held *h)
             log_warn("rank %d: a batch of %s refused: its rows are not this rank's slice (%zu of d = %zu "
                      "coordinates): is the producer sharded over %d ranks (dps-produce --shards %d)?",
                      s->rank, id[0] ? id : "a producer", s->w, s->cfg->d, s->size, s->size);
-        c->rejected[r]++;
+        c->status.rejected[r]++;
         s->refused_slices++;
         if (s->rank == 0)
-            ptable_refused(&c->producers, id, run);
+            ptable_refused(&c->ingest.producers, id, run);
         log_debug("rank %d: batch refused: %s", s->rank, wire_reject_name(r));
         return 0;
     }
@@ -345,7 +345,7 @@ static void s_command(sharded *s, shard_cmd *cmd)
             usleep(2000);
             continue;
         }
-        zmq_pollitem_t item = {s->c->pull, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t item = {s->c->ingest.pull, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&item, 1, 5) > 0)
             s_hold_waiting(s, 0);
     }
@@ -359,7 +359,7 @@ static held *s_find(sharded *s, const shard_cmd *cmd)
         held *h = s_take_held(s, cmd);
         if (h || net_now_ms() >= deadline)
             return h;
-        zmq_pollitem_t item = {s->c->pull, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t item = {s->c->ingest.pull, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&item, 1, 10) > 0)
             s_hold_waiting(s, 1);
     }
@@ -403,7 +403,7 @@ static void s_publish(sharded *s, dps_snapshot_info *info, const float *basis)
     collector_outgoing out; /* collector_number_info logs a failure (memory, or its refused line) */
     int rc = collector_number_info(s->c, info, basis, &out);
     if (rc == DPS_ECOMMIT || (rc == DPS_OK && collector_store(s->c, &out) != DPS_OK)) {
-        s->c->ledger_failed = 1;
+        s->c->ledger.failed = 1;
         collector_stop = 1; /* s_next tells every rank to stop */
         return;
     }
@@ -477,7 +477,7 @@ static int s_decide(sharded *s, dps_snapshot_info *info)
         return END_REFUSED;
     case DPS_RELEASE_UNCOMMITTED:
     default:
-        c->ledger_failed = 1;
+        c->ledger.failed = 1;
         return END_COMMIT_FAILED;
     }
 }
@@ -632,14 +632,14 @@ static int s_batch(sharded *s, const shard_cmd *cmd, held *mine)
             end = s_add(s, mine->wr.rows + (size_t)i * s->w);
         s->rows_accepted += cmd->n;
         if (s->rank == 0)
-            ptable_record(&s->c->producers, cmd->id, cmd->stream, cmd->seq, cmd->n);
+            ptable_record(&s->c->ingest.producers, cmd->id, cmd->stream, cmd->seq, cmd->n);
     } else {
         s->dropped++;
         if (s->rank == 0) {
             log_warn("batch %" PRIu64 " of %s dropped on every rank: some rank did not get its slice within "
                      "--shard-wait %g s (a producer that is not sharded over %d ranks, or that died between its "
                      "parts' sends)", cmd->seq, cmd->id, s->c->o.shard_wait, s->size);
-            ptable_refused(&s->c->producers, cmd->id, cmd->stream);
+            ptable_refused(&s->c->ingest.producers, cmd->id, cmd->stream);
         } else if (!have) {
             log_warn("rank %d: no slice of batch %" PRIu64 " of %s within --shard-wait", s->rank, cmd->seq, cmd->id);
         }
@@ -675,7 +675,7 @@ static void s_status(sharded *s)
     st.budget_left = dps_accountant_left(s->acc);
     snprintf(st.budget_unit, sizeof st.budget_unit, "%s", dps_budget_unit(&s->cfg->cap));
     st.last_snapshot_seq = c->pub.last_seq;
-    st.uptime_s = (net_now_ms() - c->started_ms) / 1000;
+    st.uptime_s = (net_now_ms() - c->status.started_ms) / 1000;
     st.shards = (uint32_t)s->size;
     st.buckets_completed = s->buckets_closed + (s->reference && s->rows ? s->ref.completed : 0);
     struct { const char *name; uint64_t v; } counts[] = {
@@ -697,7 +697,7 @@ static void s_status(sharded *s)
 static void s_status_all(sharded *s)
 {
     for (int i = 0; i < 64; i++) {
-        zmq_pollitem_t st = {s->c->rep, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t st = {s->c->status.rep, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&st, 1, 0) <= 0)
             break;
         s_status(s);
@@ -759,23 +759,23 @@ static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
             return 1;
         }
     }
-    c->pull = zmq_socket(c->ctx, ZMQ_PULL);
+    c->ingest.pull = zmq_socket(c->ctx, ZMQ_PULL);
     int hwm = (int)c->o.rcvhwm;
     /* as large as a batch of whole rows: a producer that does not split its
        rows is then refused (it hears so in its drain) instead of having its
        connection dropped by libzmq without a word */
     int64_t maxmsg = (int64_t)(c->o.max_batch_rows * 4 * s->cfg->d + 1024);
-    zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (collector_server_socket(c, c->pull, ep, "ingest", kp, err, errlen))
+    zmq_setsockopt(c->ingest.pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->ingest.pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (collector_server_socket(c, c->ingest.pull, ep, "ingest", kp, err, errlen))
         return 2;
     if (s->rank == 0) {
         c->pub.xpub = zmq_socket(c->ctx, ZMQ_XPUB);
-        c->rep = zmq_socket(c->ctx, ZMQ_REP);
+        c->status.rep = zmq_socket(c->ctx, ZMQ_REP);
         int pub_hwm = 1000;
         zmq_setsockopt(c->pub.xpub, ZMQ_SNDHWM, &pub_hwm, sizeof pub_hwm);
         if (collector_server_socket(c, c->pub.xpub, c->o.publish, "publish", kp, err, errlen) ||
-            collector_server_socket(c, c->rep, c->o.status, "status", kp, err, errlen))
+            collector_server_socket(c, c->status.rep, c->o.status, "status", kp, err, errlen))
             return 2;
         if (c->pub.latest) { /* late subscribers get the last stored snapshot */
             unsigned char *buf = NULL;
@@ -785,8 +785,8 @@ static int s_setup(sharded *s, const dps_keypair *kp, char *err, size_t errlen)
                 free(buf);
             }
         }
-        if (ptable_init(&c->producers, 4096) != 0 ||
-            dps_accountant_new_resumed(&s->acc, &cfg->cap, &c->led.total, ledger_kind(&c->led)) != DPS_OK) {
+        if (ptable_init(&c->ingest.producers, 4096) != 0 ||
+            dps_accountant_new_resumed(&s->acc, &cfg->cap, &c->ledger.led.total, ledger_kind(&c->ledger.led)) != DPS_OK) {
             snprintf(err, errlen, "out of memory");
             return 1;
         }
@@ -826,8 +826,8 @@ static void s_next(sharded *s, shard_cmd *cmd, held **mine)
     memset(cmd, 0, sizeof *cmd);
     *mine = NULL;
     while (!s_stop_signal && !collector_stop) {
-        zmq_pollitem_t items[3] = {{c->pull, 0, ZMQ_POLLIN, 0}, {c->pub.xpub, 0, ZMQ_POLLIN, 0},
-                                   {c->rep, 0, ZMQ_POLLIN, 0}};
+        zmq_pollitem_t items[3] = {{c->ingest.pull, 0, ZMQ_POLLIN, 0}, {c->pub.xpub, 0, ZMQ_POLLIN, 0},
+                                   {c->status.rep, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(items, 3, 100);
         if (n < 0 && errno != EINTR) {
             log_error("poll failed: %s", zmq_strerror(errno));
@@ -861,7 +861,7 @@ static void s_next(sharded *s, shard_cmd *cmd, held **mine)
             /* a producer whose last batch closed the epoch asks for its count
                now: answer for a moment before the endpoint goes */
             for (uint64_t until = net_now_ms() + 500; net_now_ms() < until;) {
-                zmq_pollitem_t st = {c->rep, 0, ZMQ_POLLIN, 0};
+                zmq_pollitem_t st = {c->status.rep, 0, ZMQ_POLLIN, 0};
                 if (zmq_poll(&st, 1, 50) > 0)
                     s_status_all(s);
             }
@@ -878,9 +878,9 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
     s.c = c;
     s.rank = rank;
     s.size = size;
-    collector_config(&c->o, &c->led, cfg);
+    collector_config(&c->o, &c->ledger.led, cfg);
     s.cfg = cfg;
-    pthread_mutex_init(&c->led_mu, NULL);
+    pthread_mutex_init(&c->ledger.mu, NULL);
     c->rel.seq = c->pub.last_seq;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -896,7 +896,7 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         fprintf(stderr, "dps-collector: rank %d: %s\n", rank, err);
     code = collector_sharded_agree(code);
     /* the epoch numbering is the ledger's (rank 0's) */
-    uint64_t epoch = c->led.next_epoch;
+    uint64_t epoch = c->ledger.led.next_epoch;
     MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     s.epoch = epoch;
     size_t b = DPS_MIN(cfg->k + cfg->power_oversample, cfg->d);
@@ -924,7 +924,7 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         s_teardown(&s);
         return code;
     }
-    c->started_ms = c->epoch_started_ms = net_now_ms();
+    c->status.started_ms = c->epoch_started_ms = net_now_ms();
     if (s.reference) { /* allocated, not yet touched: say so now rather than when the kernel kills a rank */
         double need = (double)ref_sharded_bytes(cfg, s.w) / 1e6, have = s_mem_available_mb() * 1.048576;
         if (have > 0 && need > have)
@@ -969,14 +969,14 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         log_warn("rank %d: %" PRIu64 " slices expired unasked (their batch never reached rank 0, or was refused "
                  "there)", rank, s.expired);
     }
-    if (c->ledger_failed && rank == 0)
+    if (c->ledger.failed && rank == 0)
         collector_log_state_failed(c);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     log_info("rank %d: peak RSS %.1f MB; %.3f MB moved through MPI in %" PRIu64 " collective calls by the %s",
              rank, (double)ru.ru_maxrss / 1024.0, (double)s_bytes(&s) / 1e6, s_calls(&s),
              s.reference ? "reference aggregator" : "power iteration");
-    int failed = c->ledger_failed;
+    int failed = c->ledger.failed;
     MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
     code = failed ? 3 : s.dropped ? 4 : 0;
     s_teardown(&s);
