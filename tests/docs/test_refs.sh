@@ -4,7 +4,8 @@
 # document sends the reader outside it (a clone has nothing at ../); and the
 # code's comments state reasons, not the history of a change: no file under
 # src/, include/, python/ or proto/ names an issue (git and the issues keep that).
-# Documents: README.md, every docs/*.md, producers/README.md; their links
+# Documents: README.md, every docs/*.md, producers/README.md and the
+# tools' READMEs (experiments, bench); their links
 # (check_links.py) lead to files and headings that exist.
 # usage: test_refs.sh SOURCE_DIR
 src=$1
@@ -12,7 +13,7 @@ pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $1" >&2; }
 cd "$src" || { echo "0 passed, 1 failed"; exit 1; }
-docs="README.md $(ls docs/*.md) producers/README.md"
+docs="README.md $(ls docs/*.md) producers/README.md tools/experiments/README.md tools/bench/README.md"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for doc in $docs; do
   if [ -f "$doc" ]; then ok; else ko "$doc is missing"; continue; fi
