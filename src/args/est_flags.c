@@ -41,10 +41,10 @@ static const est_flag s_flags[] = {
      "histogram aggregator: side of the grid's cells (per coordinate of the projected reference points)"},
     {"param-groups", "D1,D2,...",
      "gaussian, power and kron aggregators: the row is these public parameter groups (a model's parameter "
-     "tensors, in row order; widths adding up to d); each gets its own basis, all for the cost of one release "
-     "(DESIGN 7.2); the basis is group-wise (k = the sum of the ranks rows, each zero outside its group).  "
+     "tensors, in row order; widths adding up to d); each gets its own basis, all for the cost of one release"
+     "; the basis is group-wise (k = the sum of the ranks rows, each zero outside its group).  "
      "kron: a group written RxC (e.g. 128x784,128,10x128,10) is R*C wide, read as an R x C matrix in row "
-     "order (a Linear weight (out, in)), and Kronecker-factored (DESIGN 7.6)"},
+     "order (a Linear weight (out, in)), and Kronecker-factored"},
     {"group-k", "K1,K2,...",
      "with --param-groups: each group's rank (0 = no basis for that group); without it every group gets --k "
      "(at most its width); the snapshot's k is their sum"},
@@ -187,4 +187,48 @@ int est_flag_applies(const char *aggregator, int p)
     if (aggregator && dps_aggregator_from_name(aggregator, &a) != DPS_OK)
         return 1;
     return dps_param_applies((dps_param)p, a);
+}
+
+int est_flag_aggregator(const char *name, int *out, char *err, size_t len)
+{
+    dps_aggregator a;
+    if (name && dps_aggregator_from_name(name, &a) == DPS_OK) {
+        if (out)
+            *out = (int)a;
+        return 0;
+    }
+    size_t n = (size_t)snprintf(err, len, "--aggregator: '%s' is not an aggregator; give one of", name ? name : "");
+    for (int i = 0; strcmp(dps_aggregator_name((dps_aggregator)i), "unknown") != 0 && n < len; i++)
+        n += (size_t)snprintf(err + n, len - n, "%s %s", i ? "," : "", dps_aggregator_name((dps_aggregator)i));
+    return -1;
+}
+
+int est_flag_refuse_unread(const char *aggregator, int (*given)(const char *flag, void *arg), void *arg, char *err,
+                           size_t len)
+{
+    /* which aggregators read each is the library's (dps_param_applies); the
+       sentence names them as the flags' help does */
+    static const struct {
+        const char *flag, *also; /* the flags (also: NULL, or a second one read with it) */
+        dps_param p;
+        const char *readers;
+    } s_read_by[] = {
+        {"--hist-width", NULL, DPS_PARAM_HIST_WIDTH, "--aggregator histogram"},
+        {"--power-blocks", "--power-oversample", DPS_PARAM_POWER_BLOCKS,
+         "--aggregator power (and gaussian or kron, for their unshaped groups wider than --dense-max-d)"},
+        {"--dense-max-d", NULL, DPS_PARAM_DENSE_MAX_D, "--aggregator gaussian and kron"},
+    };
+    for (size_t i = 0; i < sizeof s_read_by / sizeof s_read_by[0]; i++) {
+        const char *also = s_read_by[i].also;
+        if ((given(s_read_by[i].flag, arg) || (also && given(also, arg))) &&
+            !est_flag_applies(aggregator, s_read_by[i].p)) {
+            if (also)
+                snprintf(err, len, "%s and %s apply only to %s; drop them", s_read_by[i].flag, also,
+                         s_read_by[i].readers);
+            else
+                snprintf(err, len, "%s applies only to %s; drop it", s_read_by[i].flag, s_read_by[i].readers);
+            return -1;
+        }
+    }
+    return 0;
 }

@@ -37,5 +37,14 @@ const char *est_flag_default(const char *name);
    parameter p (dps_param_applies); 1 for a name that is no aggregator, which
    the program refuses with its own message. */
 int est_flag_applies(const char *aggregator, int p);
+/* The aggregator named name into *out (out may be NULL: a check): 0; else
+   -1 and a sentence naming the library's aggregators in err. */
+int est_flag_aggregator(const char *name, int *out, char *err, size_t len);
+/* Refuse the flags given for settings the aggregator does not read
+   (--hist-width, --power-blocks and --power-oversample, --dense-max-d):
+   given(flag, arg) says whether the program was given "--flag".  0 if none
+   was; else -1 and the sentence that says which in err. */
+int est_flag_refuse_unread(const char *aggregator, int (*given)(const char *flag, void *arg), void *arg, char *err,
+                           size_t len);
 
 #endif

@@ -67,6 +67,18 @@ int est_args_one_epoch(const est_args *a, const cli_opt *opts, size_t n_opts, es
     return 0;
 }
 
+/* The command line's flags, for est_flag_refuse_unread. */
+typedef struct {
+    const cli_opt *opts;
+    size_t n;
+} s_given_opts;
+
+static int s_given(const char *flag, void *arg)
+{
+    const s_given_opts *g = arg;
+    return cli_opt_given(g->opts, g->n, flag);
+}
+
 /* Checks that need no input: names, required flags, flags that only make
    sense together.  Fills the parts of s that do not depend on d. */
 int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const char *pos, est_settings *s)
@@ -148,16 +160,11 @@ int est_args_check(const est_args *a, const cli_opt *opts, size_t n_opts, const 
         if (!(a->delta <= 0.5))
             CLI_USAGE("--method exact needs --delta <= 0.5 (got %g)", a->delta);
     }
-    /* whether the aggregator reads these settings is the library's (dps_param_applies) */
-    const char *agg = s->one_epoch ? s->one_epoch : a->aggregator;
-    if (cli_opt_given(opts, n_opts, "--hist-width") && !est_flag_applies(agg, DPS_PARAM_HIST_WIDTH))
-        CLI_USAGE("--hist-width applies only to --aggregator histogram; drop it");
-    if ((cli_opt_given(opts, n_opts, "--power-blocks") || cli_opt_given(opts, n_opts, "--power-oversample")) &&
-        !est_flag_applies(agg, DPS_PARAM_POWER_BLOCKS))
-        CLI_USAGE("--power-blocks and --power-oversample apply only to --aggregator power (and gaussian or kron, for "
-                  "their unshaped groups wider than --dense-max-d); drop them");
-    if (cli_opt_given(opts, n_opts, "--dense-max-d") && !est_flag_applies(agg, DPS_PARAM_DENSE_MAX_D))
-        CLI_USAGE("--dense-max-d applies only to --aggregator gaussian and kron; drop it");
+    char unread[300];
+    s_given_opts given_opts = {opts, n_opts};
+    if (est_flag_refuse_unread(s->one_epoch ? s->one_epoch : a->aggregator, s_given, &given_opts, unread,
+                               sizeof unread))
+        CLI_USAGE("%s", unread);
     if (!(a->hist_width >= 0) || !isfinite(a->hist_width))
         CLI_USAGE("--hist-width must be a positive cell side (got %g)", a->hist_width);
     if (a->mean_out && s->task != EST_MEAN)
@@ -276,18 +283,12 @@ int est_args_config(const est_args *a, const cli_opt *opts, size_t n_opts, size_
         if (cli_opt_given(opts, n_opts, given_ints[i].flag) &&
             dps_config_set_int(c, given_ints[i].p, given_values[i]) != DPS_OK)
             CLI_USAGE("%s %zu: not a value this setting can hold", given_ints[i].flag, given_values[i]);
-    dps_aggregator agg;
-    if (a->aggregator) {
-        if (dps_aggregator_from_name(a->aggregator, &agg) != DPS_OK) {
-            char names[160] = "";
-            for (int i = 0; strcmp(dps_aggregator_name((dps_aggregator)i), "unknown") != 0; i++)
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
-                         dps_aggregator_name((dps_aggregator)i));
-            CLI_USAGE("--aggregator: '%s' is not an aggregator; give one of %s", a->aggregator, names);
-        }
-        dps_config_set_int(c, DPS_PARAM_AGGREGATOR, (uint64_t)agg);
-    }
-    if (s->one_epoch && dps_aggregator_from_name(s->one_epoch, &agg) == DPS_OK)
+    const char *agg_name = s->one_epoch ? s->one_epoch : a->aggregator;
+    int agg;
+    char agg_err[300];
+    if (agg_name && est_flag_aggregator(agg_name, &agg, agg_err, sizeof agg_err))
+        CLI_USAGE("%s", agg_err);
+    if (agg_name)
         dps_config_set_int(c, DPS_PARAM_AGGREGATOR, (uint64_t)agg);
     char group_err[200];
     if (cli_groups_apply(a->groups, a->group_k, c, group_err, sizeof group_err))

@@ -318,6 +318,28 @@ static int s_ingest_finish(collector_options *o, char *err, size_t errlen)
     return 0;
 }
 
+/* The options as est_flag_refuse_unread asks them: a setting is given
+   when it differs from its default (the command line and the configuration
+   file are merged by then). */
+typedef struct {
+    const collector_options *o;
+    const dps_config *lib; /* the defaults */
+} s_given_options;
+
+static int s_given(const char *flag, void *arg)
+{
+    const s_given_options *g = arg;
+    if (!strcmp(flag, "--hist-width"))
+        return g->o->hist_width != 0;
+    if (!strcmp(flag, "--power-blocks"))
+        return g->o->power_blocks != dps_config_int(g->lib, DPS_PARAM_POWER_BLOCKS);
+    if (!strcmp(flag, "--power-oversample"))
+        return g->o->power_oversample != dps_config_int(g->lib, DPS_PARAM_POWER_OVERSAMPLE);
+    if (!strcmp(flag, "--dense-max-d"))
+        return g->o->dense_max_d != 0;
+    return 0;
+}
+
 /* options_finish with lib, a configuration handle of the library's (its
    defaults, then the groups and split applied to it). */
 static int s_finish(collector_options *o, dps_config *lib, char *err, size_t errlen)
@@ -337,13 +359,8 @@ static int s_finish(collector_options *o, dps_config *lib, char *err, size_t err
         o->q = dps_config_int(lib, DPS_PARAM_Q);
     if (!o->window)
         o->window = o->t;
-    dps_aggregator agg;
-    if (dps_aggregator_from_name(o->aggregator, &agg) != DPS_OK) {
-        size_t n = (size_t)snprintf(err, errlen, "--aggregator: '%s' is none of", o->aggregator);
-        for (int i = 0; strcmp(dps_aggregator_name((dps_aggregator)i), "unknown") != 0 && n < errlen; i++)
-            n += (size_t)snprintf(err + n, errlen - n, "%s %s", i ? "," : "", dps_aggregator_name((dps_aggregator)i));
+    if (est_flag_aggregator(o->aggregator, NULL, err, errlen))
         return -1;
-    }
     if (cli_groups_apply(o->param_groups[0] ? o->param_groups : NULL, o->group_k[0] ? o->group_k : NULL, lib, err,
                          errlen))
         return -1;
@@ -366,21 +383,9 @@ static int s_finish(collector_options *o, dps_config *lib, char *err, size_t err
         o->split_mean = dps_config_real(lib, DPS_PARAM_SPLIT_MEAN);
     }
     o->k_total = dps_config_int(lib, DPS_PARAM_K);
-    /* whether the aggregator reads these settings is the library's (dps_param_applies) */
-    if (o->hist_width != 0 && !est_flag_applies(o->aggregator, DPS_PARAM_HIST_WIDTH)) {
-        snprintf(err, errlen, "--hist-width is for --aggregator histogram only");
+    s_given_options given = {o, lib};
+    if (est_flag_refuse_unread(o->aggregator, s_given, &given, err, errlen))
         return -1;
-    }
-    if ((o->power_blocks != dps_config_int(lib, DPS_PARAM_POWER_BLOCKS) || o->power_oversample != dps_config_int(lib, DPS_PARAM_POWER_OVERSAMPLE)) &&
-        !est_flag_applies(o->aggregator, DPS_PARAM_POWER_BLOCKS)) {
-        snprintf(err, errlen, "--power-blocks and --power-oversample are for --aggregator power (and gaussian's"
-                              " or kron's unshaped groups wider than --dense-max-d) only");
-        return -1;
-    }
-    if (o->dense_max_d && !est_flag_applies(o->aggregator, DPS_PARAM_DENSE_MAX_D)) {
-        snprintf(err, errlen, "--dense-max-d is for --aggregator gaussian and kron only");
-        return -1;
-    }
     if (!o->insecure_plaintext && (!o->server_key[0] || !o->authorized_keys[0])) {
         snprintf(err, errlen,
                  "CURVE needs --server-key and --authorized-keys (make keys with dps-keygen); "
