@@ -21,7 +21,7 @@
 static const char s_synopsis[] =
     "Usage: mpirun -np R dps-mpi-estimate --k K [--rho R] [--epoch-rows N] [--out basis.npy] INPUT\n"
     "\n"
-    "Runs the power mechanism (dps-estimate --aggregator power; DESIGN 7.3) on the rows\n"
+    "Runs the power mechanism (dps-estimate --aggregator power) on the rows\n"
     "of INPUT (.npy float32/float64, or raw float32 with --dim), sharded by coordinate\n"
     "over the MPI ranks: rank r holds its d / R columns (in order) of every row and of\n"
     "the iterate, so each needs about 1/R of the memory, and only b x b and 32 x b\n"
