@@ -189,6 +189,7 @@ static void s_json_config(cli_json *j, const est_settings *s)
     cli_json_num(j, "cap_eps", dps_config_real(c, DPS_PARAM_CAP_EPS));
     cli_json_num(j, "delta_target", dps_config_real(c, DPS_PARAM_DELTA_TARGET));
     cli_json_u64(j, "workers", dps_config_int(c, DPS_PARAM_WORKERS));
+    cli_json_str(j, "blas_core", dps_blas_corename()); /* the OpenBLAS kernel the run used */
     cli_json_object_end(j);
 }
 

@@ -19,6 +19,12 @@ void dps_set_last_error(const char *why);
    program chose a count with dps_blas_set_threads(). */
 void dps_blas_init_once(void);
 
+/* Key child from parent's stream, as dps_rng_fork does, without an
+   allocation (child made earlier, by any constructor): child's stream is
+   then parent's fork, its mode (seeded or secure) parent's. */
+struct dps_rng;
+void rng_rekey(struct dps_rng *child, struct dps_rng *parent);
+
 /* calloc of n*size with overflow check; NULL on failure. */
 static inline void *dps_calloc(size_t n, size_t size)
 {

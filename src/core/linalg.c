@@ -459,6 +459,18 @@ void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)n, 1.0, B, (int)d, 1.0, M, (int)d);
 }
 
+void la_syrk_rows_add_double_cols(const double *B, size_t n, size_t d, size_t j0, size_t j1, double *M)
+{
+    dps_blas_init_once();
+    if (j1 <= j0 || n == 0)
+        return;
+    if (j0) /* rows above the diagonal block: M[0:j0, j0:j1] += B[:, 0:j0]^T B[:, j0:j1] */
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)j0, (int)(j1 - j0), (int)n, 1.0, B, (int)d, B + j0,
+                    (int)d, 1.0, M + j0, (int)d);
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)(j1 - j0), (int)n, 1.0, B + j0, (int)d, 1.0,
+                M + j0 * d + j0, (int)d);
+}
+
 void la_syrk_gram_add_double(const double *B, size_t n, size_t d, size_t ld, double *M)
 {
     dps_blas_init_once();

@@ -79,6 +79,7 @@ int la_syevr_top(double *A, size_t n, size_t kk, double *w, double *Z);
    restarts the Krylov iteration took (1 for the dense path), 0 if it fell
    back.  Allocates O(n (kk + 10) + 240 n) doubles of scratch. */
 int la_sym_topk_d(double *A, size_t n, size_t kk, dps_rng *rng, double *w, double *Z, int *converged);
+
 /* Upper bound of the scratch la_sym_topk_d / la_sym_topk allocate for
    (n, kk) on the Krylov path (not the dense path or fallback, which
    allocate what dsyevr needs: about 8 n^2 bytes for the float matrix's copy). */
@@ -91,6 +92,13 @@ extern size_t la_sym_topk_restart_cap;
    residual tolerance is max(1e-6, 20 sqrt(n) eps_f); the dense path and the
    fallback use a double copy (8 n^2 bytes). */
 int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged);
+/* The same with the products S X cut by rows among pool's workers (NULL:
+   the calling thread): each entry is one call's sum, so the result is the
+   same for a given number of workers (and, with OpenBLAS, whose sum for an
+   entry does not depend on the rows' cut, for any number). */
+typedef struct dps_pool dps_pool;
+int la_sym_topk_on(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged,
+                   dps_pool *pool);
 
 /* A (k x q, float, row-major) = V P^T for V (k x d) and reference points P
    (q x d).  Rounding in A is harmless: the aggregator's items are defined as
@@ -105,6 +113,10 @@ double la_dot_self(const float *x, size_t n);
 void la_syrk_rows_double(const double *B, size_t n, size_t d, double *M);
 /* M (d x d, row-major, upper triangle) += B^T B for B (n x d, double). */
 void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M);
+/* The same for columns [j0, j1) of M's upper triangle only (rows 0..j1-1
+   of them): disjoint column ranges can be updated by different threads,
+   and the ranges [0, j1), [j1, j2), ... together make the whole update. */
+void la_syrk_rows_add_double_cols(const double *B, size_t n, size_t d, size_t j0, size_t j1, double *M);
 /* M (n x n, row-major, upper triangle) += B B^T for B (n x d, double,
    row-major, row stride ld >= d): the Gram of B's rows. */
 void la_syrk_gram_add_double(const double *B, size_t n, size_t d, size_t ld, double *M);

@@ -103,6 +103,17 @@ static void s_bytes(dps_rng *r, void *dst, size_t n)
     }
 }
 
+void rng_rekey(dps_rng *child, dps_rng *parent)
+{
+    s_bytes(parent, child->key, sizeof child->key);
+    memset(child->nonce, 0, sizeof child->nonce);
+    child->block = 0;
+    child->pos = RNG_BUF;
+    child->seeded = parent->seeded;
+    child->has_spare = 0;
+    child->spare = 0;
+}
+
 int dps_rng_fork(dps_rng *parent, dps_rng **out)
 {
     if (!parent)

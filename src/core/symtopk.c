@@ -34,6 +34,7 @@
    la_syevr_top answers. */
 #include "internal.h"
 #include "linalg.h"
+#include "pool.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -49,22 +50,55 @@ typedef struct {
     const float *Sf;
     size_t n;
     float *xf, *yf; /* n x b conversion buffers (float matrix only) */
+    dps_pool *pool; /* NULL, or the workers a product's rows are cut among */
 } sym_op;
 
-/* Y (n x b, column-major) = S X. */
+/* One product S X, and the rows [r0, r1) of it one call makes. */
+typedef struct {
+    const sym_op *op;
+    const double *X;
+    size_t b, parts;
+    double *Y;
+} sym_product;
+
+static void s_apply_rows(const sym_product *p, size_t r0, size_t r1)
+{
+    const sym_op *op = p->op;
+    int n = (int)op->n, m = (int)(r1 - r0);
+    if (m <= 0)
+        return;
+    if (op->Sd)
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, (int)p->b, n, 1.0, op->Sd + r0, n, p->X, n, 0.0,
+                    p->Y + r0, n);
+    else
+        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, (int)p->b, n, 1.0f, op->Sf + r0, n, op->xf, n,
+                    0.0f, op->yf + r0, n);
+}
+
+static void s_apply_part(void *arg, size_t w, int worker)
+{
+    (void)worker;
+    const sym_product *p = arg;
+    size_t n = p->op->n;
+    s_apply_rows(p, n * w / p->parts, n * (w + 1) / p->parts);
+}
+
+/* Y (n x b, column-major) = S X; with a pool, its rows in equal parts on
+   the workers (each entry one call's, the same sum as on one thread). */
 static void s_apply(const sym_op *op, const double *X, size_t b, double *Y)
 {
-    int n = (int)op->n;
-    if (op->Sd) {
-        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, (int)b, n, 1.0, op->Sd, n, X, n, 0.0, Y, n);
-        return;
-    }
-    for (size_t i = 0; i < op->n * b; i++)
-        op->xf[i] = (float)X[i];
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, (int)b, n, 1.0f, op->Sf, n, op->xf, n, 0.0f, op->yf,
-                n);
-    for (size_t i = 0; i < op->n * b; i++)
-        Y[i] = op->yf[i];
+    size_t parts = op->pool ? (size_t)pool_size(op->pool) : 1;
+    sym_product p = {op, X, b, parts, Y};
+    if (op->Sf)
+        for (size_t i = 0; i < op->n * b; i++)
+            op->xf[i] = (float)X[i];
+    if (parts > 1)
+        pool_for(op->pool, parts, s_apply_part, &p);
+    else
+        s_apply_rows(&p, 0, op->n);
+    if (op->Sf)
+        for (size_t i = 0; i < op->n * b; i++)
+            Y[i] = op->yf[i];
 }
 
 /* y -= K[:, 0:c] (K[:, 0:c]^T y), twice (CGS2); h: c doubles. */
@@ -234,6 +268,12 @@ int la_sym_topk_d(double *A, size_t n, size_t kk, dps_rng *rng, double *w, doubl
 
 int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged)
 {
+    return la_sym_topk_on(S, n, k, rng, V, w, converged, NULL);
+}
+
+int la_sym_topk_on(const float *S, size_t n, size_t k, dps_rng *rng, float *V, double *w, int *converged,
+                   dps_pool *pool)
+{
     if (!S || !V || k == 0 || k > n)
         return DPS_EINVAL;
     dps_blas_init_once();
@@ -241,7 +281,7 @@ int la_sym_topk(const float *S, size_t n, size_t k, dps_rng *rng, float *V, doub
     int conv = 1, restarts = 1, rc = (wk && Z) ? DPS_OK : DPS_ENOMEM;
     if (!rc && !s_dense(n, k)) {
         size_t b = DPS_MIN(n, k + SYM_OVERSAMPLE);
-        sym_op op = {.Sf = S, .n = n};
+        sym_op op = {.Sf = S, .n = n, .pool = pool};
         op.xf = dps_aligned_alloc(n * b, sizeof(float));
         op.yf = dps_aligned_alloc(n * b, sizeof(float));
         dps_rng *own = NULL;

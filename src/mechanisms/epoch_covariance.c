@@ -57,12 +57,11 @@ static void s_destroy(epoch_state **pst)
 
 static int s_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 {
-    (void)pool;
     epoch_state *st = calloc(1, sizeof *st);
     if (!st)
         return DPS_ENOMEM;
     st->cfg = c;
-    if (second_moment_init(&st->sm, c->d) != DPS_OK)
+    if (second_moment_init(&st->sm, c->d, pool) != DPS_OK)
         s_destroy(&st);
     *out = st;
     return st ? DPS_OK : DPS_ENOMEM;

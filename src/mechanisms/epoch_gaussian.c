@@ -4,9 +4,15 @@
 
    THE MECHANISM.  Every row the epoch takes (unit norm, or zero: row_unit)
    is added to C = sum x x^T (second_moment.h: d x d double, blocks of rows
-   through dsyrk).  The release adds E, symmetric, whose
-   upper triangle (diagonal included) is iid N(0, s^2) with s = 1/sqrt(rho),
-   and publishes the top-k eigenvectors of C + E (post-processing).
+   through dsyrk, on the estimator's workers).  The release adds E,
+   symmetric, whose upper triangle (diagonal included) is iid N(0, s^2) with
+   s = 1/sqrt(rho), and publishes the top-k eigenvectors of C + E
+   (post-processing).  The draws are made on the workers
+   (gauss_cov_noisy_float: each range of rows from its own fork of the
+   release's stream, a ChaCha20 keystream keyed from it, so the draws are
+   as secure as the stream and do not depend on the number of workers), and
+   C + E is rounded to float after the noise, for the eigensolver: rounding
+   a released value is post-processing.
 
    GUARANTEE.  rho_epoch-zCDP per epoch under replacing one row (pure zCDP:
    charged (rho_epoch, 0)).
@@ -44,16 +50,20 @@
    code of both this table entry and the power aggregator's.
 
    MEMORY.  Each dense group's C_g (second_moment.h), one noisy copy of the
-   widest dense group's for the eigensolver (restarted block Krylov,
-   la_sym_topk_d: it destroys its input), its eigenvectors and the Krylov
-   scratch: sum_g (d_g^2 + a block of rows) + max_g d_g^2 + max_g k_g d_g
-   doubles + la_sym_topk_bytes; a power group's as epoch_power.c says. */
+   widest dense group's in float for the eigensolver (restarted block
+   Krylov, la_sym_topk_on, its products on the workers), a row of draws per
+   worker and the Krylov scratch: sum_g (d_g^2 + a block of rows) doubles
+   + max_g d_g^2 floats + gauss_noise_ws_bytes + la_sym_topk_bytes; a power
+   group's as epoch_power.c says. */
 #include "epoch_mechanism.h"
 #include "gaussian_cov.h"
+#include "internal.h"
 #include "moment_groups.h"
 #include "second_moment.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 void gauss_cov_add_noise(double *A, size_t d, double s, dps_rng *rng)
 {
@@ -62,6 +72,84 @@ void gauss_cov_add_noise(double *A, size_t d, double s, dps_rng *rng)
         for (size_t j = i + 1; j < d; j++)
             A[j * d + i] = A[i * d + j];
     }
+}
+
+int gauss_noise_ws_init(gauss_noise_ws *ws, size_t d, dps_pool *pool)
+{
+    memset(ws, 0, sizeof *ws);
+    ws->d = d;
+    ws->workers = pool ? pool_size(pool) : 1;
+    ws->row = malloc((size_t)ws->workers * DPS_MAX(d, (size_t)1) * sizeof *ws->row);
+    int rc = ws->row ? DPS_OK : DPS_ENOMEM;
+    for (size_t c = 0; !rc && c < GAUSS_NOISE_CHUNKS; c++)
+        rc = dps_rng_new_seeded(&ws->stream[c], 0); /* a placeholder: keyed from the release's stream */
+    if (rc)
+        gauss_noise_ws_free(ws);
+    return rc;
+}
+
+void gauss_noise_ws_free(gauss_noise_ws *ws)
+{
+    for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++)
+        dps_rng_destroy(&ws->stream[c]);
+    free(ws->row);
+    ws->row = NULL;
+}
+
+size_t gauss_noise_ws_bytes(size_t d, int workers)
+{
+    return (size_t)workers * d * sizeof(double) + GAUSS_NOISE_CHUNKS * 1200; /* a generator is about 1.1 KB */
+}
+
+typedef struct {
+    const double *C;
+    size_t d;
+    double s;
+    gauss_noise_ws *ws;
+    float *Af;
+} noisy_job;
+
+static void s_noisy_range(void *arg, size_t c, int worker)
+{
+    const noisy_job *j = arg;
+    size_t d = j->d;
+    double *e = j->ws->row + (size_t)worker * d, trace = 0;
+    for (size_t i = j->ws->cut[c]; i < j->ws->cut[c + 1]; i++) {
+        dps_rng_gaussian_fill(j->ws->stream[c], j->s, e, d - i);
+        const double *Ci = j->C + i * d;
+        trace += Ci[i] + e[0];
+        j->Af[i * d + i] = (float)(Ci[i] + e[0]);
+        for (size_t k = i + 1; k < d; k++) {
+            float v = (float)(Ci[k] + e[k - i]);
+            j->Af[i * d + k] = v;
+            j->Af[k * d + i] = v;
+        }
+    }
+    j->ws->trace[c] = trace;
+}
+
+double gauss_cov_noisy_float(const double *C, size_t d, double s, dps_rng *rng, gauss_noise_ws *ws, dps_pool *pool,
+                             float *Af)
+{
+    if (d > ws->d) /* not reached: the callers' d is at most the workspace's */
+        return NAN;
+    /* equal areas: rows 0 .. r - 1 of the upper triangle hold about d^2 / 2 - (d - r)^2 / 2 */
+    for (size_t c = 0; c <= GAUSS_NOISE_CHUNKS; c++)
+        ws->cut[c] = c == GAUSS_NOISE_CHUNKS
+                         ? d
+                         : (size_t)llround((double)d * (1.0 - sqrt(1.0 - (double)c / GAUSS_NOISE_CHUNKS)));
+    for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++) /* the forks, in order, before any draw */
+        rng_rekey(ws->stream[c], rng);
+    noisy_job j = {C, d, s, ws, Af};
+    if (pool && ws->workers > 1)
+        pool_for(pool, GAUSS_NOISE_CHUNKS, s_noisy_range, &j);
+    else
+        for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++)
+            s_noisy_range(&j, c, 0);
+    double trace = 0;
+    for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++)
+        trace += ws->trace[c];
+    return trace;
 }
 
 const epoch_mechanism epoch_gaussian = {.id = DPS_AGG_GAUSSIAN, .name = "gaussian", .uses = EPOCH_USES_GROUPS | EPOCH_USES_POWER | EPOCH_USES_DENSE,

@@ -104,13 +104,16 @@
 
 struct epoch_state {
     const dps_config *cfg;
+    dps_pool *pool; /* the estimator's workers (borrowed): the dense groups' sums and eigensolver */
     size_t groups;
     group_kind kind[DPS_MAX_GROUPS];
     second_moment sm[DPS_MAX_GROUPS];   /* dense groups: sum x_g x_g^T        */
     power_iteration pi[DPS_MAX_GROUPS]; /* power groups                       */
     kron_moment km[DPS_MAX_GROUPS];     /* kron groups                        */
-    double *A, *Z, *w;  /* dense release: C_g + E_g, its eigenvectors, values;
-                           A is also a kron group's eigensolver copy          */
+    float *Af;          /* dense release: C_g + E_g in float (the eigensolver's) */
+    gauss_noise_ws nws; /* ... its draws on the workers (gaussian_cov.h)     */
+    double *A;          /* a kron group's side moment, the eigensolver's copy */
+    double *w;          /* a dense group's top-k_g eigenvalues               */
     double trace;       /* the dense release's tr(C_g + E_g) (its level)      */
     double *sv;         /* a power group's top-k_g noisy singular values     */
     float *slice;       /* k_g x d_g: a warm start, or a power group's basis  */
@@ -184,24 +187,23 @@ static size_t s_columns(const dps_config *c, size_t g)
     return b < d ? b : d;
 }
 
-/* The widest dense group or kron side (the eigensolver's copy), the most
-   dense eigenvector entries, the most eigenvalues of a dense group or kron
-   side, the largest k_g d_g of any group. */
-static void s_largest(const dps_config *c, size_t *d_max, size_t *kd_dense, size_t *k_max, size_t *kd_any)
+/* The widest dense group (its noisy copy, in float), the widest kron side
+   (its eigensolver's copy, in double), the most eigenvalues of a dense
+   group or kron side, the largest k_g d_g of any group. */
+static void s_largest(const dps_config *c, size_t *d_dense, size_t *d_kron, size_t *k_max, size_t *kd_any)
 {
-    *d_max = *kd_dense = *k_max = *kd_any = 0;
+    *d_dense = *d_kron = *k_max = *kd_any = 0;
     for (size_t g = 0; g < epoch_groups(c); g++) {
         size_t dg = epoch_group_d(c, g), kg = epoch_group_k(c, g), r, cols;
         *kd_any = DPS_MAX(*kd_any, kg * dg);
         if (moment_group_kind(c, g) == GROUP_KRON) {
             s_shape(c, g, &r, &cols);
-            *d_max = DPS_MAX(*d_max, DPS_MAX(r, cols));
+            *d_kron = DPS_MAX(*d_kron, DPS_MAX(r, cols));
             *k_max = DPS_MAX(*k_max, DPS_MIN(kg, DPS_MAX(r, cols)));
         }
         if (moment_group_kind(c, g) != GROUP_DENSE)
             continue;
-        *d_max = DPS_MAX(*d_max, dg);
-        *kd_dense = DPS_MAX(*kd_dense, kg * dg);
+        *d_dense = DPS_MAX(*d_dense, dg);
         *k_max = DPS_MAX(*k_max, kg);
     }
 }
@@ -250,8 +252,8 @@ int moment_check(const dps_config *c, const char **why)
 
 size_t moment_memory(const dps_config *c)
 {
-    size_t d_max, kd_dense, k_max, kd_any, sum = 0;
-    s_largest(c, &d_max, &kd_dense, &k_max, &kd_any);
+    size_t d_dense, d_kron, k_max, kd_any, sum = 0;
+    s_largest(c, &d_dense, &d_kron, &k_max, &kd_any);
     for (size_t g = 0; g < epoch_groups(c); g++) {
         size_t dg = epoch_group_d(c, g);
         if (moment_group_kind(c, g) == GROUP_DENSE)
@@ -264,9 +266,11 @@ size_t moment_memory(const dps_config *c)
             sum += kron_bytes(r, cols, epoch_group_k(c, g));
         }
     }
-    sum += (d_max * d_max + kd_dense + k_max) * sizeof(double) + kd_any * sizeof(float);
-    if (d_max)
-        sum += la_sym_topk_bytes(d_max, k_max); /* the eigensolver's Krylov scratch */
+    sum += (d_kron * d_kron + k_max) * sizeof(double) + (d_dense * d_dense + kd_any) * sizeof(float);
+    if (d_dense)
+        sum += gauss_noise_ws_bytes(d_dense, c->workers);
+    if (d_dense || d_kron)
+        sum += la_sym_topk_bytes(DPS_MAX(d_dense, d_kron), k_max); /* the eigensolver's Krylov scratch */
     return sum + (s_any_power(c) ? c->k * c->d * sizeof(float) : 0);
 }
 
@@ -280,8 +284,9 @@ void moment_destroy(epoch_state **pst)
         power_free(&st->pi[g]);
         kron_free(&st->km[g]);
     }
+    free(st->Af);
+    gauss_noise_ws_free(&st->nws);
     free(st->A);
-    free(st->Z);
     free(st->w);
     free(st->slice);
     free(st->sv);
@@ -293,19 +298,19 @@ void moment_destroy(epoch_state **pst)
 /* Everything the epochs and the release need is allocated here, once. */
 int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool)
 {
-    (void)pool;
     epoch_state *st = calloc(1, sizeof *st);
     *out = NULL;
     if (!st)
         return DPS_ENOMEM;
     st->cfg = c;
+    st->pool = pool;
     st->groups = epoch_groups(c);
     st->n = (uint64_t)c->t * c->m;
     int rc = DPS_OK;
     for (size_t g = 0; g < st->groups && !rc; g++) {
         st->kind[g] = moment_group_kind(c, g);
         if (st->kind[g] == GROUP_DENSE)
-            rc = second_moment_init(&st->sm[g], epoch_group_d(c, g));
+            rc = second_moment_init(&st->sm[g], epoch_group_d(c, g), pool);
         else if (st->kind[g] == GROUP_POWER)
             rc = power_init(&st->pi[g], epoch_group_d(c, g), epoch_group_k(c, g), s_columns(c, g));
         else if (st->kind[g] == GROUP_KRON) {
@@ -314,15 +319,16 @@ int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool)
             rc = kron_init(&st->km[g], r, cols, epoch_group_k(c, g));
         }
     }
-    size_t d_max, kd_dense, k_max, kd_any;
-    s_largest(c, &d_max, &kd_dense, &k_max, &kd_any);
+    size_t d_dense, d_kron, k_max, kd_any;
+    s_largest(c, &d_dense, &d_kron, &k_max, &kd_any);
     int ok = !rc;
-    if (ok && d_max) {
-        st->A = malloc(d_max * d_max * sizeof *st->A);
-        st->Z = malloc(DPS_MAX(kd_dense, 1) * sizeof *st->Z); /* none: only kron groups */
-        st->w = malloc(DPS_MAX(k_max, 1) * sizeof *st->w);
-        ok = st->A && st->Z && st->w;
-    }
+    if (ok && d_dense)
+        ok = (st->Af = malloc(d_dense * d_dense * sizeof *st->Af)) != NULL &&
+             gauss_noise_ws_init(&st->nws, d_dense, pool) == DPS_OK;
+    if (ok && d_kron)
+        ok = (st->A = malloc(d_kron * d_kron * sizeof *st->A)) != NULL;
+    if (ok && (d_dense || d_kron))
+        ok = (st->w = malloc(DPS_MAX(k_max, 1) * sizeof *st->w)) != NULL;
     if (ok)
         ok = (st->slice = malloc(kd_any * sizeof *st->slice)) != NULL &&
              (st->sv = malloc(DPS_MAX(c->k, 1) * sizeof *st->sv)) != NULL;
@@ -448,17 +454,11 @@ static int s_dense_basis(epoch_state *st, size_t g, double s)
 {
     size_t dg = epoch_group_d(st->cfg, g), kg = epoch_group_k(st->cfg, g);
     second_moment *sm = &st->sm[g];
-    second_moment_finish(sm);
-    memcpy(st->A, sm->C, dg * dg * sizeof *st->A);
-    gauss_cov_add_noise(st->A, dg, s, st->noise);
-    st->trace = 0;
-    for (size_t i = 0; i < dg; i++)
-        st->trace += st->A[i * dg + i];
-    int rc = la_sym_topk_d(st->A, dg, kg, NULL, st->w, st->Z, NULL); /* a public start: no noise draws */
-    for (size_t j = 0; !rc && j < kg; j++)
-        for (size_t i = 0; i < dg; i++)
-            st->slice[j * dg + i] = (float)st->Z[j * dg + i];
-    return rc;
+    second_moment_flush(sm); /* its upper triangle is all the noise step reads */
+    st->trace = gauss_cov_noisy_float(sm->C, dg, s, st->noise, &st->nws, st->pool, st->Af);
+    if (isnan(st->trace))
+        return DPS_EINVAL;
+    return la_sym_topk_on(st->Af, dg, kg, NULL, st->slice, st->w, NULL, st->pool); /* a public start */
 }
 
 const power_iteration *moment_group_power(const epoch_state *st, size_t g)

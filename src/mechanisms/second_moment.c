@@ -4,20 +4,34 @@
 #include "internal.h"
 #include "linalg.h"
 
+#include <math.h>
 #include <string.h>
 
-enum { SM_BLOCK = 64 }; /* rows per dsyrk update of C */
+enum { SM_BLOCK = 256 }; /* rows per dsyrk update of C */
+/* Below this width a block's update is too small to share: one dsyrk. */
+enum { SM_SHARED_MIN_D = 256 };
 
-int second_moment_init(second_moment *s, size_t d)
+size_t second_moment_parts(size_t d, int workers)
+{
+    return (workers >= 2 && d >= SM_SHARED_MIN_D) ? (size_t)workers : 1;
+}
+
+int second_moment_init(second_moment *s, size_t d, dps_pool *pool)
 {
     s->d = d;
     s->pending = 0;
+    s->pool = pool;
+    s->parts = second_moment_parts(d, pool ? pool_size(pool) : 1);
     s->C = calloc(d * d, sizeof *s->C);
     s->block = malloc(SM_BLOCK * d * sizeof *s->block);
-    if (!s->C || !s->block) {
+    s->cut = malloc((s->parts + 1) * sizeof *s->cut);
+    if (!s->C || !s->block || !s->cut) {
         second_moment_free(s);
         return DPS_ENOMEM;
     }
+    /* equal areas of the upper triangle: columns [0, j) hold about j^2 / 2 */
+    for (size_t w = 0; w <= s->parts; w++)
+        s->cut[w] = w == s->parts ? d : (size_t)llround((double)d * sqrt((double)w / (double)s->parts));
     return DPS_OK;
 }
 
@@ -25,7 +39,9 @@ void second_moment_free(second_moment *s)
 {
     free(s->C);
     free(s->block);
+    free(s->cut);
     s->C = s->block = NULL;
+    s->cut = NULL;
 }
 
 void second_moment_reset(second_moment *s)
@@ -34,9 +50,19 @@ void second_moment_reset(second_moment *s)
     s->pending = 0;
 }
 
+static void s_part(void *arg, size_t w, int worker)
+{
+    (void)worker;
+    second_moment *s = arg;
+    la_syrk_rows_add_double_cols(s->block, s->pending, s->d, s->cut[w], s->cut[w + 1], s->C);
+}
+
 static void s_flush(second_moment *s)
 {
-    la_syrk_rows_add_double(s->block, s->pending, s->d, s->C);
+    if (s->parts > 1 && s->pending)
+        pool_for(s->pool, s->parts, s_part, s);
+    else
+        la_syrk_rows_add_double(s->block, s->pending, s->d, s->C);
     s->pending = 0;
 }
 
@@ -48,6 +74,8 @@ void second_moment_add(second_moment *s, const float *row)
     if (++s->pending == SM_BLOCK)
         s_flush(s);
 }
+
+void second_moment_flush(second_moment *s) { s_flush(s); }
 
 void second_moment_finish(second_moment *s)
 {

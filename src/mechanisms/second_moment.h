@@ -22,11 +22,19 @@
    order: 2 n^2 2^-53 (4e-7 at n = 60 000, 2.2e-4 at 10^6; looser than the
    1e-8 above, which counts only the additions a replaced row can change;
    tests/mechanisms/test_second_moment.c checks the looser one).
-   Who owns what: the accumulator owns C and its row block. */
+   On the workers: with a pool of W >= 2 workers each block's update is cut
+   into W ranges of columns of equal area (cut w at d sqrt(w / W)), one per
+   worker, each entry summed by one call in the order of the rows as
+   before, so C is a function of the rows, d and W (reproducible for a given
+   number of workers; W = 1 is the single dsyrk); the bound above holds in
+   any order, so the argument is the same.
+   Who owns what: the accumulator owns C, its row block and its column cuts;
+   it borrows the pool, which outlives it. */
 #ifndef DPS_SECOND_MOMENT_H
 #define DPS_SECOND_MOMENT_H
 
 #include "dpsubspace.h"
+#include "pool.h"
 
 #include <stddef.h>
 
@@ -35,10 +43,18 @@ typedef struct {
     double *C;     /* sum x x^T: upper triangle until second_moment_finish */
     double *block; /* pending rows */
     size_t pending;
+    dps_pool *pool; /* NULL, or the workers each block's update is cut among */
+    size_t parts;   /* column ranges a block's update is cut into (1: one dsyrk) */
+    size_t *cut;    /* parts + 1 column indices, 0 .. d */
 } second_moment;
 
-/* DPS_OK or DPS_ENOMEM (then nothing is held). */
-int second_moment_init(second_moment *s, size_t d);
+/* pool: NULL (the calling thread does the work), or the workers that share
+   it (second_moment_parts of them).  DPS_OK or DPS_ENOMEM (then nothing is
+   held). */
+int second_moment_init(second_moment *s, size_t d, dps_pool *pool);
+/* How many column ranges a block's update is cut into for dimension d and
+   a pool of `workers` (1: one dsyrk on the calling thread). */
+size_t second_moment_parts(size_t d, int workers);
 void second_moment_free(second_moment *s);
 /* An empty sum (each epoch's rows are used once). */
 void second_moment_reset(second_moment *s);
@@ -49,6 +65,9 @@ size_t second_moment_block_rows(void);
 /* Add the pending rows and mirror the upper triangle: C is full and
    symmetric (until the next add). */
 void second_moment_finish(second_moment *s);
+/* Add the pending rows only: C's upper triangle is the whole sum (for a
+   reader of the upper triangle, which need not pay for the mirror). */
+void second_moment_flush(second_moment *s);
 /* The bytes it holds for dimension d. */
 size_t second_moment_bytes(size_t d);
 

@@ -1,6 +1,7 @@
 /* test_rng - the random sources and samplers against their distributions. */
 #include "check.h"
 #include "dpsubspace.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -120,6 +121,25 @@ int main(void)
     CHECK(dps_rng_fork(a, &f1) == DPS_OK && dps_rng_fork(a, &f2) == DPS_OK, "fork");
     CHECK(dps_rng_u64(f1) != dps_rng_u64(f2), "forks differ");
     CHECK(dps_rng_is_seeded(f1), "fork of seeded is seeded");
+    { /* rng_rekey is dps_rng_fork without the allocation: the same stream from the same parent state, whatever
+         the child held before (here a used secure generator), and the parent's mode */
+        dps_rng *p1 = NULL, *p2 = NULL, *forked = NULL, *rekeyed = NULL;
+        dps_rng_new_seeded(&p1, 21);
+        dps_rng_new_seeded(&p2, 21);
+        dps_rng_new_secure(&rekeyed);
+        dps_rng_gaussian(rekeyed, 1.0); /* leaves a spare normal and a used buffer behind */
+        dps_rng_fork(p1, &forked);
+        rng_rekey(rekeyed, p2);
+        int same_stream = dps_rng_is_seeded(rekeyed);
+        for (int i = 0; i < 300; i++) /* past one keystream buffer, and the Gaussians' spare */
+            same_stream &= dps_rng_gaussian(forked, 1.0) == dps_rng_gaussian(rekeyed, 1.0);
+        same_stream &= dps_rng_u64(p1) == dps_rng_u64(p2); /* the parents moved alike */
+        CHECK(same_stream, "rng_rekey is dps_rng_fork's stream");
+        dps_rng_destroy(&p1);
+        dps_rng_destroy(&p2);
+        dps_rng_destroy(&forked);
+        dps_rng_destroy(&rekeyed);
+    }
 
     /* Secure mode: not seeded, two sources differ. */
     dps_rng *s1 = NULL, *s2 = NULL;

@@ -53,6 +53,74 @@ static void s_test_noise(void)
     free(A);
 }
 
+/* 1b. The release's path (gauss_cov_noisy_float: the draws on the workers,
+   C + E rounded to float).  The same law and bounds as 1. (20 draws at
+   d = 300, rho = 0.25; float rounding moves a draw by 2^-24 of itself,
+   nothing at these bounds), on C = 0 in the upper triangle with 1e6 in the
+   lower one, which must not be read (a draw that read it would be off by
+   1e6).  Symmetry is exact; the trace is the diagonal's sum; the result is
+   the same with 1 and 3 workers (the draws depend on the stream only); the
+   64 ranges draw from different forks (a range reusing the first range's
+   stream would repeat its first draws). */
+static void s_test_noise_float(void)
+{
+    size_t d = 300, reps = 20;
+    double rho = 0.25, s2 = 1.0 / rho;
+    double *C = calloc(d * d, sizeof *C);
+    float *Af = malloc(d * d * sizeof *Af), *Af3 = malloc(d * d * sizeof *Af3);
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = 0; j < i; j++)
+            C[i * d + j] = 1e6;
+    dps_pool *pool3 = pool_new(3);
+    gauss_noise_ws ws, ws3;
+    CHECK(gauss_noise_ws_init(&ws, d, NULL) == DPS_OK && gauss_noise_ws_init(&ws3, d, pool3) == DPS_OK, "init");
+    dps_rng *rng = NULL, *rng3 = NULL;
+    dps_rng_new_seeded(&rng, 1);
+    dps_rng_new_seeded(&rng3, 1);
+    double sd2 = 0, so2 = 0, so = 0, trace_err = 0;
+    size_t nd = 0, no = 0;
+    int symmetric = 1, same = 1, forks_differ = 1;
+    for (size_t r = 0; r < reps; r++) {
+        double tr = gauss_cov_noisy_float(C, d, 1.0 / sqrt(rho), rng, &ws, NULL, Af);
+        gauss_cov_noisy_float(C, d, 1.0 / sqrt(rho), rng3, &ws3, pool3, Af3);
+        same &= memcmp(Af, Af3, d * d * sizeof *Af) == 0;
+        size_t r1 = ws.cut[1]; /* the second range's first row: its first draw is its diagonal */
+        forks_differ &= r1 < d && Af[r1 * d + r1] != Af[0];
+        double diag = 0;
+        for (size_t i = 0; i < d; i++) {
+            diag += Af[i * d + i];
+            sd2 += (double)Af[i * d + i] * Af[i * d + i];
+            nd++;
+            for (size_t j = i + 1; j < d; j++) {
+                so2 += (double)Af[i * d + j] * Af[i * d + j];
+                so += Af[i * d + j];
+                no++;
+                symmetric &= Af[i * d + j] == Af[j * d + i];
+            }
+        }
+        trace_err = fmax(trace_err, fabs(diag - tr) / (fabs(tr) + 1));
+    }
+    double vd = sd2 / (double)nd, vo = so2 / (double)no, mo = so / (double)no;
+    NOTE("the release's noise (float, on the workers) at rho %.2f: diagonal variance %.4f, off-diagonal %.4f "
+         "(s^2 = %.4f), off-diagonal mean %.5f", rho, vd, vo, s2, mo);
+    CHECK(fabs(vd / s2 - 1) < 5 * sqrt(2.0 / (double)nd), "diagonal variance %g, want %g", vd, s2);
+    CHECK(fabs(vo / s2 - 1) < 5 * sqrt(2.0 / (double)no), "off-diagonal variance %g, want %g", vo, s2);
+    CHECK(fabs(mo) < 5 * sqrt(s2 / (double)no), "off-diagonal mean %g", mo);
+    CHECK(symmetric, "C + E is symmetric");
+    CHECK(trace_err < 1e-5, "the trace is the diagonal's sum (relative error %g)", trace_err);
+    CHECK(same, "the same draws with 1 and 3 workers");
+    CHECK(forks_differ, "each range draws from its own fork");
+    CHECK(isnan(gauss_cov_noisy_float(C, d + 1, 1.0, rng, &ws, NULL, Af)), "a d above the workspace's: NaN");
+    gauss_noise_ws_free(&ws);
+    gauss_noise_ws_free(&ws3);
+    pool_free(&pool3);
+    dps_rng_destroy(&rng);
+    dps_rng_destroy(&rng3);
+    free(C);
+    free(Af);
+    free(Af3);
+}
+
 /* 2. Accuracy and the charge.  n = 1 000 rows near a 2-dim subspace of
    R^100 (the paper's generator at tau = 1e4 d: every row is a unit vector of
    the span up to 1e-4 per coordinate), so C is about (n/2) Pi: its 2nd
@@ -250,6 +318,7 @@ static void s_test_groups(size_t d2, size_t dense_max_d, size_t m, double bound)
 int main(void)
 {
     s_test_noise();
+    s_test_noise_float();
     s_test_accuracy();
     s_test_groups(40, 0, 8, 0.2);
     s_test_groups(300, 100, 40, 0.3);

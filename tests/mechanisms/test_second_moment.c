@@ -42,7 +42,7 @@ static void s_test_entries(void)
                 float *X = malloc(n * d * sizeof *X);
                 rounding_fill_rows(g, kind, n, d, X);
                 second_moment sm;
-                CHECK(second_moment_init(&sm, d) == DPS_OK, "init d %zu", d);
+                CHECK(second_moment_init(&sm, d, NULL) == DPS_OK, "init d %zu", d);
                 s_accumulate(&sm, X, n, d);
                 double worst = 0; /* largest error / tolerance */
                 for (size_t i = 0; i < d; i++)
@@ -80,7 +80,7 @@ static void s_test_neighbours(void)
     dps_rng_new_seeded(&g, 12);
     float *X = malloc((n + 1) * d * sizeof *X), *Y = malloc((n + 1) * d * sizeof *Y), *y = malloc(d * sizeof *y);
     second_moment a, c;
-    CHECK(second_moment_init(&a, d) == DPS_OK && second_moment_init(&c, d) == DPS_OK, "init");
+    CHECK(second_moment_init(&a, d, NULL) == DPS_OK && second_moment_init(&c, d, NULL) == DPS_OK, "init");
     double bound = 2.0 * rounding_gamma(n + 1) * (double)(n + 1), worst = 0;
     for (int kind = 0; kind < 3; kind++)
         for (size_t ji = 0; ji < sizeof js / sizeof js[0]; ji++)
@@ -109,9 +109,55 @@ static void s_test_neighbours(void)
     dps_rng_destroy(&g);
 }
 
+/* 1b. On the workers: d = 300 (above the width below which a block is one
+   dsyrk), a full block and a partial one, with 2 and 3 workers (each block
+   cut into column ranges): every entry within the bound of 1., and the same
+   sum again on a second run (reproducible for a given number of workers). */
+static void s_test_workers(void)
+{
+    size_t d = 300, n = second_moment_block_rows() + 7;
+    dps_rng *g = NULL;
+    dps_rng_new_seeded(&g, 12);
+    float *X = malloc(n * d * sizeof *X);
+    for (int workers = 2; workers <= 3; workers++) {
+        dps_pool *pool = pool_new(workers);
+        CHECK(second_moment_parts(d, workers) == (size_t)workers && second_moment_parts(d, 1) == 1 &&
+                  second_moment_parts(8, workers) == 1,
+              "a block cut into one range per worker above the width");
+        for (int kind = 0; kind < 3; kind++) {
+            rounding_fill_rows(g, kind, n, d, X);
+            second_moment sm, again;
+            CHECK(second_moment_init(&sm, d, pool) == DPS_OK && second_moment_init(&again, d, pool) == DPS_OK,
+                  "init");
+            s_accumulate(&sm, X, n, d);
+            s_accumulate(&again, X, n, d);
+            double worst = 0;
+            for (size_t i = 0; i < d; i++)
+                for (size_t j = 0; j < d; j++) {
+                    double ref = 0, A = 0;
+                    for (size_t r = 0; r < n; r++) {
+                        double p = (double)X[r * d + i] * X[r * d + j];
+                        ref += p;
+                        A += fabs(p);
+                    }
+                    worst = fmax(worst, fabs(sm.C[i * d + j] - ref) / (2.0 * rounding_gamma(n) * A + 1e-300));
+                }
+            CHECK(worst <= 1.0, "%d workers kind %d: error %.3g x the entrywise bound", workers, kind, worst);
+            CHECK(memcmp(sm.C, again.C, d * d * sizeof *sm.C) == 0, "%d workers kind %d: the same sum twice",
+                  workers, kind);
+            second_moment_free(&sm);
+            second_moment_free(&again);
+        }
+        pool_free(&pool);
+    }
+    free(X);
+    dps_rng_destroy(&g);
+}
+
 int main(void)
 {
     s_test_entries();
+    s_test_workers();
     s_test_neighbours();
     return check_summary();
 }

@@ -102,7 +102,7 @@ static double s_syrk_gflops(size_t d, size_t K, int dbl)
 static double s_time_cov(size_t d, const float *pool, size_t prows, size_t n)
 {
     second_moment s;
-    if (second_moment_init(&s, d) != DPS_OK)
+    if (second_moment_init(&s, d, NULL) != DPS_OK)
         return NAN;
     for (size_t i = 0; i < DPS_MIN(n, (size_t)256); i++)
         second_moment_add(&s, pool + (i % prows) * d);
