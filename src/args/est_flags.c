@@ -67,7 +67,9 @@ static const est_flag s_flags[] = {
      "(normalised to sum 1)"},
     {"public-seed", "P", "seed of the public randomness (the reference points; a power iteration's cold start)"},
     {"seed", "S", "TESTS ONLY: noise from a seeded, reproducible generator (NOT secure); every snapshot says so"},
-    {"workers", "N", "worker threads, 1..256"},
+    {"workers", "N",
+     "worker threads, 1..256: the bucket aggregators' bases; the gaussian and covariance aggregators' sums, and "
+     "gaussian's noise and eigensolver"},
 };
 #define N_FLAGS (sizeof s_flags / sizeof *s_flags)
 

@@ -315,6 +315,65 @@ static void s_test_groups(size_t d2, size_t dense_max_d, size_t m, double bound)
     dps_rng_destroy(&rng);
 }
 
+/* 4. The workers: one seeded epoch of 700 rows at d = 300 (above the width
+   where the sum is cut among the workers; 2 blocks and a partial one) and
+   dense_max_d 300 (the eigensolver's products cut too), by 1, 2 and 3
+   workers, twice with 2.  Reproducible for a given number (required: every
+   sum is one call's); the same for any number with OpenBLAS (its sum for an
+   entry does not depend on how the columns or rows are cut: the contract
+   in linalg.h says so, and this is where it would be seen to break). */
+static void s_release_with(size_t workers, const float *X, size_t n, size_t d, size_t k, float *V)
+{
+    dps_config c;
+    dps_config_init(&c, d, k);
+    c.t = 7;
+    c.m = n / 7;
+    c.window = 7;
+    c.aggregator = DPS_AGG_GAUSSIAN;
+    c.rho_epoch = 1.0;
+    c.seeded = 1;
+    c.seed = 4;
+    c.workers = (int)workers;
+    dps_estimator *e = NULL;
+    dps_snapshot *snap = NULL;
+    memset(V, 0, k * d * sizeof *V);
+    int rc = dps_estimator_new(&e, &c);
+    if (!rc)
+        rc = dps_estimator_push(e, X, n, d, NULL);
+    if (!rc)
+        rc = dps_estimator_close_epoch(e, &snap);
+    CHECK(!rc && dps_snapshot_basis(snap), "%zu workers: released (%s)", workers, dps_strerror(rc));
+    if (!rc && dps_snapshot_basis(snap))
+        memcpy(V, dps_snapshot_basis(snap), k * d * sizeof *V);
+    dps_snapshot_destroy(&snap);
+    dps_estimator_destroy(&e);
+}
+
+static void s_test_workers(void)
+{
+    size_t d = 300, k = 3, n = 700;
+    dps_rng *rng = NULL;
+    dps_rng_new_seeded(&rng, 6);
+    float *X = malloc(n * d * sizeof *X), *B = malloc(k * d * sizeof *B), *V[4];
+    dps_synth_paper(rng, n, d, k, 1e3 * d, X, B);
+    for (int i = 0; i < 4; i++)
+        V[i] = malloc(k * d * sizeof *V[i]);
+    s_release_with(1, X, n, d, k, V[0]);
+    s_release_with(2, X, n, d, k, V[1]);
+    s_release_with(2, X, n, d, k, V[2]);
+    s_release_with(3, X, n, d, k, V[3]);
+    double sn = dps_subspace_sin(V[1], B, k, d, NULL);
+    CHECK(sn < 0.5, "a basis was released (sin %g)", sn);
+    CHECK(memcmp(V[1], V[2], k * d * sizeof *V[1]) == 0, "2 workers twice: the same release");
+    CHECK(memcmp(V[0], V[1], k * d * sizeof *V[0]) == 0 && memcmp(V[0], V[3], k * d * sizeof *V[0]) == 0,
+          "1, 2 and 3 workers: the same release");
+    for (int i = 0; i < 4; i++)
+        free(V[i]);
+    free(X);
+    free(B);
+    dps_rng_destroy(&rng);
+}
+
 int main(void)
 {
     s_test_noise();
@@ -322,5 +381,6 @@ int main(void)
     s_test_accuracy();
     s_test_groups(40, 0, 8, 0.2);
     s_test_groups(300, 100, 40, 0.3);
+    s_test_workers();
     return check_summary();
 }
