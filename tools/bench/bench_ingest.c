@@ -243,6 +243,7 @@ static result s_collector(const opts *o, const n_keys *keys, int curve, char mod
     }
     extra[a++] = "--m"; extra[a++] = ms;
     extra[a++] = "--workers"; extra[a++] = wk;
+    extra[a++] = "--aggregator"; extra[a++] = o->aggregator;
     for (int i = 0; i < o->ncoll_args; i++)
         extra[a++] = o->coll_args[i];
     extra[a] = NULL;
@@ -368,6 +369,7 @@ int main(int argc, char **argv)
     o.workers = 2;
     o.transport = "ipc";
     o.do_plain = o.do_curve = 1;
+    o.aggregator = "reference";
     o.do_raw = o.do_api = o.do_a = o.do_b = 1;
     b_size_list ds = {o.ds, o.nd, 8};
     const char *security = NULL, *only = NULL;
@@ -382,6 +384,8 @@ int main(int argc, char **argv)
         {"--max-mb", CLI_OPT_DOUBLE, &o.max_mb, "X", "512", "cap on the data sent to a collector per measurement", 0},
         B_SIZE("--window", &o.window, "W", "32", "collector (a): open buckets"),
         B_INT("--workers", &o.workers, "N", "2", "collector --workers"),
+        {"--aggregator", CLI_OPT_STRING, &o.aggregator, "NAME", "reference",
+         "the collector's --aggregator, and the in-process reference's", 0},
         {"--transport", CLI_OPT_STRING, &o.transport, "T", "ipc", "ipc or tcp (127.0.0.1)", 0},
         {"--security", CLI_OPT_STRING, &security, "LIST", "both", "plain,curve", 0},
         {"--only", CLI_OPT_STRING, &only, "LIST", "all",

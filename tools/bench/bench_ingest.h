@@ -13,6 +13,7 @@ typedef struct {
     size_t window;
     int workers;
     const char *collector, *transport;
+    const char *aggregator; /* the collector's and the in-process reference's */
     int do_plain, do_curve, do_raw, do_api, do_a, do_b;
     const char *coll_args[9];
     int ncoll_args;

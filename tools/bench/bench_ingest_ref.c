@@ -188,7 +188,8 @@ result bi_estimator_ref(const opts *o, char mode, const float *pool, size_t pool
     dps_config cfg;
     dps_config_init(&cfg, d, o->k); /* m = 2k: the library's */
     cfg.workers = o->workers;
-    cfg.aggregator = DPS_AGG_REFERENCE;
+    if (dps_aggregator_from_name(o->aggregator, &cfg.aggregator) != DPS_OK)
+        return res; /* the collector refuses it too */
     size_t max_rows = (size_t)(o->max_mb * 1e6 / (4.0 * (double)d));
     if (mode == 'a') {
         cfg.t = max_rows / cfg.m + 2;
