@@ -11,6 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The law of 1.: the diagonal's and the off-diagonal's variance (of nd and
+   no draws) against s2, the off-diagonal's mean against 0, each within 5 sd
+   of its estimate (the bounds are derived at 1.). */
+static void s_check_law(double vd, size_t nd, double vo, size_t no, double mo, double s2)
+{
+    CHECK(fabs(vd / s2 - 1) < 5 * sqrt(2.0 / (double)nd), "diagonal variance %g, want %g", vd, s2);
+    CHECK(fabs(vo / s2 - 1) < 5 * sqrt(2.0 / (double)no), "off-diagonal variance %g, want %g", vo, s2);
+    CHECK(fabs(mo) < 5 * sqrt(s2 / (double)no), "off-diagonal mean %g", mo);
+}
+
 /* 1. The noise: A = 0 plus E, 20 draws at d = 300, rho = 0.25 (s^2 = 4).
    The variance estimate of N iid normal draws has relative sd sqrt(2/N):
    the diagonal (N = 6 000) 0.018, the off-diagonal (N = 897 000) 0.0015;
@@ -45,9 +55,7 @@ static void s_test_noise(void)
     double vd = sd2 / (double)nd, vo = so2 / (double)no, mo = so / (double)no;
     NOTE("Gaussian covariance noise at rho %.2f: diagonal variance %.4f, off-diagonal %.4f (s^2 = %.4f), "
          "off-diagonal mean %.5f", rho, vd, vo, s2, mo);
-    CHECK(fabs(vd / s2 - 1) < 5 * sqrt(2.0 / (double)nd), "diagonal variance %g, want %g", vd, s2);
-    CHECK(fabs(vo / s2 - 1) < 5 * sqrt(2.0 / (double)no), "off-diagonal variance %g, want %g", vo, s2);
-    CHECK(fabs(mo) < 5 * sqrt(s2 / (double)no), "off-diagonal mean %g", mo);
+    s_check_law(vd, nd, vo, no, mo, s2);
     CHECK(symmetric, "E is symmetric");
     dps_rng_destroy(&rng);
     free(A);
@@ -103,9 +111,7 @@ static void s_test_noise_float(void)
     double vd = sd2 / (double)nd, vo = so2 / (double)no, mo = so / (double)no;
     NOTE("the release's noise (float, on the workers) at rho %.2f: diagonal variance %.4f, off-diagonal %.4f "
          "(s^2 = %.4f), off-diagonal mean %.5f", rho, vd, vo, s2, mo);
-    CHECK(fabs(vd / s2 - 1) < 5 * sqrt(2.0 / (double)nd), "diagonal variance %g, want %g", vd, s2);
-    CHECK(fabs(vo / s2 - 1) < 5 * sqrt(2.0 / (double)no), "off-diagonal variance %g, want %g", vo, s2);
-    CHECK(fabs(mo) < 5 * sqrt(s2 / (double)no), "off-diagonal mean %g", mo);
+    s_check_law(vd, nd, vo, no, mo, s2);
     CHECK(symmetric, "C + E is symmetric");
     CHECK(trace_err < 1e-5, "the trace is the diagonal's sum (relative error %g)", trace_err);
     CHECK(same, "the same draws with 1 and 3 workers");

@@ -23,6 +23,24 @@ static void s_accumulate(second_moment *sm, const float *X, size_t n, size_t d)
     second_moment_finish(sm);
 }
 
+/* The largest error of an entry of sm's C against the reference of 1.
+   below, as a multiple of its tolerance 2 gamma_n A_ij. */
+static double s_worst_entry(const second_moment *sm, const float *X, size_t n, size_t d)
+{
+    double worst = 0;
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = 0; j < d; j++) {
+            double ref = 0, A = 0;
+            for (size_t r = 0; r < n; r++) {
+                double p = (double)X[r * d + i] * X[r * d + j];
+                ref += p;
+                A += fabs(p);
+            }
+            worst = fmax(worst, fabs(sm->C[i * d + j] - ref) / (2.0 * rounding_gamma(n) * A + 1e-300));
+        }
+    return worst;
+}
+
 /* 1. Every entry against the exact sum.  A product of floats is exact in
    double, so both C_ij and the reference ref_ij = sum_r x_ri x_rj (double,
    in row order) are within gamma_n A_ij of it, A_ij = sum_r |x_ri x_rj|:
@@ -44,17 +62,7 @@ static void s_test_entries(void)
                 second_moment sm;
                 CHECK(second_moment_init(&sm, d, NULL) == DPS_OK, "init d %zu", d);
                 s_accumulate(&sm, X, n, d);
-                double worst = 0; /* largest error / tolerance */
-                for (size_t i = 0; i < d; i++)
-                    for (size_t j = 0; j < d; j++) {
-                        double ref = 0, A = 0;
-                        for (size_t r = 0; r < n; r++) {
-                            double p = (double)X[r * d + i] * X[r * d + j];
-                            ref += p;
-                            A += fabs(p);
-                        }
-                        worst = fmax(worst, fabs(sm.C[i * d + j] - ref) / (2.0 * rounding_gamma(n) * A + 1e-300));
-                    }
+                double worst = s_worst_entry(&sm, X, n, d);
                 CHECK(worst <= 1.0, "d %zu n %zu kind %d: error %.3g x the entrywise bound", d, n, kind, worst);
                 second_moment_free(&sm);
                 free(X);
@@ -131,17 +139,7 @@ static void s_test_workers(void)
                   "init");
             s_accumulate(&sm, X, n, d);
             s_accumulate(&again, X, n, d);
-            double worst = 0;
-            for (size_t i = 0; i < d; i++)
-                for (size_t j = 0; j < d; j++) {
-                    double ref = 0, A = 0;
-                    for (size_t r = 0; r < n; r++) {
-                        double p = (double)X[r * d + i] * X[r * d + j];
-                        ref += p;
-                        A += fabs(p);
-                    }
-                    worst = fmax(worst, fabs(sm.C[i * d + j] - ref) / (2.0 * rounding_gamma(n) * A + 1e-300));
-                }
+            double worst = s_worst_entry(&sm, X, n, d);
             CHECK(worst <= 1.0, "%d workers kind %d: error %.3g x the entrywise bound", workers, kind, worst);
             CHECK(memcmp(sm.C, again.C, d * d * sizeof *sm.C) == 0, "%d workers kind %d: the same sum twice",
                   workers, kind);
