@@ -186,6 +186,44 @@ static void s_for_job(void *p, int worker)
     pthread_mutex_unlock(&pool->mu); /* the batch is the caller's again: not touched after this */
 }
 
+static void s_task_job(void *p, int worker)
+{
+    pool_task *t = p;
+    t->fn(t->arg, worker);
+    dps_pool *pool = t->pool;
+    pthread_mutex_lock(&pool->mu);
+    t->pending = 0;
+    pthread_cond_broadcast(&pool->idle);
+    pthread_mutex_unlock(&pool->mu); /* the task is the caller's again: not touched after this */
+}
+
+void pool_task_start(dps_pool *pool, pool_task *t, pool_job_fn fn, void *arg)
+{
+    t->pool = pool;
+    t->fn = fn;
+    t->arg = arg;
+    t->pending = 0;
+    if (pool) {
+        pthread_mutex_lock(&pool->mu);
+        t->pending = 1;
+        pthread_mutex_unlock(&pool->mu);
+        if (pool_submit(pool, s_task_job, t) == 0)
+            return;
+        t->pending = 0; /* not queued: nothing else sees it */
+    }
+    fn(arg, 0);
+}
+
+void pool_task_wait(pool_task *t)
+{
+    if (!t->pool)
+        return;
+    pthread_mutex_lock(&t->pool->mu);
+    while (t->pending)
+        pthread_cond_wait(&t->pool->idle, &t->pool->mu);
+    pthread_mutex_unlock(&t->pool->mu);
+}
+
 void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
 {
     for_item *items = calloc(n ? n : 1, sizeof *items);

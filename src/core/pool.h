@@ -23,4 +23,18 @@ void pool_wait(dps_pool *pool);
    called from inside a job. */
 void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg);
 
+/* One job whose end the caller waits for alone: pool_task_start queues
+   fn(arg, worker) and returns at once, pool_task_wait returns when it has
+   run (at once if none was started).  The task is the caller's storage, one
+   run at a time; zero it before its first use.  A NULL pool, or a queue
+   that cannot take the job, runs it on the calling thread. */
+typedef struct {
+    dps_pool *pool;
+    pool_job_fn fn;
+    void *arg;
+    int pending; /* under the pool's mutex */
+} pool_task;
+void pool_task_start(dps_pool *pool, pool_task *t, pool_job_fn fn, void *arg);
+void pool_task_wait(pool_task *t);
+
 #endif

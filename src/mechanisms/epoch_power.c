@@ -79,8 +79,10 @@
 
    MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), b d doubles (the
    sum, power_iteration.c), a flush of 32 rows (32 d floats) and
-   O(b^2 + b 2048 + (32 + b) 1024) of scratch (the tiles in double); plus
-   the previous basis, k d floats: 4 (4 b + 32 + k) d bytes and change. */
+   O(b^2 + b 2048 + (32 + b) 1024) of scratch (the tiles in double); a
+   second flush of 32 rows, on a worker while the next arrive
+   (power_pool_bytes); plus the previous basis, k d floats: 4 (4 b + 64 + k)
+   d bytes and change. */
 #include "epoch_mechanism.h"
 #include "epoch_power.h"
 #include "moment_groups.h"

@@ -259,7 +259,7 @@ size_t moment_memory(const dps_config *c)
         if (moment_group_kind(c, g) == GROUP_DENSE)
             sum += second_moment_bytes(dg);
         else if (moment_group_kind(c, g) == GROUP_POWER)
-            sum += power_bytes(dg, epoch_group_k(c, g), s_columns(c, g));
+            sum += power_bytes(dg, epoch_group_k(c, g), s_columns(c, g)) + power_pool_bytes(dg, s_columns(c, g));
         else if (moment_group_kind(c, g) == GROUP_KRON) {
             size_t r, cols;
             s_shape(c, g, &r, &cols);
@@ -311,9 +311,11 @@ int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool)
         st->kind[g] = moment_group_kind(c, g);
         if (st->kind[g] == GROUP_DENSE)
             rc = second_moment_init(&st->sm[g], epoch_group_d(c, g), pool);
-        else if (st->kind[g] == GROUP_POWER)
+        else if (st->kind[g] == GROUP_POWER) {
             rc = power_init(&st->pi[g], epoch_group_d(c, g), epoch_group_k(c, g), s_columns(c, g));
-        else if (st->kind[g] == GROUP_KRON) {
+            if (!rc)
+                rc = power_use_pool(&st->pi[g], pool);
+        } else if (st->kind[g] == GROUP_KRON) {
             size_t r, cols;
             s_shape(c, g, &r, &cols);
             rc = kron_init(&st->km[g], r, cols, epoch_group_k(c, g));

@@ -80,8 +80,13 @@ size_t power_bytes(size_t d, size_t k, size_t b)
     return floats * sizeof(float) + doubles * sizeof(double);
 }
 
+/* Wait for the flush under way, if any. */
+static void s_wait(power_iteration *p) { pool_task_wait(&p->flushing); }
+
 void power_free(power_iteration *p)
 {
+    s_wait(p);
+    free(p->Bfull);
     free(p->X);
     free(p->Y);
     free(p->Yd);
@@ -187,6 +192,7 @@ static int s_qr(power_iteration *p, int want_r)
 
 int power_start(power_iteration *p, const float *warm, dps_rng *pub)
 {
+    s_wait(p);
     size_t d = p->d, b = p->b;
     /* all b columns are drawn whether or not warm replaces k of them: the
        public stream's use does not depend on the history */
@@ -222,17 +228,15 @@ static void s_tile(const float *src, size_t cols, size_t d, size_t c0, size_t w,
     }
 }
 
-/* Yd += B^T (B X) for the pending rows, every product in double (THE SUM IN
+/* Yd += B^T (B X) for nb rows B, every product in double (THE SUM IN
    DOUBLE). */
-void power_flush(power_iteration *p)
+static void s_flush_rows(power_iteration *p, const float *B, size_t nb)
 {
-    if (!p->pending)
-        return;
-    size_t d = p->d, b = p->b, nb = p->pending;
+    size_t d = p->d, b = p->b;
     /* P (nb x b, ld nb) = B X, summed over the tiles */
     for (size_t c0 = 0; c0 < d; c0 += POWER_TILE) {
         size_t w = DPS_MIN((size_t)POWER_TILE, d - c0);
-        s_tile(p->B, nb, d, c0, w, p->Bt);
+        s_tile(B, nb, d, c0, w, p->Bt);
         s_tile(p->X, b, d, c0, w, p->Xt);
         cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)w, 1.0, p->Bt, (int)w, p->Xt,
                     (int)w, c0 ? 1.0 : 0.0, p->P, (int)nb);
@@ -240,11 +244,39 @@ void power_flush(power_iteration *p)
     /* Yd's rows [c0, c0 + w) += B_tile^T P */
     for (size_t c0 = 0; c0 < d; c0 += POWER_TILE) {
         size_t w = DPS_MIN((size_t)POWER_TILE, d - c0);
-        s_tile(p->B, nb, d, c0, w, p->Bt);
+        s_tile(B, nb, d, c0, w, p->Bt);
         cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)nb, 1.0, p->Bt, (int)w, p->P,
                     (int)nb, 1.0, p->Yd + c0, (int)d);
     }
+}
+
+/* A worker's flush of the full block (Bfull, nb rows). */
+static void s_flush_job(void *arg, int worker)
+{
+    (void)worker;
+    power_iteration *p = arg;
+    s_flush_rows(p, p->Bfull, p->nb);
+}
+
+void power_flush(power_iteration *p)
+{
+    s_wait(p);
+    if (p->pending)
+        s_flush_rows(p, p->B, p->pending);
     p->pending = 0;
+}
+
+size_t power_pool_bytes(size_t d, size_t b) { return s_block_rows(b) * d * sizeof(float); }
+
+int power_use_pool(power_iteration *p, dps_pool *pool)
+{
+    if (!pool)
+        return DPS_OK;
+    p->Bfull = dps_aligned_alloc(p->nb * p->d, sizeof(float));
+    if (!p->Bfull)
+        return DPS_ENOMEM;
+    p->flushing = (pool_task){.pool = pool};
+    return DPS_OK;
 }
 
 double power_rounding_bound(size_t n, size_t d, size_t b)
@@ -257,8 +289,18 @@ double power_rounding_bound(size_t n, size_t d, size_t b)
 void power_add(power_iteration *p, const float *row)
 {
     memcpy(p->B + p->pending * p->d, row, p->d * sizeof *row);
-    if (++p->pending == p->nb)
+    if (++p->pending < p->nb)
+        return;
+    if (!p->Bfull) {
         power_flush(p);
+        return;
+    }
+    s_wait(p); /* the last block's flush is done: its buffer takes this block's rows */
+    float *full = p->B;
+    p->B = p->Bfull;
+    p->Bfull = full;
+    p->pending = 0;
+    pool_task_start(p->flushing.pool, &p->flushing, s_flush_job, p);
 }
 
 int power_step(power_iteration *p, double s, dps_rng *noise)

@@ -20,6 +20,7 @@
 #define DPS_POWER_ITERATION_H
 
 #include "dpsubspace.h"
+#include "pool.h"
 
 #include <stddef.h>
 
@@ -38,6 +39,8 @@ typedef struct {
     size_t lwork;
     double *R, *U, *sv, *dwork, *G, *gbuf; /* b x b R, its SVD, X^T X, scratch   */
     size_t ldwork;
+    pool_task flushing; /* the flush of a full block on a worker (power_use_pool) */
+    float *Bfull;       /* nb x d: that block's rows (NULL: flushes run here)    */
 } power_iteration;
 
 /* Allocate everything for dimension d, rank k, b columns (1 <= k <= b <= d):
@@ -45,6 +48,14 @@ typedef struct {
 int power_init(power_iteration *p, size_t d, size_t k, size_t b);
 /* Free the buffers (twice is harmless). */
 void power_free(power_iteration *p);
+/* Flush each full block on one of pool's workers while the next block's
+   rows arrive (a second block of rows, nb x d floats: power_pool_bytes).
+   The flushes are the same sums in the same order as on the calling
+   thread, one at a time; every call below that reads or resets the sum
+   waits for the one under way.  DPS_OK, or DPS_ENOMEM (then the flushes
+   stay on the calling thread). */
+int power_use_pool(power_iteration *p, dps_pool *pool);
+size_t power_pool_bytes(size_t d, size_t b);
 /* X_0: the k rows of warm (k x d, orthonormal, public) or, when warm is NULL,
    nothing, completed with b (or b - k) public Gaussian directions drawn from
    pub, then orthonormalised (so X_0's first k columns span warm).  Y and the

@@ -141,9 +141,57 @@ static void s_test_neighbours(void)
     dps_rng_destroy(&g);
 }
 
+/* 3. The flushes on a worker (power_use_pool): the same sums in the same
+   order as on the calling thread, so the same Yd bit for bit -- with 1 and
+   2 workers, for 3 full blocks and a partial one, then a noisy step (the
+   same X after it) and a second step's rows (the buffers swapped an odd
+   number of times), and after a restart (power_start waits for the flush
+   under way). */
+static void s_test_on_workers(void)
+{
+    size_t d = 2100, n = 101, k = 2, b = 4;
+    dps_rng *g = NULL;
+    dps_rng_new_seeded(&g, 23);
+    float *R = malloc(n * d * sizeof *R);
+    rounding_fill_rows(g, 0, n, d, R);
+    for (int workers = 1; workers <= 2; workers++) {
+        dps_pool *pool = pool_new(workers);
+        power_iteration here, there;
+        CHECK(power_init(&here, d, k, b) == DPS_OK && power_init(&there, d, k, b) == DPS_OK, "init");
+        CHECK(power_use_pool(&there, pool) == DPS_OK && there.Bfull, "on the workers");
+        int same = 1;
+        for (int round = 0; round < 2; round++) {
+            s_sum(&here, 0, R, n);
+            s_sum(&there, 0, R, n);
+            same &= memcmp(here.Yd, there.Yd, b * d * sizeof *here.Yd) == 0;
+            dps_rng *n1 = NULL, *n2 = NULL;
+            dps_rng_new_seeded(&n1, 24);
+            dps_rng_new_seeded(&n2, 24);
+            CHECK(power_step(&here, 1.0, n1) == DPS_OK && power_step(&there, 1.0, n2) == DPS_OK, "step");
+            same &= memcmp(here.X, there.X, b * d * sizeof *here.X) == 0;
+            for (size_t r = 0; r < 45; r++) { /* a second step's rows, one block and a partial one */
+                power_add(&here, R + r * d);
+                power_add(&there, R + r * d);
+            }
+            power_flush(&here);
+            power_flush(&there);
+            same &= memcmp(here.Yd, there.Yd, b * d * sizeof *here.Yd) == 0;
+            dps_rng_destroy(&n1);
+            dps_rng_destroy(&n2);
+        }
+        CHECK(same, "%d worker(s): the same sums and steps as on the calling thread", workers);
+        power_free(&here);
+        power_free(&there);
+        pool_free(&pool);
+    }
+    free(R);
+    dps_rng_destroy(&g);
+}
+
 int main(void)
 {
     s_test_entries();
     s_test_neighbours();
+    s_test_on_workers();
     return check_summary();
 }
