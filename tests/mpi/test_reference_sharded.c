@@ -197,13 +197,17 @@ int main(int argc, char **argv)
               (unsigned long long)dropped);
         /* an epoch ended after 770 rows, with buckets 0..99 partly done: the
            completed ones only (packed out of the accumulated products) are
-           released, near the planted subspace (the bound above: W^ is now
-           about 60, not 100, so the noise about 5/3 of the measured; still
-           below the bound).  Seeded, the outcome is fixed and must be a
-           release; with the secure generator WFC may FAIL at 59 buckets (the
-           radius search stops near tau t = 30 friends, where the weights are
-           small: a FAIL in about 1 of 15 runs here, a private outcome, not
-           a bug), so that run checks a release only if there is one */
+           released, near the planted subspace at the measured radius (W^
+           is now about 60, not 100, so the noise about 5/3 of the measured).
+           Seeded, the outcome is fixed and must be a release near the
+           subspace.  With the secure generator the radius search's outcome
+           varies: WFC may FAIL at 59 buckets (it stops near tau t = 30
+           friends, where the weights are small: about 1 run in 15 here), or
+           pick a radius at which the 59-bucket mean's noise, 5/3 of the
+           bound above (spectral norm up to 2.7), is as large as the signal
+           (about 2): a residual of 0.87 was seen.  Both are private
+           outcomes, not bugs, so that run checks only that a release, if
+           there is one, is the released count's and gathers on every rank */
         CHECK(ref_sharded_begin(&s, 7) == DPS_OK, "begin, epoch 7");
         for (size_t i = 0; i < 770; i++) {
             s_row(U, i, row);
@@ -219,7 +223,8 @@ int main(int argc, char **argv)
             double res = rank == 0 ? planted_residual(full, U, K, D) : 0;
             if (rank == 0)
                 NOTE("%d rank(s): a partial epoch of %zu buckets: release residual %.4f", size, part, res);
-            CHECK(rank != 0 || res < 0.5, "the partial epoch's release near the planted subspace: %.3f", res);
+            CHECK(rank != 0 || secure || res < 0.5, "the partial epoch's release near the planted subspace: %.3f",
+                  res);
         }
         free(slice);
         /* 20 rows over 8 open buckets of 12: at most one completes; a release
