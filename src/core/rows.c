@@ -65,6 +65,24 @@ static inline float s_toward_zero(float f)
     return f;
 }
 
+/* dst = x c, each entry rounded toward zero (the argument's 4.).  Every row
+   the estimator takes passes here: compiled at -O3 (CMakeLists.txt) and for
+   the wider vector units, each chosen at load (target_clones), so that the
+   loop runs 8 or 16 lanes at a time; every lane makes the same IEEE
+   operations as the scalar loop, so the floats are the same bit for bit
+   whichever runs (tools/golden, test_rows). */
+__attribute__((target_clones("default", "avx2", "avx512f")))
+static void s_scale(const float *x, size_t n, double c, float *dst)
+{
+    for (size_t i = 0; i < n; i++) {
+        double w = (double)x[i] * c;
+        float f = (float)w;
+        if (fabs((double)f) > fabs(w)) /* rounded away from zero: one step back */
+            f = s_toward_zero(f);
+        dst[i] = f;
+    }
+}
+
 int row_fits_unit_ball(const float *x, size_t d)
 {
     double ss = row_sum_squares(x, d);
@@ -92,14 +110,7 @@ row_kind row_unit_part(const float *x, size_t n, double ss, size_t d, row_mode m
             memcpy(dst, x, n * sizeof *dst);
         return ROW_OK;
     }
-    double c = (1.0 - m) / sqrt(ss);
-    for (size_t i = 0; i < n; i++) {
-        double w = (double)x[i] * c;
-        float f = (float)w;
-        if (fabs((double)f) > fabs(w)) /* rounded away from zero: one step back */
-            f = s_toward_zero(f);
-        dst[i] = f;
-    }
+    s_scale(x, n, (1.0 - m) / sqrt(ss), dst);
     return ROW_OK;
 }
 
