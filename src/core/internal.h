@@ -24,6 +24,8 @@ void dps_blas_init_once(void);
    then parent's fork, its mode (seeded or secure) parent's. */
 struct dps_rng;
 void rng_rekey(struct dps_rng *child, struct dps_rng *parent);
+/* The bytes one generator holds (for the memory bounds). */
+size_t rng_bytes(void);
 
 /* calloc of n*size with overflow check; NULL on failure. */
 static inline void *dps_calloc(size_t n, size_t size)

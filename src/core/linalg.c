@@ -459,6 +459,11 @@ void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)n, 1.0, B, (int)d, 1.0, M, (int)d);
 }
 
+size_t la_triangle_cut(size_t d, size_t parts, size_t w)
+{
+    return w >= parts ? d : (size_t)llround((double)d * sqrt((double)w / (double)parts));
+}
+
 void la_syrk_rows_add_double_cols(const double *B, size_t n, size_t d, size_t j0, size_t j1, double *M)
 {
     dps_blas_init_once();

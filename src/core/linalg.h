@@ -117,6 +117,10 @@ void la_syrk_rows_add_double(const double *B, size_t n, size_t d, double *M);
    of them): disjoint column ranges can be updated by different threads,
    and the ranges [0, j1), [j1, j2), ... together make the whole update. */
 void la_syrk_rows_add_double_cols(const double *B, size_t n, size_t d, size_t j0, size_t j1, double *M);
+/* Where to cut the columns of a d x d upper triangle into `parts` ranges of
+   equal area: columns [0, j) hold about j^2 / 2, so cut w (0 <= w <= parts)
+   is d sqrt(w / parts), rounded (cut parts is d). */
+size_t la_triangle_cut(size_t d, size_t parts, size_t w);
 /* M (n x n, row-major, upper triangle) += B B^T for B (n x d, double,
    row-major, row stride ld >= d): the Gram of B's rows. */
 void la_syrk_gram_add_double(const double *B, size_t n, size_t d, size_t ld, double *M);

@@ -34,6 +34,18 @@ static int s_sodium_ready(void)
     return sodium_init() >= 0; /* 0 first time, 1 after; -1 on failure */
 }
 
+/* r's stream from its first byte under key (whatever r held before). */
+static void s_set_key(dps_rng *r, const unsigned char *key, int seeded)
+{
+    memcpy(r->key, key, sizeof r->key);
+    memset(r->nonce, 0, sizeof r->nonce);
+    r->block = 0;
+    r->pos = RNG_BUF;
+    r->seeded = seeded;
+    r->has_spare = 0;
+    r->spare = 0;
+}
+
 static int s_new_with_key(dps_rng **out, const unsigned char *key, int seeded)
 {
     if (!out)
@@ -42,12 +54,12 @@ static int s_new_with_key(dps_rng **out, const unsigned char *key, int seeded)
     dps_rng *r = calloc(1, sizeof *r);
     if (!r)
         return DPS_ENOMEM;
-    memcpy(r->key, key, sizeof r->key);
-    r->pos = RNG_BUF;
-    r->seeded = seeded;
+    s_set_key(r, key, seeded);
     *out = r;
     return DPS_OK;
 }
+
+size_t rng_bytes(void) { return sizeof(struct dps_rng); }
 
 int dps_rng_new_secure(dps_rng **out)
 {
@@ -105,13 +117,10 @@ static void s_bytes(dps_rng *r, void *dst, size_t n)
 
 void rng_rekey(dps_rng *child, dps_rng *parent)
 {
-    s_bytes(parent, child->key, sizeof child->key);
-    memset(child->nonce, 0, sizeof child->nonce);
-    child->block = 0;
-    child->pos = RNG_BUF;
-    child->seeded = parent->seeded;
-    child->has_spare = 0;
-    child->spare = 0;
+    unsigned char key[crypto_stream_chacha20_KEYBYTES];
+    s_bytes(parent, key, sizeof key);
+    s_set_key(child, key, parent->seeded);
+    sodium_memzero(key, sizeof key);
 }
 
 int dps_rng_fork(dps_rng *parent, dps_rng **out)

@@ -98,7 +98,7 @@ void gauss_noise_ws_free(gauss_noise_ws *ws)
 
 size_t gauss_noise_ws_bytes(size_t d, int workers)
 {
-    return (size_t)workers * d * sizeof(double) + GAUSS_NOISE_CHUNKS * 1200; /* a generator is about 1.1 KB */
+    return (size_t)workers * d * sizeof(double) + GAUSS_NOISE_CHUNKS * rng_bytes();
 }
 
 typedef struct {
@@ -133,7 +133,8 @@ double gauss_cov_noisy_float(const double *C, size_t d, double s, dps_rng *rng, 
 {
     if (d > ws->d) /* not reached: the callers' d is at most the workspace's */
         return NAN;
-    /* equal areas: rows 0 .. r - 1 of the upper triangle hold about d^2 / 2 - (d - r)^2 / 2 */
+    /* equal areas: rows 0 .. r - 1 of the upper triangle hold about d^2 / 2 - (d - r)^2 / 2 (the
+       draws' ranges: a seeded release depends on these exact cuts) */
     for (size_t c = 0; c <= GAUSS_NOISE_CHUNKS; c++)
         ws->cut[c] = c == GAUSS_NOISE_CHUNKS
                          ? d

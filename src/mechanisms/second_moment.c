@@ -4,7 +4,6 @@
 #include "internal.h"
 #include "linalg.h"
 
-#include <math.h>
 #include <string.h>
 
 enum { SM_BLOCK = 256 }; /* rows per dsyrk update of C */
@@ -29,9 +28,8 @@ int second_moment_init(second_moment *s, size_t d, dps_pool *pool)
         second_moment_free(s);
         return DPS_ENOMEM;
     }
-    /* equal areas of the upper triangle: columns [0, j) hold about j^2 / 2 */
-    for (size_t w = 0; w <= s->parts; w++)
-        s->cut[w] = w == s->parts ? d : (size_t)llround((double)d * sqrt((double)w / (double)s->parts));
+    for (size_t w = 0; w <= s->parts; w++) /* equal areas of the upper triangle */
+        s->cut[w] = la_triangle_cut(d, s->parts, w);
     return DPS_OK;
 }
 

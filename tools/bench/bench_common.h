@@ -41,6 +41,14 @@ static inline double b_cpu(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU time of the calling thread, seconds. */
+static inline double b_thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* -------------------------------------------------- test-data generator */
 /* xoshiro256** (Blackman-Vigna): fast, NOT cryptographic.  Benchmark data only;
    the library's own noise never comes from here. */

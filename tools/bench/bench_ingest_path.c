@@ -30,13 +30,6 @@ enum { SUBJECT_MEMCPY, SUBJECT_DECODE, SUBJECT_UNIT, SUBJECT_PATH, SUBJECTS };
 static const char *const s_names[SUBJECTS] = {"memcpy", "decode", "unit", "path"};
 enum { BLOCK_ROWS = 32 };
 
-static double s_thread_cpu(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct {
     unsigned char **msg;
     size_t *len, n, d, rows; /* messages, their bytes, how many, row length, rows per message */
@@ -48,7 +41,7 @@ typedef struct {
    bytes of messages per CPU second (0 on a decode failure). */
 static double s_run(const work *w, int subject, double seconds)
 {
-    double bytes = 0, t0 = s_thread_cpu(), t = t0;
+    double bytes = 0, t0 = b_thread_cpu(), t = t0;
     size_t slot = 0;
     for (size_t i = 0; t - t0 < seconds; i = (i + 1) % w->n) {
         if (subject == SUBJECT_MEMCPY) {
@@ -68,9 +61,9 @@ static double s_run(const work *w, int subject, double seconds)
         }
         bytes += (double)w->len[i];
         if (i % 8 == 7)
-            t = s_thread_cpu();
+            t = b_thread_cpu();
     }
-    t = s_thread_cpu();
+    t = b_thread_cpu();
     return bytes / (t - t0);
 }
 
