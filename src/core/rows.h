@@ -26,6 +26,12 @@ typedef enum {
    least 1 - 2^-21.  Returns what kind of row x was. */
 row_kind row_unit(const float *x, size_t d, row_mode mode, float *dst);
 
+/* row_unit of a row as the wire carries it: d little-endian float32 at x,
+   which may have any alignment (a row read in place inside a received
+   message).  The same floats, kind and guarantee as row_unit of those
+   values; on a little-endian host no copy of x is made. */
+row_kind row_unit_le(const unsigned char *x, size_t d, row_mode mode, float *dst);
+
 /* The pieces of row_unit, for a row split into parts (the MPI-sharded
    mechanisms, src/mpi): row_sum_squares of each part (in double, as
    row_unit's), ss = their sum in any order (2. of rows.c's argument holds
@@ -51,5 +57,9 @@ const float *rows_clipped(const float *X, size_t n, size_t d, float **owned);
    the n rows of X, 64 rows per dsyrk: no copy of X.  *nonfinite (may be
    NULL) = rows with NaN/Inf (added as zero).  DPS_OK or DPS_ENOMEM. */
 int rows_gram_clipped(const float *X, size_t n, size_t d, double *C, uint64_t *nonfinite);
+
+/* Tests only, process-wide: 1 scales every row with the portable loop even
+   where the CPU has AVX-512, so that a test can compare the two. */
+void rows_force_portable(int on);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,9 +42,73 @@ static int s_all_zero(const float *x, size_t d)
     return 1;
 }
 
-/* One row through both modes; expect the kind `want`. */
+static void s_fill(float *x, size_t d, float v)
+{
+    for (size_t i = 0; i < d; i++)
+        x[i] = v;
+}
+
+/* row_unit's ROW_NORMALISE written the plain way (rows.c's comment, 4.):
+   the sum of squares in rows.c's order (16 lanes, entry i in lane i mod 16,
+   the lanes added pairwise), c = (1 - m)/sqrt(ss), each product rounded
+   toward zero with libm's nextafterf.  rows.c steps toward zero by the bit
+   pattern, or by AVX-512's rounding mode, instead (so that its loop
+   vectorises): they must all agree bit for bit. */
+static void s_reference_unit(const float *x, size_t d, float *out)
+{
+    double a[16] = {0};
+    for (size_t i = 0; i < d; i++)
+        a[i % 16] += (double)x[i] * x[i];
+    for (size_t w = 8; w >= 1; w /= 2)
+        for (size_t l = 0; l < w; l++)
+            a[l] += a[l + w];
+    double c = (1.0 - (0x1p-24 + (double)d * 0x1p-52)) / sqrt(a[0]);
+    for (size_t i = 0; i < d; i++) {
+        double w = (double)x[i] * c;
+        float f = (float)w;
+        out[i] = fabs((double)f) > fabs(w) ? nextafterf(f, 0.0f) : f;
+    }
+}
+
+/* r (d floats) through row_unit with each scaling loop, and through
+   row_unit_le from each byte offset 0..3 (a row inside a received message
+   lies at any address): every one the reference's bits. */
+static void s_check_bits(const char *what, const float *r, size_t d)
+{
+    float *got = malloc(d * sizeof *got), *want = malloc(d * sizeof *want);
+    unsigned char *bytes = malloc(d * 4 + 4);
+    s_reference_unit(r, d, want);
+    for (int portable = 0; portable <= 1; portable++) {
+        rows_force_portable(portable);
+        row_unit(r, d, ROW_NORMALISE, got);
+        CHECK(memcmp(got, want, d * sizeof *got) == 0, "%s (%s loop): the same bits as nextafterf's", what,
+              portable ? "portable" : "fastest");
+        for (size_t off = 0; off < 4; off++) {
+            for (size_t i = 0; i < d; i++) { /* little-endian float32, as the wire carries them */
+                uint32_t v;
+                memcpy(&v, r + i, 4);
+                for (int b = 0; b < 4; b++)
+                    bytes[off + 4 * i + (size_t)b] = (unsigned char)(v >> (8 * b));
+            }
+            memset(got, 0xff, d * sizeof *got);
+            row_kind k = row_unit_le(bytes + off, d, ROW_NORMALISE, got);
+            CHECK(k == ROW_OK && memcmp(got, want, d * sizeof *got) == 0,
+                  "%s (%s loop): row_unit_le at byte offset %zu gives the same bits", what,
+                  portable ? "portable" : "fastest", off);
+        }
+    }
+    rows_force_portable(0);
+    free(got);
+    free(want);
+    free(bytes);
+}
+
+/* One row through both modes; expect the kind `want` (and, for a scaled
+   row, the reference's bits from every loop and address). */
 static void s_check_row(const char *what, const float *x, size_t d, row_kind want)
 {
+    if (want == ROW_OK)
+        s_check_bits(what, x, d);
     float *y = malloc(d * sizeof *y);
     for (int mode = ROW_NORMALISE; mode <= ROW_CLIP; mode++) {
         memset(y, 0x7f, d * sizeof *y); /* garbage that would show */
@@ -73,35 +138,6 @@ static void s_check_row(const char *what, const float *x, size_t d, row_kind wan
     row_kind got = row_unit(y, d, ROW_NORMALISE, y);
     CHECK(got == want && s_norm2_upper(y, d) <= 1.0L, "%s: in place", what);
     free(y);
-}
-
-static void s_fill(float *x, size_t d, float v)
-{
-    for (size_t i = 0; i < d; i++)
-        x[i] = v;
-}
-
-/* row_unit's ROW_NORMALISE written the plain way (rows.c's comment, 4.):
-   the sum of squares in rows.c's order, c = (1 - m)/sqrt(ss), each product
-   rounded toward zero with libm's nextafterf.  rows.c steps toward zero by
-   the bit pattern instead (so that its loop vectorises): the two must agree
-   bit for bit. */
-static void s_reference_unit(const float *x, size_t d, float *out)
-{
-    double a[4] = {0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 4 <= d; i += 4)
-        for (int l = 0; l < 4; l++)
-            a[l] += (double)x[i + l] * x[i + l];
-    for (; i < d; i++)
-        a[0] += (double)x[i] * x[i];
-    double ss = (a[0] + a[1]) + (a[2] + a[3]);
-    double c = (1.0 - (0x1p-24 + (double)d * 0x1p-52)) / sqrt(ss);
-    for (i = 0; i < d; i++) {
-        double w = (double)x[i] * c;
-        float f = (float)w;
-        out[i] = fabs((double)f) > fabs(w) ? nextafterf(f, 0.0f) : f;
-    }
 }
 
 int main(void)
@@ -146,7 +182,7 @@ int main(void)
     /* Random rows at scales from 2^-140 to 2^120, several dimensions. */
     dps_rng *rng = NULL;
     dps_rng_new_seeded(&rng, 9);
-    size_t dims[] = {1, 2, 3, 7, 64, 1000, 100003};
+    size_t dims[] = {1, 2, 3, 7, 23, 64, 1000, 100003};
     char what[80];
     for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
         size_t d = dims[di];
@@ -157,14 +193,8 @@ int main(void)
                 r[i] = ldexpf(r[i], e) / sqrtf((float)d);
             snprintf(what, sizeof what, "random d=%zu scale 2^%d", d, e);
             s_check_row(what, r, d, s_all_zero(r, d) ? ROW_ZERO : ROW_OK);
-            if (!s_all_zero(r, d)) {
-                float *got = malloc(d * sizeof *got), *want = malloc(d * sizeof *want);
-                row_unit(r, d, ROW_NORMALISE, got);
-                s_reference_unit(r, d, want);
-                CHECK(memcmp(got, want, d * sizeof *got) == 0, "%s: the same bits as nextafterf's", what);
-                free(got);
-                free(want);
-            }
+            if (!s_all_zero(r, d))
+                s_check_bits(what, r, d);
         }
         free(r);
     }
