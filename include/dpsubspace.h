@@ -754,6 +754,13 @@ DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);
    Push, seal and close from one thread (the pushing thread). */
 DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
                                    size_t dim, size_t *n_taken);
+/* dps_estimator_push with the rows as bytes: n_rows * dim little-endian
+   float32 at any alignment (a received message's payload, read where it
+   lies: the collector's ingest).  The same rows, results and returns as
+   dps_estimator_push of those floats, without a copy on a little-endian
+   host. */
+DPS_EXPORT int  dps_estimator_push_le(dps_estimator *est, const unsigned char *rows, size_t n_rows,
+                                      size_t dim, size_t *n_taken);
 /* 1 when the open epoch has t*m rows. */
 DPS_EXPORT int  dps_estimator_epoch_full(const dps_estimator *est);
 /* Blocks cut by the caller (the power aggregator, and the gaussian

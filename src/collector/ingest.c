@@ -88,26 +88,22 @@ void collector_on_disconnect(void *arg, int fd)
     credit_ended(&c->ingest.credit, fd);
 }
 
-int collector_ingest(collector *c)
+/* One received message: decoded, checked, its rows pushed.  The rows are
+   read in place (wire_rows.data): msg outlives the batch. */
+static void s_batch(collector *c, zmq_msg_t *msg)
 {
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, c->ingest.pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&msg);
-        return 0;
-    }
     /* The connection's key may have left the authorized directory since its
        handshake: its batches are refused from the handler's next refresh on. */
-    int revoked = c->zap && !zap_allowed(c->zap, "ingest", zmq_msg_gets(&msg, "User-Id"));
+    int revoked = c->zap && !zap_allowed(c->zap, "ingest", zmq_msg_gets(msg, "User-Id"));
     wire_rows wr;
-    size_t len = zmq_msg_size(&msg);
-    int fd = zmq_msg_get(&msg, ZMQ_SRCFD); /* which connection: -1 if unknown */
+    size_t len = zmq_msg_size(msg);
+    int fd = zmq_msg_get(msg, ZMQ_SRCFD); /* which connection: -1 if unknown */
     /* connections that ended before this message arrived, first: the kernel
        may have given its connection the fd of one of them */
     net_monitor_poll(&c->ingest.pull_mon, 0);
     s_conn_set(c, fd, CONN_DELIVERED);
-    wire_reject r = wire_rows_decode(zmq_msg_data(&msg), len, c->o.d, &wr);
-    if (zmq_msg_more(&msg)) { /* a multipart message is not ours: drop all parts */
+    wire_reject r = wire_rows_decode(zmq_msg_data(msg), len, c->o.d, &wr);
+    if (zmq_msg_more(msg)) { /* a multipart message is not ours: drop all parts */
         r = r == WIRE_OK ? WIRE_UNDECODABLE : r;
         if (r == WIRE_UNDECODABLE)
             wire_rows_release(&wr);
@@ -123,7 +119,6 @@ int collector_ingest(collector *c)
             zmq_msg_close(&part);
         }
     }
-    zmq_msg_close(&msg);
     if (r == WIRE_OK && revoked) {
         uint64_t n = ++c->status.revoked;
         if (c->o.verbose || n <= 5 || n % 1000 == 0)
@@ -131,7 +126,7 @@ int collector_ingest(collector *c)
                      " refused so far)", wr.n, wr.producer_id, c->o.authorized_keys, n);
         ptable_refused(&c->ingest.producers, wr.producer_id, wr.stream);
         wire_rows_release(&wr);
-        return 1;
+        return;
     }
     if (r == WIRE_OK && wr.shards) /* a slice of a row is not a row: only a sharded collector pairs slices */
         r = WIRE_SLICE;
@@ -141,15 +136,15 @@ int collector_ingest(collector *c)
         s_reject(c, r, len, &wr);
         if (wr.producer_id[0]) /* a draining producer learns of it */
             ptable_refused(&c->ingest.producers, wr.producer_id, wr.stream);
-        wire_rows_release(&wr); /* the rows of a batch refused after decoding (the others hold none) */
-        return 1;
+        wire_rows_release(&wr);
+        return;
     }
     size_t done = 0;
     double t0 = net_clock_ms();
     c->stall.waited_ms = 0;
     while (done < wr.n && !collector_stop) {
         size_t taken = 0;
-        int rc = dps_estimator_push(c->est, wr.rows + done * wr.dim, wr.n - done, wr.dim, &taken);
+        int rc = dps_estimator_push_le(c->est, wr.data + done * wr.dim * sizeof(float), wr.n - done, wr.dim, &taken);
         done += taken;
         if (rc == DPS_EFULL) {
             collector_seal(c);
@@ -187,7 +182,17 @@ int collector_ingest(collector *c)
             collector_lost(c, wr.producer_id, "sent again");
     }
     wire_rows_release(&wr);
-    return 1;
+}
+
+int collector_ingest(collector *c)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    int got = zmq_msg_recv(&msg, c->ingest.pull, ZMQ_DONTWAIT) >= 0;
+    if (got)
+        s_batch(c, &msg);
+    zmq_msg_close(&msg);
+    return got;
 }
 
 /* --------------------------------------------------------- ingest memory

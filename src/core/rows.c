@@ -113,7 +113,12 @@ static void s_scale_avx512(const row_float *x, size_t n, double c, float *dst)
         __m512d w = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps((const float *)(x + i))), vc);
         _mm256_storeu_ps(dst + i, _mm512_cvt_roundpd_ps(w, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
     }
-    s_scale_portable(x + i, n - i, c, dst + i);
+    if (i < n) { /* the last n - i < 8 entries, the other lanes masked off (never read or written) */
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m256 v = _mm512_castps512_ps256(_mm512_maskz_loadu_ps(k, (const float *)(x + i)));
+        __m256 f = _mm512_cvt_roundpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(v), vc), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        _mm512_mask_storeu_ps(dst + i, k, _mm512_castps256_ps512(f));
+    }
 }
 #endif
 

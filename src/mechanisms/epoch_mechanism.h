@@ -208,6 +208,12 @@ typedef struct {
     int (*begin)(epoch_state *st, uint64_t epoch, dps_rng *noise);
     void (*take_bucket)(epoch_state *st, size_t bucket, const float *V);
     void (*take_row)(epoch_state *st, const float *row);
+    /* Optional (NULL, or NULL returned: the stream writes the row into its
+       own buffer and take_row copies it): where take_row's next row may be
+       written (d floats in the mechanism's own block), so that the row is
+       brought into the unit ball straight into it; take_row is then called
+       with that pointer. */
+    float *(*row_slot)(epoch_state *st);
     int (*release)(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out);
 } epoch_mechanism;
 

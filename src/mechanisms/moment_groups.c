@@ -449,6 +449,13 @@ void moment_take_row(epoch_state *st, const float *row)
         s_end_block(st);
 }
 
+/* A row's slot in the one power group's block, when the row is that group
+   (a row cut into several groups has no one slot). */
+float *moment_row_slot(epoch_state *st)
+{
+    return st->groups == 1 && st->kind[0] == GROUP_POWER ? power_slot(&st->pi[0]) : NULL;
+}
+
 /* One dense group: top-k_g eigenvectors of C_g + E_g into st->slice (the
    Krylov scratch is allocated here, after the charge: out of memory then is
    published as FAILED, as any error after the charge). */

@@ -39,6 +39,7 @@ int moment_create(epoch_state **out, const dps_config *c, dps_pool *pool);
 void moment_destroy(epoch_state **st);
 int moment_begin(epoch_state *st, uint64_t epoch, dps_rng *noise);
 void moment_take_row(epoch_state *st, const float *row);
+float *moment_row_slot(epoch_state *st);
 int moment_release(epoch_state *st, const epoch_input *in, float *basis, epoch_outcome *out);
 const char *moment_group_method(const dps_config *c, size_t g);
 double moment_noise_floor(const dps_config *c, size_t g);
@@ -54,8 +55,9 @@ uint64_t moment_blocks(const dps_config *c, const epoch_state *st);
     .min_buckets = epoch_rows_min_buckets, .memory = moment_memory, .cost = epoch_rows_cost,                  \
     .kind = DPS_CHARGE_GAUSSIAN, /* moment_groups.c's argument: sum_g ||D_gg||_F^2 / s^2 <= 2 rho */          \
     .radius_unrelated = epoch_rows_radius_unrelated, .group_method = moment_group_method,                     \
-    .noise_floor = moment_noise_floor, .warm = moment_warm, .create = moment_create, .destroy = moment_destroy,                    \
-    .begin = moment_begin, .take_row = moment_take_row, .release = moment_release,                           \
+    .noise_floor = moment_noise_floor, .warm = moment_warm, .create = moment_create,                          \
+    .destroy = moment_destroy, .begin = moment_begin, .take_row = moment_take_row,                            \
+    .row_slot = moment_row_slot, .release = moment_release,                                                   \
     .end_block = moment_end_block, .blocks = moment_blocks
 
 #endif

@@ -286,9 +286,13 @@ double power_rounding_bound(size_t n, size_t d, size_t b)
     return (double)n * (gn * (1.0 + rb * gd) + rb * gd * (1.0 + gn));
 }
 
+float *power_slot(power_iteration *p) { return p->B + p->pending * p->d; }
+
 void power_add(power_iteration *p, const float *row)
 {
-    memcpy(p->B + p->pending * p->d, row, p->d * sizeof *row);
+    float *slot = power_slot(p);
+    if (row != slot) /* else written there already (power_slot) */
+        memcpy(slot, row, p->d * sizeof *row);
     if (++p->pending < p->nb)
         return;
     if (!p->Bfull) {

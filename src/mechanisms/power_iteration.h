@@ -64,6 +64,9 @@ int power_start(power_iteration *p, const float *warm, dps_rng *pub);
 /* Y += x (x^T X) for one row of d floats (copied; added in flushes of nb
    rows, every product in double: B X, then B^T (B X)). */
 void power_add(power_iteration *p, const float *row);
+/* Where the next power_add's row goes (d floats in the block being filled):
+   a row written there is passed to power_add as is, with no copy. */
+float *power_slot(power_iteration *p);
 /* Add the pending rows to the sum now (power_step does; the tests read Yd). */
 void power_flush(power_iteration *p);
 /* R(n): the computed sum of n rows of norm <= 1 (in any flushes) is within

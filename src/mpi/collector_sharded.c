@@ -183,6 +183,12 @@ static int s_receive(sharded *s, held *h)
     h->received_ms = net_now_ms();
     int revoked = c->zap && !zap_allowed(c->zap, "ingest", user);
     wire_reject r = revoked ? WIRE_OK : wire_rows_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), s->w, out);
+    if (r == WIRE_OK && !revoked && wire_rows_own(out) != DPS_OK) { /* held past the message (its slice waits for rank 0) */
+        log_error("rank %d: no memory to hold a batch of %zu rows: dropped", s->rank, out->n);
+        c->status.rejected[WIRE_UNDECODABLE]++;
+        zmq_msg_close(&msg);
+        return 0;
+    }
     zmq_msg_close(&msg);
     if (revoked) {
         c->status.revoked++;

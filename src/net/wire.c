@@ -2,7 +2,9 @@
 #include "wire.h"
 #include "dpsubspace.pb-c.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,72 +48,191 @@ static void s_host_to_le(const float *src, unsigned char *dst, size_t n)
 #endif
 }
 
-static int s_little_endian_host(void)
+/* ---------------------------------------------------------------- rows */
+/* RowBatch is read by hand, so that its payload is left where it arrived
+   (protobuf-c copies every bytes field): the rows are read once, by the
+   row_unit_le that puts them into the unit ball.  The field numbers and
+   types are the generated descriptor's (proto/dpsubspace.proto is the one
+   place they are stated); the reading is protobuf-c's, case for case: a
+   message protobuf-c refuses is refused, and one it accepts gives the same
+   fields (tests/fuzz/fuzz_wire.c compares the two on every input). */
+static const unsigned char *s_varint(const unsigned char *p, size_t rem, size_t max, size_t *used)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return 0;
-#else
-    return 1;
-#endif
+    size_t lim = rem < max ? rem : max;
+    for (size_t i = 0; i < lim; i++)
+        if (!(p[i] & 0x80)) {
+            *used = i + 1;
+            return p;
+        }
+    return NULL;
 }
 
-/* ---------------------------------------------------------------- rows */
+/* protobuf-c's value of a varint of n bytes (1..10) read as a uint32: the
+   first five bytes, the fifth unmasked and the bits above 32 dropped. */
+static uint32_t s_u32(const unsigned char *p, size_t n)
+{
+    uint32_t v = 0;
+    for (size_t i = 0; i < n && i < 4; i++)
+        v |= (uint32_t)(p[i] & 0x7f) << (7 * i);
+    if (n > 4)
+        v |= (uint32_t)p[4] << 28;
+    return v;
+}
+
+/* ... as a uint64: a varint shorter than five bytes as a uint32, else every
+   byte's seven bits. */
+static uint64_t s_u64(const unsigned char *p, size_t n)
+{
+    if (n < 5)
+        return s_u32(p, n);
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+    return v;
+}
+
+int wire_row_fields_parse(const unsigned char *buf, size_t len, wire_row_fields *f)
+{
+    memset(f, 0, sizeof *f);
+    const ProtobufCMessageDescriptor *desc = &dps__wire__row_batch__descriptor;
+    const unsigned char *p = buf;
+    size_t rem = len;
+    while (rem > 0) {
+        /* the tag: field number and wire type, at most five bytes, field 0 refused */
+        if ((p[0] & 0xf8) == 0)
+            return -1;
+        size_t used;
+        if (!s_varint(p, rem, 5, &used))
+            return -1;
+        uint32_t tag = (uint32_t)(p[0] & 0x7f) >> 3;
+        for (size_t i = 1; i < used; i++)
+            tag |= (uint32_t)(p[i] & 0x7f) << (4 + 7 * (i - 1));
+        unsigned wire_type = p[0] & 7;
+        p += used;
+        rem -= used;
+        size_t field_len, prefix = 0;
+        switch (wire_type) {
+        case PROTOBUF_C_WIRE_TYPE_VARINT:
+            if (!s_varint(p, rem, 10, &field_len))
+                return -1;
+            break;
+        case PROTOBUF_C_WIRE_TYPE_64BIT:
+            if (rem < 8)
+                return -1;
+            field_len = 8;
+            break;
+        case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
+            if (!s_varint(p, rem, 5, &prefix))
+                return -1;
+            uint64_t n = 0;
+            for (size_t i = 0; i < prefix; i++)
+                n |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+            if (n > INT_MAX || prefix + n > rem)
+                return -1;
+            field_len = prefix + (size_t)n;
+            break;
+        }
+        case PROTOBUF_C_WIRE_TYPE_32BIT:
+            if (rem < 4)
+                return -1;
+            field_len = 4;
+            break;
+        default:
+            return -1;
+        }
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(desc, tag);
+        if (fd) { /* a known field; an unknown one is skipped, as protobuf-c keeps it aside */
+            int bytes = fd->type == PROTOBUF_C_TYPE_STRING || fd->type == PROTOBUF_C_TYPE_BYTES;
+            if (wire_type != (bytes ? PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED : PROTOBUF_C_WIRE_TYPE_VARINT))
+                return -1; /* every RowBatch field is a varint or length-prefixed */
+            uint32_t u32 = s_u32(p, field_len);
+            switch (fd->offset) { /* the last occurrence of a field wins */
+            case offsetof(Dps__Wire__RowBatch, version): f->version = u32; break;
+            case offsetof(Dps__Wire__RowBatch, dim): f->dim = u32; break;
+            case offsetof(Dps__Wire__RowBatch, rows): f->rows = u32; break;
+            case offsetof(Dps__Wire__RowBatch, shard): f->shard = u32; break;
+            case offsetof(Dps__Wire__RowBatch, shards): f->shards = u32; break;
+            case offsetof(Dps__Wire__RowBatch, full_dim): f->full_dim = u32; break;
+            case offsetof(Dps__Wire__RowBatch, seq): f->seq = s_u64(p, field_len); break;
+            case offsetof(Dps__Wire__RowBatch, stream): f->stream = s_u64(p, field_len); break;
+            case offsetof(Dps__Wire__RowBatch, producer_id):
+                f->producer_id = p + prefix;
+                f->producer_id_len = field_len - prefix;
+                break;
+            case offsetof(Dps__Wire__RowBatch, data):
+                f->data = p + prefix;
+                f->data_len = field_len - prefix;
+                break;
+            default: return -1; /* a field this reader does not know: the schema grew */
+            }
+        }
+        p += field_len;
+        rem -= field_len;
+    }
+    return 0;
+}
+
+/* A producer id is at most WIRE_MAX_PRODUCER_ID printable bytes (no control
+   character, NUL included). */
+static int s_id_ok(const unsigned char *id, size_t n)
+{
+    if (n > WIRE_MAX_PRODUCER_ID)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (id[i] < 0x20 || id[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
 wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect_dim, wire_rows *out)
 {
     memset(out, 0, sizeof *out);
-    Dps__Wire__RowBatch *m = dps__wire__row_batch__unpack(NULL, len, buf);
-    if (!m)
+    wire_row_fields f;
+    if (wire_row_fields_parse(buf, len, &f) != 0)
         return WIRE_UNDECODABLE;
     wire_reject r = WIRE_OK;
-    if (m->version != DPS_WIRE_VERSION)
+    if (f.version != DPS_WIRE_VERSION)
         r = WIRE_VERSION;
-    else if (m->dim != expect_dim)
+    else if (f.dim != expect_dim)
         r = WIRE_DIM;
-    else if (m->rows == 0)
+    else if (f.rows == 0)
         r = WIRE_EMPTY;
-    else if ((uint64_t)m->rows * m->dim > SIZE_MAX / 4 || m->data.len != (size_t)m->rows * m->dim * 4)
+    else if ((uint64_t)f.rows * f.dim > SIZE_MAX / 4 || f.data_len != (size_t)f.rows * f.dim * 4)
         r = WIRE_COUNT;
-    else if (m->producer_id && strlen(m->producer_id) > WIRE_MAX_PRODUCER_ID)
+    else if (!s_id_ok(f.producer_id, f.producer_id_len))
         r = WIRE_PRODUCER_ID;
-    if (r == WIRE_OK && m->producer_id)
-        for (const char *c = m->producer_id; *c; c++)
-            if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                r = WIRE_PRODUCER_ID;
-    if (r != WIRE_OK) { /* keep the id (if printable) and run so the refusal can be counted for its producer */
-        if (r != WIRE_PRODUCER_ID && m->producer_id)
-            snprintf(out->producer_id, sizeof out->producer_id, "%s", m->producer_id);
-        out->stream = m->stream;
-        dps__wire__row_batch__free_unpacked(m, NULL);
+    out->stream = f.stream; /* a refused batch keeps its run and (valid) id: the refusal is counted for its producer */
+    if (f.producer_id_len && s_id_ok(f.producer_id, f.producer_id_len)) {
+        memcpy(out->producer_id, f.producer_id, f.producer_id_len);
+        out->producer_id[f.producer_id_len] = 0;
+    }
+    if (r != WIRE_OK)
         return r;
-    }
-    out->msg = m;
-    out->n = m->rows;
-    out->dim = m->dim;
-    out->seq = m->seq;
-    out->shard = m->shard;
-    out->shards = m->shards;
-    out->full_dim = m->full_dim;
-    out->stream = m->stream;
-    snprintf(out->producer_id, sizeof out->producer_id, "%s", m->producer_id ? m->producer_id : "");
-    if (s_little_endian_host() && ((uintptr_t)m->data.data % sizeof(float)) == 0) {
-        out->rows = (const float *)(const void *)m->data.data;
-    } else {
-        out->owned = malloc(m->data.len ? m->data.len : 1);
-        if (!out->owned) {
-            dps__wire__row_batch__free_unpacked(m, NULL);
-            memset(out, 0, sizeof *out);
-            return WIRE_UNDECODABLE;
-        }
-        s_le_to_host(m->data.data, out->owned, out->n * out->dim);
-        out->rows = out->owned;
-    }
+    out->data = f.data;
+    out->n = f.rows;
+    out->dim = f.dim;
+    out->seq = f.seq;
+    out->shard = f.shard;
+    out->shards = f.shards;
+    out->full_dim = f.full_dim;
     return WIRE_OK;
+}
+
+int wire_rows_own(wire_rows *r)
+{
+    if (r->owned)
+        return DPS_OK;
+    r->owned = malloc(r->n * r->dim * sizeof(float) + 1);
+    if (!r->owned)
+        return DPS_ENOMEM;
+    s_le_to_host(r->data, r->owned, r->n * r->dim);
+    r->rows = r->owned;
+    r->data = NULL;
+    return DPS_OK;
 }
 
 void wire_rows_release(wire_rows *r)
 {
-    if (r->msg)
-        dps__wire__row_batch__free_unpacked(r->msg, NULL);
     free(r->owned);
     memset(r, 0, sizeof *r);
 }

@@ -27,14 +27,17 @@ typedef enum {
 /* Stable names used in logs and status counters: "undecodable", ... */
 const char *wire_reject_name(wire_reject r);
 
-/* A decoded batch.  rows points into the decoded message or into owned
-   (an aligned, host-order copy); release with wire_rows_release.  A batch
-   refused after it decoded still carries its producer_id and stream (and
-   nothing else), so that the refusal is counted for its producer's run. */
+/* A decoded batch.  data is its rows as sent, n * dim little-endian float32
+   inside the message decoded (at any alignment: row_unit_le reads them
+   there), valid while that message is; wire_rows_own copies them into
+   rows, host-order floats the batch owns, for a batch kept longer (rows is
+   NULL until then).  Release with wire_rows_release.  A batch refused
+   after it parsed still carries its producer_id (if valid) and stream, and
+   nothing else, so that the refusal is counted for its producer's run. */
 typedef struct {
-    void *msg;
-    float *owned;
+    const unsigned char *data;
     const float *rows;
+    float *owned;
     size_t n, dim;
     uint64_t seq;
     char producer_id[WIRE_MAX_PRODUCER_ID + 1];
@@ -50,7 +53,21 @@ typedef struct {
 } wire_shard;
 
 wire_reject wire_rows_decode(const unsigned char *buf, size_t len, size_t expect_dim, wire_rows *out);
+/* The rows into memory the batch owns (DPS_OK, or DPS_ENOMEM: unchanged). */
+int wire_rows_own(wire_rows *r);
 void wire_rows_release(wire_rows *r);
+
+/* A RowBatch's fields as the message holds them (producer_id and data point
+   into it); the fields it does not name are 0.  0, or -1 if buf is not a
+   RowBatch (what protobuf-c's unpack refuses).  wire_rows_decode's reader,
+   apart so that the fuzzer can hold it against protobuf-c's. */
+typedef struct {
+    uint32_t version, dim, rows, shard, shards, full_dim;
+    uint64_t seq, stream;
+    const unsigned char *producer_id, *data;
+    size_t producer_id_len, data_len;
+} wire_row_fields;
+int wire_row_fields_parse(const unsigned char *buf, size_t len, wire_row_fields *f);
 /* *out is malloc'd; the caller frees it.  shard: NULL for whole rows of a
    producer that names no run. */
 int wire_rows_encode(const char *producer_id, uint64_t seq, const float *rows, size_t n, size_t dim,

@@ -72,6 +72,7 @@ struct bucket_pipe {
     size_t next_bucket;
     size_t *slots;  /* free slots: entries are indices into open[] */
     size_t nfree;
+    size_t picked;  /* the open[] entry buckets_slot gave the row last */
 
     pthread_mutex_t mu;
     pthread_cond_t buf_back; /* a buffer came back */
@@ -327,14 +328,21 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch)
     return DPS_OK;
 }
 
-int buckets_add(bucket_pipe *p, const float *row, row_kind *kind)
+float *buckets_slot(bucket_pipe *p)
 {
-    const dps_config *c = p->cfg;
     size_t pick = (size_t)dps_rng_below(p->part, p->nfree);
     size_t oi = p->slots[pick];
     p->slots[pick] = p->slots[--p->nfree];
+    p->picked = oi;
     bucket *b = &p->open[oi];
-    *kind = row_unit(row, c->d, ROW_NORMALISE, b->rows + b->filled * c->d);
+    return b->rows + b->filled * p->cfg->d;
+}
+
+int buckets_commit(bucket_pipe *p)
+{
+    const dps_config *c = p->cfg;
+    size_t oi = p->picked;
+    bucket *b = &p->open[oi];
     if (++b->filled < c->m)
         return DPS_OK;
     bucket_job *j = malloc(sizeof *j);

@@ -16,7 +16,6 @@
 #include "epoch_mechanism.h"
 #include "estimator_internal.h"
 #include "pool.h"
-#include "rows.h"
 
 typedef struct bucket_pipe bucket_pipe;
 
@@ -40,11 +39,13 @@ size_t buckets_memory(const dps_config *c, epoch_intake intake);
 
 /* Start epoch `epoch`: no bucket done, the first window of buckets open. */
 int buckets_begin(bucket_pipe *p, uint64_t epoch);
-/* Put one row, admitted by row_unit (ROW_NORMALISE: *kind says what it was),
-   into a uniformly random free slot of the open buckets.  The row is taken
-   whatever the return; a full bucket goes to a worker and the next bucket
-   opens: DPS_ENOMEM if either could not be done. */
-int buckets_add(bucket_pipe *p, const float *row, row_kind *kind);
+/* One row into the open buckets, in two steps: buckets_slot picks a
+   uniformly random free slot of them (d floats) for the caller to write the
+   admitted row into (row_unit, ROW_NORMALISE); buckets_commit then takes
+   it.  The row is taken whatever the return; a full bucket goes to a worker
+   and the next bucket opens: DPS_ENOMEM if either could not be done. */
+float *buckets_slot(bucket_pipe *p);
+int buckets_commit(bucket_pipe *p);
 /* A row-intake (EPOCH_ROWS) estimator has no pipe: buckets_seal, buckets_wait,
    buckets_counts and buckets_set_hook take p = NULL as a pipe without
    buckets (0 completed, nothing discarded). */

@@ -236,7 +236,20 @@ static void s_count(dps_estimator *e, row_kind kind)
     }
 }
 
-int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_t dim, size_t *n_taken)
+/* How a push's rows are read: host floats (dps_estimator_push), or the
+   wire's little-endian float32 at any alignment (dps_estimator_push_le,
+   row_unit_le): either way into the unit ball by row_unit's rule. */
+typedef row_kind (*row_reader)(const unsigned char *x, size_t d, row_mode mode, float *dst);
+
+static row_kind s_read_host(const unsigned char *x, size_t d, row_mode mode, float *dst)
+{
+    return row_unit((const float *)(const void *)x, d, mode, dst);
+}
+
+/* Each row is read once, into where it stays: a random slot of the open
+   buckets, or the mechanism's own block (row_slot) or else e->row. */
+static int s_push(dps_estimator *e, const unsigned char *rows, size_t n_rows, size_t dim, size_t *n_taken,
+                  row_reader read)
 {
     if (n_taken)
         *n_taken = 0;
@@ -253,7 +266,7 @@ int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_
     }
     if (!rows)
         return DPS_EINVAL;
-    size_t cap = c->t * c->m;
+    size_t cap = c->t * c->m, row_bytes = c->d * sizeof(float);
     size_t taken = 0;
     int rc = DPS_OK;
     while (taken < n_rows) {
@@ -264,13 +277,16 @@ int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_
         if (!e->open_started && (rc = s_epoch_begin(e)) != DPS_OK)
             break;
         epoch_slot *sl = &e->slot[e->open];
-        const float *src = rows + taken * c->d;
+        const unsigned char *src = rows + taken * row_bytes;
         row_kind kind;
         if (e->mech->intake == EPOCH_ROWS) { /* every row of the epoch, nothing discarded */
-            kind = row_unit(src, c->d, ROW_NORMALISE, e->row);
-            e->mech->take_row(sl->mech_state, e->row);
+            float *dst = e->mech->row_slot ? e->mech->row_slot(sl->mech_state) : NULL;
+            dst = dst ? dst : e->row;
+            kind = read(src, c->d, ROW_NORMALISE, dst);
+            e->mech->take_row(sl->mech_state, dst);
         } else {
-            rc = buckets_add(sl->buckets, src, &kind);
+            kind = read(src, c->d, ROW_NORMALISE, buckets_slot(sl->buckets));
+            rc = buckets_commit(sl->buckets);
         }
         s_count(e, kind);
         taken++;
@@ -282,6 +298,16 @@ int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_
     if (n_taken)
         *n_taken = taken;
     return rc;
+}
+
+int dps_estimator_push(dps_estimator *e, const float *rows, size_t n_rows, size_t dim, size_t *n_taken)
+{
+    return s_push(e, (const unsigned char *)rows, n_rows, dim, n_taken, s_read_host);
+}
+
+int dps_estimator_push_le(dps_estimator *e, const unsigned char *rows, size_t n_rows, size_t dim, size_t *n_taken)
+{
+    return s_push(e, rows, n_rows, dim, n_taken, row_unit_le);
 }
 
 int dps_estimator_epoch_full(const dps_estimator *e)

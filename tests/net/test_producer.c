@@ -558,6 +558,12 @@ static void s_test_shards(const char *dir)
                 zmq_msg_close(&m);
                 break;
             }
+            if (wire_rows_own(&wr) != DPS_OK) {
+                fields = 0;
+                wire_rows_release(&wr);
+                zmq_msg_close(&m);
+                break;
+            }
             if (!stream)
                 stream = wr.stream;
             fields &= wr.shard == (uint32_t)r && wr.shards == 2 && wr.full_dim == DS && wr.stream == stream &&

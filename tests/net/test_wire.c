@@ -94,6 +94,87 @@ static void s_test_groups(void)
     dps_snapshot_destroy(&s);
 }
 
+/* Bytes of a RowBatch written field by field (what a producer other than
+   protobuf-c's may send): wire_rows_decode reads it as protobuf-c does. */
+typedef struct { unsigned char b[256]; size_t n; } msg_bytes;
+
+static void s_varint(msg_bytes *m, uint64_t v)
+{
+    do {
+        m->b[m->n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+}
+
+static void s_field_varint(msg_bytes *m, uint32_t field, uint64_t v)
+{
+    s_varint(m, (uint64_t)field << 3);
+    s_varint(m, v);
+}
+
+static void s_field_bytes(msg_bytes *m, uint32_t field, const void *p, size_t n)
+{
+    s_varint(m, (uint64_t)field << 3 | 2);
+    s_varint(m, n);
+    memcpy(m->b + m->n, p, n);
+    m->n += n;
+}
+
+/* version 1, id, dim 2, rows 1, the data {0.5, -2} (field numbers of proto/dpsubspace.proto) */
+static void s_plain(msg_bytes *m, const char *id, size_t id_len)
+{
+    static const float row[2] = {0.5f, -2.0f};
+    m->n = 0;
+    s_field_varint(m, 1, 1);
+    s_field_bytes(m, 2, id, id_len);
+    s_field_varint(m, 4, 2);
+    s_field_varint(m, 5, 1);
+    s_field_bytes(m, 6, row, sizeof row);
+}
+
+static void s_test_reader(void)
+{
+    msg_bytes m;
+    wire_rows wr;
+    /* the payload at every alignment (the id's length moves it) */
+    unsigned offsets = 0; /* bit r: a payload at r mod 4 in the message */
+    for (size_t id_len = 1; id_len <= 4; id_len++) {
+        s_plain(&m, "abcd", id_len);
+        CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_OK && wr.data + 8 == m.b + m.n,
+              "id of %zu bytes: read, the rows in place", id_len);
+        offsets |= 1u << ((size_t)(wr.data - m.b) % 4);
+        CHECK(wire_rows_own(&wr) == DPS_OK && wr.rows[0] == 0.5f && wr.rows[1] == -2.0f && wr.n == 1 &&
+                  strlen(wr.producer_id) == id_len,
+              "id of %zu bytes: the fields and rows", id_len);
+        wire_rows_release(&wr);
+    }
+    CHECK(offsets == 0xf, "payloads at every offset mod 4 (%#x)", offsets);
+    s_plain(&m, "p", 1); /* a field given twice: the last one counts, as in protobuf */
+    s_field_varint(&m, 4, 3);
+    CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_DIM, "the last dim counts");
+    s_plain(&m, "p", 1); /* a field this version does not know: skipped */
+    s_field_varint(&m, 99, 5);
+    s_field_bytes(&m, 100, "xyz", 3);
+    CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_OK, "unknown fields skipped");
+    wire_rows_release(&wr);
+    s_plain(&m, "p", 1); /* dim sent as bytes: not a RowBatch */
+    s_field_bytes(&m, 4, "ab", 2);
+    CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_UNDECODABLE, "a known field of the wrong wire type refused");
+    s_plain(&m, "p", 1); /* wire type 3 (a group) */
+    s_varint(&m, 7u << 3 | 3);
+    CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_UNDECODABLE, "a group refused");
+    s_plain(&m, "p", 1); /* a length past the end */
+    s_varint(&m, 100u << 3 | 2);
+    s_varint(&m, 50);
+    CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_UNDECODABLE, "a length past the message's end refused");
+    s_plain(&m, "ab\0cd", 5); /* protobuf-c would have read "ab" */
+    CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_PRODUCER_ID && !wr.producer_id[0],
+          "an id with a NUL inside refused, and not kept");
+    s_plain(&m, "p", 1);
+    m.b[m.n++] = 0; /* field 0 */
+    CHECK(wire_rows_decode(m.b, m.n, 2, &wr) == WIRE_UNDECODABLE, "field number 0 refused");
+}
+
 int main(void)
 {
     s_test_groups();
@@ -105,7 +186,10 @@ int main(void)
     wire_rows wr;
     CHECK(wire_rows_decode(buf, len, 4, &wr) == WIRE_OK, "decode");
     CHECK(wr.n == 3 && wr.dim == 4 && wr.seq == 7 && strcmp(wr.producer_id, "p1") == 0, "fields");
-    CHECK(memcmp(wr.rows, rows, sizeof rows) == 0, "rows bit-exact");
+    CHECK(wr.data >= buf && wr.data + sizeof rows <= buf + len && wr.rows == NULL,
+          "the rows are left in the message (no copy)");
+    CHECK(wire_rows_own(&wr) == DPS_OK && wr.rows && memcmp(wr.rows, rows, sizeof rows) == 0 && !wr.data,
+          "rows bit-exact, in memory the batch owns");
     CHECK(wr.shards == 0 && wr.shard == 0 && wr.full_dim == 0 && wr.stream == 0, "whole rows: no shard fields");
     wire_rows_release(&wr);
     /* a shard's batch carries which slice it is, and its stream */
@@ -154,6 +238,7 @@ int main(void)
             wire_rows_release(&wr);
         free(buf);
     }
+    s_test_reader();
     unsigned char junk[64];
     dps_rng *rng = NULL;
     dps_rng_new_seeded(&rng, 1);

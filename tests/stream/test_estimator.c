@@ -277,11 +277,77 @@ static void s_test_eps_kind(void)
           "a Gaussian spent_before with a delta is refused");
 }
 
+/* dps_estimator_push_le: the same rows as little-endian bytes at an odd
+   address (a payload inside a received message) give the release, bit for
+   bit, and the counts of dps_estimator_push of the floats, through each
+   intake: a random bucket slot (reference), the estimator's own row buffer
+   (gaussian), and the mechanism's block (power's row_slot). */
+static void s_test_push_le(dps_rng *rng)
+{
+    const dps_aggregator aggs[] = {DPS_AGG_REFERENCE, DPS_AGG_GAUSSIAN, DPS_AGG_POWER};
+    size_t d = 40, k = 2, t = 125, m = 4, n = t * m;
+    float *rows = malloc(n * d * sizeof *rows);
+    unsigned char *bytes = malloc(n * d * 4 + 1), *at = bytes + 1;
+    dps_synth_paper(rng, n, d, k, 10.0 * d, rows, NULL);
+    rows[3 * d + 5] = NAN; /* a NaN row and a zero row: counted the same way */
+    memset(rows + 7 * d, 0, d * sizeof *rows);
+    for (size_t i = 0; i < n * d; i++) {
+        uint32_t v;
+        memcpy(&v, rows + i, 4);
+        for (int b = 0; b < 4; b++)
+            at[4 * i + (size_t)b] = (unsigned char)(v >> (8 * b));
+    }
+    for (size_t a = 0; a < sizeof aggs / sizeof *aggs; a++) {
+        dps_config c = s_cfg(d, k, t, m, 31);
+        c.aggregator = aggs[a];
+        float *basis[2] = {NULL, NULL};
+        dps_estimator_stats st[2];
+        for (int le = 0; le <= 1; le++) {
+            dps_estimator *e = NULL;
+            CHECK(dps_estimator_new(&e, &c) == DPS_OK, "aggregator %d: new", (int)aggs[a]);
+            size_t taken = 0, half = n / 2 + 3;
+            int rc = le ? dps_estimator_push_le(e, at, half, d, &taken) : dps_estimator_push(e, rows, half, d, &taken);
+            size_t more = 0;
+            rc |= le ? dps_estimator_push_le(e, at + half * d * 4, n - half, d, &more)
+                     : dps_estimator_push(e, rows + half * d, n - half, d, &more);
+            CHECK(rc == DPS_OK && taken + more == n, "aggregator %d (%s): every row taken", (int)aggs[a],
+                  le ? "bytes" : "floats");
+            dps_snapshot *s = NULL;
+            dps_estimator_close_epoch(e, &s);
+            dps_estimator_get_stats(e, &st[le]);
+            const float *b = s ? dps_snapshot_basis(s) : NULL;
+            basis[le] = malloc(k * d * sizeof(float));
+            if (b)
+                memcpy(basis[le], b, k * d * sizeof(float));
+            CHECK(b != NULL, "aggregator %d (%s): released", (int)aggs[a], le ? "bytes" : "floats");
+            dps_snapshot_destroy(&s);
+            dps_estimator_destroy(&e);
+        }
+        CHECK(memcmp(basis[0], basis[1], k * d * sizeof(float)) == 0, "aggregator %d: the same basis from bytes",
+              (int)aggs[a]);
+        CHECK(st[0].rows_nan == 1 && st[1].rows_nan == 1 && st[0].rows_zero == 1 && st[1].rows_zero == 1,
+              "aggregator %d: the NaN and zero rows counted both ways", (int)aggs[a]);
+        free(basis[0]);
+        free(basis[1]);
+    }
+    dps_estimator *e = NULL;
+    dps_config c = s_cfg(d, k, t, m, 31);
+    dps_estimator_new(&e, &c);
+    size_t taken = 9;
+    CHECK(dps_estimator_push_le(e, at, 2, d + 1, &taken) == DPS_EDIM && taken == 0, "bytes: wrong dim refused");
+    CHECK(dps_estimator_push_le(e, at, 0, d, &taken) == DPS_EEMPTY, "bytes: no rows refused");
+    CHECK(dps_estimator_push_le(e, NULL, 2, d, &taken) == DPS_EINVAL, "bytes: NULL refused");
+    dps_estimator_destroy(&e);
+    free(rows);
+    free(bytes);
+}
+
 int main(void)
 {
     dps_rng *rng = NULL;
     dps_rng_new_seeded(&rng, 11);
     s_test_eps_kind();
+    s_test_push_le(rng);
 
     /* 1. The partition: one-hot rows e_0..e_49, t = 10 buckets of m = 5, 2000
        epochs.  Every row lands in exactly one bucket per epoch.  Uniformity:

@@ -3,14 +3,16 @@
    the same bytes in the same run (one thread, CPU time of the thread):
 
      memcpy   each message's bytes copied to a buffer (the reference);
-     decode   wire_rows_decode (protobuf-c unpacks the float payload into
-              its own buffer) and wire_rows_release;
-     unit     decode, then each row into the unit ball (row_unit,
-              ROW_NORMALISE: the estimator's) into one row buffer;
-     path     unit, then each row copied into a block of 32 rows (what the
-              mechanisms' take_row does: the power iteration's flush block):
-              the whole path from a received message to a row in the
-              mechanism, with the mechanism's math left out.
+     decode   wire_rows_decode: the fields read, the float payload left in
+              the message (wire_rows.data);
+     unit     decode, then each row into the unit ball from where it lies
+              (row_unit_le, ROW_NORMALISE: the estimator's) into one row
+              buffer;
+     path     decode, then each row into the unit ball straight into its
+              slot of a block of 32 rows (dps_estimator_push_le with the
+              power iteration's row_slot: its flush block): the whole path
+              from a received message to a row in the mechanism, with the
+              mechanism's math left out.
 
    The messages (RowBatch, wire_rows_encode: batches of up to 256 rows or
    about 1 MiB) are made once and cycled over a set larger than the last
@@ -51,11 +53,9 @@ static double s_run(const work *w, int subject, double seconds)
             if (wire_rows_decode(w->msg[i], w->len[i], w->d, &r) != WIRE_OK)
                 return 0;
             for (size_t k = 0; subject != SUBJECT_DECODE && k < r.n; k++) {
-                row_unit(r.rows + k * w->d, w->d, ROW_NORMALISE, w->row);
-                if (subject == SUBJECT_PATH) {
-                    memcpy(w->block + slot * w->d, w->row, w->d * sizeof *w->row);
-                    slot = (slot + 1) % BLOCK_ROWS;
-                }
+                float *dst = subject == SUBJECT_PATH ? w->block + slot * w->d : w->row;
+                row_unit_le(r.data + k * w->d * sizeof(float), w->d, ROW_NORMALISE, dst);
+                slot = (slot + 1) % BLOCK_ROWS;
             }
             wire_rows_release(&r);
         }
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     b_header("bench-ingest-path: a received batch to rows in the mechanism, against memcpy (one thread)", 1);
     printf("%8s %6s %8s", "d", "rows", "msg MB");
     for (int s = 0; s < SUBJECTS; s++)
-        printf("   %-24s", s_names[s]);
+        printf("   %-30s", s_names[s]);
     printf("   path / memcpy\n");
     for (size_t di = 0; di < ds.n; di++) {
         size_t d = ds.v[di], rows = (size_t)(1048576.0 / (4.0 * (double)d));
@@ -129,7 +129,7 @@ int main(int argc, char **argv)
         for (int s = 0; s < SUBJECTS; s++) {
             qsort(v[s], runs, sizeof v[s][0], s_cmp);
             med[s] = v[s][runs / 2];
-            printf("   %5.2f / %5.2f / %5.2f GB/s", v[s][0] / 1e9, med[s] / 1e9, v[s][runs - 1] / 1e9);
+            printf("   %7.2f / %7.2f / %7.2f GB/s", v[s][0] / 1e9, med[s] / 1e9, v[s][runs - 1] / 1e9);
         }
         printf("   %.3f\n", med[SUBJECT_PATH] / med[SUBJECT_MEMCPY]);
         printf("RESULT ingest_path d=%zu rows=%zu memcpy_gbs=%.3f decode_gbs=%.3f unit_gbs=%.3f path_gbs=%.3f "
