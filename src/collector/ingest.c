@@ -227,8 +227,8 @@ int collector_ingest(collector *c)
      a raw PUSH) is bounded only by libzmq: per connection at most rcvhwm + 2
      batches (its queue, one decoded while the queue is full, and under
      CURVE one ciphertext while its plaintext is made), plus its 8 KB read
-     buffer (not in the bound: 128 KB for 16 producers); this loop at most 3
-     (the message, protobuf-c's copy, an aligned copy).  Those producers come
+     buffer (not in the bound: 128 KB for 16 producers); this loop at most
+     INGEST_LOOP_BATCHES (options.h).  Those producers come
      on top of the credit: plan.producers of them fit the buffer alone
      (options_ingest_plan), and with more than that connected the collector
      says so in a warning with the excess.  Neither refused nor parked:

@@ -14,6 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#define LOOP_STR_(x) #x
+#define LOOP_STR(x) LOOP_STR_(x)
+#define LOOP LOOP_STR(INGEST_LOOP_BATCHES) /* in the help's sentences */
+
 typedef enum { OPT_U64, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_CONFIG } opt_kind;
 
 typedef struct {
@@ -79,7 +83,7 @@ static const opt_def s_opts[] = {
     {"insecure-plaintext", OPT_FLAG, F(insecure_plaintext), NULL, "no CURVE: allowed only on loopback tcp and ipc"},
     {"ingest-buffer-mb", OPT_DOUBLE, F(ingest_buffer_mb), "MB", "memory for batches in transit, all producers together"
                                                                  " (MB = 2^20 bytes; default: room for 16 producers' batches"
-                                                                 " of 256 rows, 16 (rcvhwm + 2) + 3 = 51 batches of"
+                                                                 " of 256 rows, 16 (rcvhwm + 2) + " LOOP " batches of"
                                                                  " 1024 d + 1 KiB bytes, at least 64 MB and at most a"
                                                                  " quarter of the machine's memory or cgroup limit); see"
                                                                  " \"ingest memory\" below"},
@@ -254,7 +258,7 @@ int options_parse(collector_options *o, int argc, char **argv, char *err, size_t
 
 #define MB ((double)(1u << 20))
 #define INGEST_OVERHEAD 1024 /* bytes of a RowBatch besides its floats (id <= 64, varints) */
-#define INGEST_DESIGN_PRODUCERS 16 /* the default buffer's room: 16 x (rcvhwm + 2) batches + the loop's 3 */
+#define INGEST_DESIGN_PRODUCERS 16 /* the default buffer's room: 16 x (rcvhwm + 2) batches + the loop's */
 
 uint64_t options_batch_slots(const collector_options *o)
 {
@@ -268,19 +272,20 @@ void options_ingest_plan(const collector_options *o, ingest_plan *p)
     p->budget = (uint64_t)(o->ingest_buffer_mb * MB);
     p->msg_max = o->max_batch_rows * o->d * 4 + INGEST_OVERHEAD;
     p->per_producer = (options_batch_slots(o) + 2) * p->msg_max;
-    p->loop = 3 * p->msg_max;
+    p->loop = INGEST_LOOP_BATCHES * p->msg_max;
     p->producers = p->budget > p->loop ? (p->budget - p->loop) / p->per_producer : 0;
 }
 
 /* The ingest buffer and the batch cap: defaults and checks.
    Default buffer: room for 16 producers of 256-row batches, 16 x (slots +
-   2) + 3 batches (51 at the default one batch slot), within [64 MB, machine / 4].
+   2) + INGEST_LOOP_BATCHES batches (50 at the default one batch slot),
+   within [64 MB, machine / 4].
    Default --max-batch-rows: the largest batch that keeps that room for 16
    producers in the buffer, within [256 (the producers' default), 4096]. */
 static int s_ingest_finish(collector_options *o, char *err, size_t errlen)
 {
     const double per_row = 4.0 * (double)o->d;
-    const double design = (double)INGEST_DESIGN_PRODUCERS * (double)(options_batch_slots(o) + 2) + 3;
+    const double design = (double)INGEST_DESIGN_PRODUCERS * (double)(options_batch_slots(o) + 2) + INGEST_LOOP_BATCHES;
     if (isnan(o->ingest_buffer_mb)) {
         double want = design * (256 * per_row + INGEST_OVERHEAD) / MB;
         o->ingest_buffer_mb = fmin(fmax(want, 64), (double)o->machine_mb / 4);
@@ -309,9 +314,10 @@ static int s_ingest_finish(collector_options *o, char *err, size_t errlen)
     if (p.producers < 1) {
         snprintf(err, errlen,
                  "--ingest-buffer-mb %g cannot hold one producer: a batch of --max-batch-rows %" PRIu64
-                 " at d %" PRIu64 " is up to %.1f MB and one producer needs %" PRIu64 " of them (batch slots + 5)"
+                 " at d %" PRIu64 " is up to %.1f MB and one producer needs %" PRIu64 " of them (batch slots + %d)"
                  ", %.1f MB: raise --ingest-buffer-mb or lower --max-batch-rows",
-                 o->ingest_buffer_mb, o->max_batch_rows, o->d, (double)p.msg_max / MB, options_batch_slots(o) + 5,
+                 o->ingest_buffer_mb, o->max_batch_rows, o->d, (double)p.msg_max / MB,
+                 options_batch_slots(o) + 2 + INGEST_LOOP_BATCHES, 2 + INGEST_LOOP_BATCHES,
                  (double)(p.per_producer + p.loop) / MB);
         return -1;
     }
@@ -490,15 +496,16 @@ void options_usage(FILE *to)
             "with its connection; the status endpoint names the limit, and producers given it split\n"
             "their batches to fit).  Producers that take credit (dps-produce and the C and Python\n"
             "producers given the status endpoint) send only the batches the collector granted them,\n"
-            "and it grants at most (buffer - 3 batches) / batch (one fewer with CURVE) to all of\n"
+            "and it grants at most (buffer - " LOOP " batches) / batch (one fewer with CURVE) to all of\n"
             "them together, a fair share each: the bound holds whatever their number, and they slow\n"
             "down instead.  A producer that takes no credit (no status endpoint, an older producer)\n"
             "can have slots + 2 batches inside the collector on top of that (its queue, one read\n"
             "while the queue is full, one being decrypted), slots being --rcvhwm (default 1; 2 with\n"
             "CURVE, where one place holds the key's credential until the first read); the buffer\n"
-            "holds (buffer - 3 batches) / (slots + 2 batches) of those, the log says how many at\n"
+            "holds (buffer - " LOOP " batches) / (slots + 2 batches) of those, the log says how many at\n"
             "start-up and warns when more connect (they are not refused).  The collector's loop\n"
-            "holds 3 batches.  Nothing is dropped: producers block.  Outside the\n"
+            "holds " LOOP " batches (the one it reads rows from, in place, and a sharded rank's copy of\n"
+            "one it keeps).  Nothing is dropped: producers block.  Outside the\n"
             "process the kernel buffers up to 2 MB per tcp producer.  The estimator's memory (t, m,\n"
             "window, q; logged at start-up) comes on top.  A connection that libzmq drops with batches\n"
             "in flight on it (a batch above --max-batch-rows, or no memory for one) is logged and\n"

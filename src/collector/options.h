@@ -77,7 +77,10 @@ void options_apply_live(collector_options *dst, const collector_options *src);
 /* The ingest memory bound of a finished set of options, in bytes (the help
    text's "ingest memory"): a batch message is at most msg_max; each connected
    producer can hold per_producer = (rcvhwm + 2) * msg_max inside libzmq, the
-   loop loop = 3 * msg_max; budget = --ingest-buffer-mb holds `producers`. */
+   loop loop = INGEST_LOOP_BATCHES * msg_max; budget = --ingest-buffer-mb
+   holds `producers`. */
+#define INGEST_LOOP_BATCHES 2 /* the message the loop reads rows from (in place: wire.h), and a sharded
+                                 rank's copy of a batch it keeps (made before the message is closed) */
 typedef struct {
     uint64_t budget, msg_max, per_producer, loop, producers;
 } ingest_plan;

@@ -18,8 +18,8 @@ def test_ingest_memory():
     Issue 9 item 5: with a per-producer queue of 100 batches the collector held producers x 100 x 10 MB,
     and under an address-space limit libzmq dropped connections with their batches, silently.  Here 16
     dps-produce processes send 8 batches of 256 rows (10 MB each, 1.3 GB in all) at once to a collector
-    with --ingest-buffer-mb 500, which holds 16 producers at 3 batches each plus 3 in its loop
-    (51 x 10.24 MB = 522 MB < 500 MiB = 524 MB, checked by the collector at start-up).  The bound the
+    with --ingest-buffer-mb 500, which holds 16 producers at 3 batches each plus 2 in its loop
+    (50 x 10.24 MB = 512 MB < 500 MiB = 524 MB, checked by the collector at start-up).  The bound the
     collector states is its RSS after a first epoch (400 rows) + the buffer + the estimator's bound (from its log);
     the address-space limit set on it then is its VmSize (OpenBLAS's buffers included) + the buffer +
     the estimator + 300 MB of slack for thread arenas, so a collector that queued every batch sent
@@ -33,8 +33,8 @@ def test_ingest_memory_many():
     Issue 9 item 5: the bound held only up to the number of producers the buffer holds (each could queue
     rcvhwm + 2 batches in libzmq); beyond that memory grew with the number of producers.  With credit
     (src/collector/credit.h) every dps-produce (it has --status) sends only the batches granted, at most
-    (buffer - 3 batches) / batch for all producers together.  --ingest-buffer-mb 160 holds
-    (160 MiB - 3 x 10.24 MB) / (3 x 10.24 MB) = 4 producers without credit; 24 producers send 3 batches each
+    (buffer - 2 batches) / batch for all producers together.  --ingest-buffer-mb 160 holds
+    (160 MiB - 2 x 10.24 MB) / (3 x 10.24 MB) = 4 producers without credit; 24 producers send 3 batches each
     (737 MB in all, 24 x 3 batches that libzmq alone would queue at once).  No address-space limit: the
     peak RSS itself is checked against the stated bound (a collector without credit passed it by ~400 MB)."""
     ingest_memory_run("ingest-many", n_prod=24, batches=3, buf_mb=160, holds=4, limit=False)
