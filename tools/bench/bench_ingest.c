@@ -31,9 +31,9 @@
    Every measurement sends for about --seconds (time-limited loop), then waits
    for the receiver; a collector run is also capped by --max-mb of data (its
    memory at (a) grows with t); (b), whose memory does not grow, sends for
-   --seconds as the in-process reference runs (capped, a run of one or two
-   epochs at d = 1e5 was mostly their first touch of memory, which the
-   reference pays once among many epochs).  Data: a pool of distinct rows near a k-dim
+   --seconds as the in-process reference runs (capped, a run at d = 1e5
+   would be one or two epochs, mostly their first touch of memory, which
+   the reference pays once among many epochs).  Data: a pool of distinct rows near a k-dim
    span (bench-aggregate's generator), cycled.  The raw reference runs again
    after the subjects: the summary takes the faster of the two and shows
    after/before (a shared machine shows up there).
