@@ -77,12 +77,12 @@
    with the Gaussian aggregator's mixed releases, and the code are in
    moment_groups.c).
 
-   MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), b d doubles (the
-   sum, power_iteration.c), a flush of 32 rows (32 d floats) and
-   O(b^2 + b 2048 + (32 + b) 1024) of scratch (the tiles in double); a
-   second flush of 32 rows, on a worker while the next arrive
-   (power_pool_bytes); plus the previous basis, k d floats: 4 (4 b + 64 + k)
-   d bytes and change. */
+   MEMORY.  power_bytes(d, k, b): 2 b d floats (X, Y), 2 b d doubles (the
+   sum's two lanes, power_iteration.c), a block of 32 rows (32 d floats)
+   and O(b^2 + b 2048 + 2 (32 + b) 1024) of scratch (the tiles in double);
+   two more blocks of 32 rows, one per lane on a worker while the next
+   arrive (power_pool_bytes); plus the previous basis, k d floats:
+   4 (6 b + 96 + k) d bytes and change. */
 #include "epoch_mechanism.h"
 #include "epoch_power.h"
 #include "moment_groups.h"

@@ -29,7 +29,8 @@
    replaced, added or removed, the computed sum of a step's n rows is within
    R(n) = n (gamma_n (1 + sqrt(b) gamma_d) + sqrt(b) gamma_d (1 + gamma_n))
    of the exact sum x (x^T X) in Frobenius norm, gamma_m = m 2^-53 / (1 -
-   m 2^-53) (Higham, Lemma 3.1 and section 3.5): each inner product x^T X_j
+   m 2^-53) (Higham, Lemma 3.1 and section 3.5; the two lanes, each a sum
+   of its blocks, then added, are one such order): each inner product x^T X_j
    is off by at most gamma_d ||x|| ||X_j|| <= gamma_d (the norm guard), and
    the matrix of sum_x |x_a| |(x^T X)_j| has Frobenius norm at most n (1 +
    sqrt(b) gamma_d) for rows of norm <= 1.  Neighbours' computed sums
@@ -75,25 +76,34 @@ size_t power_bytes(size_t d, size_t k, size_t b)
     (void)k;
     size_t nb = s_block_rows(b);
     size_t floats = 2 * b * d + nb * d + b + s_lwork_est(b) + b * b;
-    size_t doubles = b * d + 2 * b * b + b + s_ldwork_est(b) + b * b + b * (size_t)LA_CHUNK + b * nb +
-                     (nb + b) * (size_t)POWER_TILE;
+    size_t doubles = 2 * b * b + b + s_ldwork_est(b) + b * b + b * (size_t)LA_CHUNK +
+                     POWER_LANES * (b * d + b * nb + (nb + b) * (size_t)POWER_TILE);
     return floats * sizeof(float) + doubles * sizeof(double);
 }
 
-/* Wait for the flush under way, if any. */
-static void s_wait(power_iteration *p) { pool_task_wait(&p->flushing); }
+/* Wait for the flushes under way, if any. */
+static void s_wait(power_iteration *p)
+{
+    for (size_t l = 0; l < POWER_LANES; l++)
+        pool_task_wait(&p->lane[l].task);
+}
 
 void power_free(power_iteration *p)
 {
     s_wait(p);
-    free(p->Bfull);
+    for (size_t l = 0; l < POWER_LANES; l++) {
+        power_lane *ln = &p->lane[l];
+        free(ln->full);
+        if (ln->Yd != p->Yd)
+            free(ln->Yd);
+        free(ln->P);
+        free(ln->Bt);
+        free(ln->Xt);
+    }
     free(p->X);
     free(p->Y);
     free(p->Yd);
     free(p->B);
-    free(p->P);
-    free(p->Bt);
-    free(p->Xt);
     free(p->tau);
     free(p->work);
     free(p->Uf);
@@ -129,9 +139,15 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
     p->Y = dps_aligned_calloc(b * d, sizeof(float));
     p->Yd = dps_aligned_calloc(b * d, sizeof(double));
     p->B = dps_aligned_alloc(p->nb * d, sizeof(float));
-    p->P = dps_aligned_alloc(b * p->nb, sizeof(double));
-    p->Bt = dps_aligned_alloc(p->nb * (size_t)POWER_TILE, sizeof(double));
-    p->Xt = dps_aligned_alloc(b * (size_t)POWER_TILE, sizeof(double));
+    int lanes_ok = 1;
+    for (size_t l = 0; l < POWER_LANES; l++) {
+        power_lane *ln = &p->lane[l];
+        ln->Yd = l == 0 ? p->Yd : dps_aligned_calloc(b * d, sizeof(double));
+        ln->P = dps_aligned_alloc(b * p->nb, sizeof(double));
+        ln->Bt = dps_aligned_alloc(p->nb * (size_t)POWER_TILE, sizeof(double));
+        ln->Xt = dps_aligned_alloc(b * (size_t)POWER_TILE, sizeof(double));
+        lanes_ok &= ln->Yd && ln->P && ln->Bt && ln->Xt;
+    }
     p->tau = malloc(b * sizeof *p->tau);
     p->work = malloc(p->lwork * sizeof *p->work);
     p->Uf = malloc(b * b * sizeof *p->Uf);
@@ -141,7 +157,7 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
     p->dwork = malloc(p->ldwork * sizeof *p->dwork);
     p->G = malloc(b * b * sizeof *p->G);
     p->gbuf = malloc(b * (size_t)LA_CHUNK * sizeof *p->gbuf);
-    if (!p->X || !p->Y || !p->Yd || !p->B || !p->P || !p->Bt || !p->Xt || !p->tau || !p->work || !p->Uf || !p->R || !p->U || !p->sv ||
+    if (!p->X || !p->Y || !p->Yd || !p->B || !lanes_ok || !p->tau || !p->work || !p->Uf || !p->R || !p->U || !p->sv ||
         !p->dwork || !p->G || !p->gbuf) {
         power_free(p);
         return DPS_ENOMEM;
@@ -205,8 +221,10 @@ int power_start(power_iteration *p, const float *warm, dps_rng *pub)
     memcpy(p->X, p->Y, b * d * sizeof *p->X);
     s_guard(p);
     memset(p->Y, 0, b * d * sizeof *p->Y);
-    memset(p->Yd, 0, b * d * sizeof *p->Yd);
+    for (size_t l = 0; l < POWER_LANES; l++)
+        memset(p->lane[l].Yd, 0, b * d * sizeof *p->Yd);
     p->pending = 0;
+    p->blocks = 0;
     p->steps = 0;
     memset(p->sv, 0, b * sizeof *p->sv);
     return DPS_OK;
@@ -228,54 +246,71 @@ static void s_tile(const float *src, size_t cols, size_t d, size_t c0, size_t w,
     }
 }
 
-/* Yd += B^T (B X) for nb rows B, every product in double (THE SUM IN
-   DOUBLE). */
-static void s_flush_rows(power_iteration *p, const float *B, size_t nb)
+/* The lane's Yd += B^T (B X) for nb rows B, every product in double (THE
+   SUM IN DOUBLE), with the lane's scratch. */
+static void s_flush_rows(const power_iteration *p, power_lane *ln, const float *B, size_t nb)
 {
     size_t d = p->d, b = p->b;
     /* P (nb x b, ld nb) = B X, summed over the tiles */
     for (size_t c0 = 0; c0 < d; c0 += POWER_TILE) {
         size_t w = DPS_MIN((size_t)POWER_TILE, d - c0);
-        s_tile(B, nb, d, c0, w, p->Bt);
-        s_tile(p->X, b, d, c0, w, p->Xt);
-        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)w, 1.0, p->Bt, (int)w, p->Xt,
-                    (int)w, c0 ? 1.0 : 0.0, p->P, (int)nb);
+        s_tile(B, nb, d, c0, w, ln->Bt);
+        s_tile(p->X, b, d, c0, w, ln->Xt);
+        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)nb, (int)b, (int)w, 1.0, ln->Bt, (int)w, ln->Xt,
+                    (int)w, c0 ? 1.0 : 0.0, ln->P, (int)nb);
     }
     /* Yd's rows [c0, c0 + w) += B_tile^T P */
     for (size_t c0 = 0; c0 < d; c0 += POWER_TILE) {
         size_t w = DPS_MIN((size_t)POWER_TILE, d - c0);
-        s_tile(B, nb, d, c0, w, p->Bt);
-        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)nb, 1.0, p->Bt, (int)w, p->P,
-                    (int)nb, 1.0, p->Yd + c0, (int)d);
+        s_tile(B, nb, d, c0, w, ln->Bt);
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)w, (int)b, (int)nb, 1.0, ln->Bt, (int)w, ln->P,
+                    (int)nb, 1.0, ln->Yd + c0, (int)d);
     }
 }
 
-/* A worker's flush of the full block (Bfull, nb rows). */
+/* A worker's flush of its lane's full block (nb rows). */
 static void s_flush_job(void *arg, int worker)
 {
     (void)worker;
-    power_iteration *p = arg;
-    s_flush_rows(p, p->Bfull, p->nb);
+    power_lane *ln = arg;
+    const power_iteration *p = ln->owner;
+    s_flush_rows(p, ln, ln->full, p->nb);
 }
 
 void power_flush(power_iteration *p)
 {
     s_wait(p);
-    if (p->pending)
-        s_flush_rows(p, p->B, p->pending);
+    if (p->pending) /* a partial block: in the next lane, as a full one would be */
+        s_flush_rows(p, &p->lane[p->blocks++ % POWER_LANES], p->B, p->pending);
     p->pending = 0;
+    size_t n = p->b * p->d;
+    for (size_t l = 1; l < POWER_LANES; l++) { /* lane 0 + lane 1, in that order */
+        double *y = p->lane[l].Yd;
+        for (size_t i = 0; i < n; i++)
+            p->Yd[i] += y[i];
+        memset(y, 0, n * sizeof *y);
+    }
 }
 
-size_t power_pool_bytes(size_t d, size_t b) { return s_block_rows(b) * d * sizeof(float); }
+size_t power_pool_bytes(size_t d, size_t b) { return POWER_LANES * s_block_rows(b) * d * sizeof(float); }
 
 int power_use_pool(power_iteration *p, dps_pool *pool)
 {
     if (!pool)
         return DPS_OK;
-    p->Bfull = dps_aligned_alloc(p->nb * p->d, sizeof(float));
-    if (!p->Bfull)
-        return DPS_ENOMEM;
-    p->flushing = (pool_task){.pool = pool};
+    for (size_t l = 0; l < POWER_LANES; l++) {
+        power_lane *ln = &p->lane[l];
+        ln->full = dps_aligned_alloc(p->nb * p->d, sizeof(float));
+        if (!ln->full) {
+            for (size_t j = 0; j <= l; j++) {
+                free(p->lane[j].full);
+                p->lane[j].full = NULL;
+            }
+            return DPS_ENOMEM;
+        }
+        ln->task = (pool_task){.pool = pool};
+    }
+    p->pool = pool;
     return DPS_OK;
 }
 
@@ -295,16 +330,18 @@ void power_add(power_iteration *p, const float *row)
         memcpy(slot, row, p->d * sizeof *row);
     if (++p->pending < p->nb)
         return;
-    if (!p->Bfull) {
-        power_flush(p);
+    power_lane *ln = &p->lane[p->blocks++ % POWER_LANES];
+    p->pending = 0;
+    if (!p->pool) {
+        s_flush_rows(p, ln, p->B, p->nb);
         return;
     }
-    s_wait(p); /* the last block's flush is done: its buffer takes this block's rows */
+    pool_task_wait(&ln->task); /* the lane's last block is flushed: its buffer takes this block's rows */
     float *full = p->B;
-    p->B = p->Bfull;
-    p->Bfull = full;
-    p->pending = 0;
-    pool_task_start(p->flushing.pool, &p->flushing, s_flush_job, p);
+    p->B = ln->full;
+    ln->full = full;
+    ln->owner = p;
+    pool_task_start(p->pool, &ln->task, s_flush_job, ln);
 }
 
 int power_step(power_iteration *p, double s, dps_rng *noise)
@@ -317,6 +354,7 @@ int power_step(power_iteration *p, double s, dps_rng *noise)
     for (size_t i = 0; i < b * d; i++)
         p->Y[i] = (float)p->Yd[i];
     memset(p->Yd, 0, b * d * sizeof *p->Yd);
+    p->blocks = 0;
     int rc = s_qr(p, 1);
     if (rc)
         return rc;

@@ -24,23 +24,38 @@
 
 #include <stddef.h>
 
+/* One of the two running sums of a step (power_iteration.c, THE SUM IN
+   DOUBLE): full block j of a step goes to lane j mod 2, each lane's blocks
+   in order, and the lanes are added, lane 0 + lane 1, when the sum is read.
+   So two blocks are flushed at once on two workers, and the sum is the same
+   bit for bit whatever the number of workers. */
+typedef struct {
+    double *Yd;         /* b x d: this lane's sum since the last step          */
+    double *P;          /* b x nb: (B X)^T of the block being flushed           */
+    double *Bt, *Xt;    /* a tile of that block and of X in double              */
+    float *full;        /* nb x d: its block under way on a worker (NULL: none) */
+    pool_task task;     /* that flush                                           */
+    void *owner;        /* the power_iteration, for the worker                  */
+} power_lane;
+
+enum { POWER_LANES = 2 };
+
 typedef struct {
     size_t d, k, b;   /* dimension, rank released, columns iterated (k <= b <= d) */
     size_t nb;        /* rows per flush                                         */
     size_t pending;   /* rows waiting in B                                      */
     size_t steps;     /* power_step calls since power_start                     */
+    size_t blocks;    /* full blocks flushed since the last step (lane: mod 2)  */
     float *X;         /* b x d: the columns of X, each contiguous (X^T)         */
     float *Y;         /* b x d: Y^T + noise, then Q, in a step                  */
-    double *Yd;       /* b x d: the sum since the last step, in double          */
+    double *Yd;       /* b x d: the sum since the last step, in double (lane 0's) */
     float *B;         /* nb x d: pending rows                                   */
-    double *P;        /* b x nb: (B X)^T                                        */
-    double *Bt, *Xt;  /* a tile of B and of X in double (power_iteration.c)     */
+    power_lane lane[POWER_LANES];
     float *tau, *work, *Uf; /* QR reflectors, LAPACK workspace, U_r in float   */
     size_t lwork;
     double *R, *U, *sv, *dwork, *G, *gbuf; /* b x b R, its SVD, X^T X, scratch   */
     size_t ldwork;
-    pool_task flushing; /* the flush of a full block on a worker (power_use_pool) */
-    float *Bfull;       /* nb x d: that block's rows (NULL: flushes run here)    */
+    dps_pool *pool;   /* power_use_pool's (NULL: flushes run on the caller)     */
 } power_iteration;
 
 /* Allocate everything for dimension d, rank k, b columns (1 <= k <= b <= d):
@@ -49,11 +64,11 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b);
 /* Free the buffers (twice is harmless). */
 void power_free(power_iteration *p);
 /* Flush each full block on one of pool's workers while the next block's
-   rows arrive (a second block of rows, nb x d floats: power_pool_bytes).
-   The flushes are the same sums in the same order as on the calling
-   thread, one at a time; every call below that reads or resets the sum
-   waits for the one under way.  DPS_OK, or DPS_ENOMEM (then the flushes
-   stay on the calling thread). */
+   rows arrive, one block per lane at a time (two more blocks of rows, nb x
+   d floats each: power_pool_bytes).  The flushes are the same sums in the
+   same order as on the calling thread; every call below that reads or
+   resets the sum waits for those under way.  DPS_OK, or DPS_ENOMEM (then
+   the flushes stay on the calling thread). */
 int power_use_pool(power_iteration *p, dps_pool *pool);
 size_t power_pool_bytes(size_t d, size_t b);
 /* X_0: the k rows of warm (k x d, orthonormal, public) or, when warm is NULL,
@@ -67,7 +82,8 @@ void power_add(power_iteration *p, const float *row);
 /* Where the next power_add's row goes (d floats in the block being filled):
    a row written there is passed to power_add as is, with no copy. */
 float *power_slot(power_iteration *p);
-/* Add the pending rows to the sum now (power_step does; the tests read Yd). */
+/* Add the pending rows to the sum now and the lanes into Yd (lane 1 is then
+   empty): power_step does; the tests read Yd. */
 void power_flush(power_iteration *p);
 /* R(n): the computed sum of n rows of norm <= 1 (in any flushes) is within
    R(n) of the exact sum x (x^T X) in Frobenius norm, for any X with

@@ -158,7 +158,7 @@ static void s_test_on_workers(void)
         dps_pool *pool = pool_new(workers);
         power_iteration here, there;
         CHECK(power_init(&here, d, k, b) == DPS_OK && power_init(&there, d, k, b) == DPS_OK, "init");
-        CHECK(power_use_pool(&there, pool) == DPS_OK && there.Bfull, "on the workers");
+        CHECK(power_use_pool(&there, pool) == DPS_OK && there.lane[0].full && there.lane[1].full, "on the workers");
         int same = 1;
         for (int round = 0; round < 2; round++) {
             s_sum(&here, 0, R, n);
