@@ -12,7 +12,9 @@
               slot of a block of 32 rows (dps_estimator_push_le with the
               power iteration's row_slot: its flush block): the whole path
               from a received message to a row in the mechanism, with the
-              mechanism's math left out.
+              mechanism's math left out;
+     encode   the producer's side: wire_rows_encode of the same rows (held as
+              floats beside the messages) into a new message, then freed.
 
    The messages (RowBatch, wire_rows_encode: batches of up to 256 rows or
    about 1 MiB) are made once and cycled over a set larger than the last
@@ -28,8 +30,8 @@
 
 static const char s_synopsis[] = "usage: bench-ingest-path [--d LIST] [--seconds S] [--runs R]\n";
 
-enum { SUBJECT_MEMCPY, SUBJECT_DECODE, SUBJECT_UNIT, SUBJECT_PATH, SUBJECTS };
-static const char *const s_names[SUBJECTS] = {"memcpy", "decode", "unit", "path"};
+enum { SUBJECT_MEMCPY, SUBJECT_DECODE, SUBJECT_UNIT, SUBJECT_PATH, SUBJECT_ENCODE, SUBJECTS };
+static const char *const s_names[SUBJECTS] = {"memcpy", "decode", "unit", "path", "encode"};
 enum { BLOCK_ROWS = 32 };
 
 typedef struct {
@@ -37,6 +39,7 @@ typedef struct {
     size_t *len, n, d, rows; /* messages, their bytes, how many, row length, rows per message */
     unsigned char *dst;      /* memcpy's destination */
     float *row, *block;      /* the unit row, the block of BLOCK_ROWS rows */
+    float *src;              /* message i's rows as floats, at src + i rows d */
 } work;
 
 /* One subject over the messages, in order, for about seconds of CPU time;
@@ -48,6 +51,12 @@ static double s_run(const work *w, int subject, double seconds)
     for (size_t i = 0; t - t0 < seconds; i = (i + 1) % w->n) {
         if (subject == SUBJECT_MEMCPY) {
             memcpy(w->dst, w->msg[i], w->len[i]);
+        } else if (subject == SUBJECT_ENCODE) {
+            unsigned char *enc = NULL;
+            size_t len = 0;
+            if (wire_rows_encode("bench", i, w->src + i * w->rows * w->d, w->rows, w->d, NULL, &enc, &len) != DPS_OK)
+                return 0;
+            free(enc);
         } else {
             wire_rows r;
             if (wire_rows_decode(w->msg[i], w->len[i], w->d, &r) != WIRE_OK)
@@ -92,7 +101,7 @@ int main(int argc, char **argv)
         return prc;
     if (runs < 1 || runs > 64 || !(seconds > 0))
         CLI_USAGE("--runs must be 1..64 and --seconds positive");
-    b_header("bench-ingest-path: a received batch to rows in the mechanism, against memcpy (one thread)", 1);
+    b_header("bench-ingest-path: a received batch to rows in the mechanism, and a batch encoded, against memcpy (one thread)", 1);
     printf("%8s %6s %8s", "d", "rows", "msg MB");
     for (int s = 0; s < SUBJECTS; s++)
         printf("   %-30s", s_names[s]);
@@ -107,11 +116,12 @@ int main(int argc, char **argv)
         w.dst = b_alloc(msg_bytes + 4096);
         w.row = b_alloc(d * sizeof *w.row);
         w.block = b_alloc(BLOCK_ROWS * d * sizeof *w.block);
-        float *X = b_alloc(rows * d * sizeof *X);
+        w.src = b_alloc(n * rows * d * sizeof *w.src);
         b_rng g;
         b_seed(&g, 7);
         int ok = w.msg && w.len;
         for (size_t i = 0; ok && i < n; i++) {
+            float *X = w.src + i * rows * d;
             for (size_t j = 0; j < rows * d; j++)
                 X[j] = (float)b_gauss(&g);
             ok = wire_rows_encode("bench", i, X, rows, d, NULL, &w.msg[i], &w.len[i]) == DPS_OK;
@@ -133,8 +143,9 @@ int main(int argc, char **argv)
         }
         printf("   %.3f\n", med[SUBJECT_PATH] / med[SUBJECT_MEMCPY]);
         printf("RESULT ingest_path d=%zu rows=%zu memcpy_gbs=%.3f decode_gbs=%.3f unit_gbs=%.3f path_gbs=%.3f "
-               "path_over_memcpy=%.4f\n",
-               d, rows, med[0] / 1e9, med[1] / 1e9, med[2] / 1e9, med[3] / 1e9, med[3] / med[0]);
+               "path_over_memcpy=%.4f encode_gbs=%.3f encode_over_memcpy=%.4f\n",
+               d, rows, med[0] / 1e9, med[1] / 1e9, med[2] / 1e9, med[3] / 1e9, med[3] / med[0], med[4] / 1e9,
+               med[4] / med[0]);
         fflush(stdout);
         for (size_t i = 0; i < n; i++)
             free(w.msg[i]);
@@ -143,7 +154,7 @@ int main(int argc, char **argv)
         free(w.dst);
         free(w.row);
         free(w.block);
-        free(X);
+        free(w.src);
     }
     b_footer();
     return 0;
