@@ -258,10 +258,14 @@ int collector_ingest(collector *c)
 static void s_keep_batches(const ingest_plan *plan)
 {
 #ifdef __GLIBC__
-    const uint64_t mmap_max = (uint64_t)32 << 20; /* glibc's largest mmap threshold on 64-bit hosts */
-    uint64_t above = 2 * plan->msg_max;
-    mallopt(M_MMAP_THRESHOLD, (int)(above < mmap_max ? above : mmap_max));
-    mallopt(M_TRIM_THRESHOLD, (int)(plan->budget < INT32_MAX ? plan->budget : INT32_MAX));
+    /* only ever raised: from glibc's defaults (128 KiB each), up to its
+       largest mmap threshold on 64-bit hosts (32 MiB: larger batches are
+       still mapped each) */
+    const uint64_t dflt = (uint64_t)128 << 10, mmap_max = (uint64_t)32 << 20;
+    uint64_t above = 2 * plan->msg_max, trim = plan->budget < INT32_MAX ? plan->budget : INT32_MAX;
+    above = above < mmap_max ? above : mmap_max;
+    mallopt(M_MMAP_THRESHOLD, (int)(above > dflt ? above : dflt));
+    mallopt(M_TRIM_THRESHOLD, (int)(trim > dflt ? trim : dflt));
 #else
     (void)plan;
 #endif

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "est_flags.h"
 #include "dpsubspace.h"
+#include "wire.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -302,10 +303,12 @@ static int s_ingest_finish(collector_options *o, char *err, size_t errlen)
     if (o->max_batch_rows == UINT64_MAX) {
         double rows = floor((o->ingest_buffer_mb * MB / design - INGEST_OVERHEAD) / per_row);
         rows = fmin(fmax(rows, 256), 4096);
-        o->max_batch_rows = (uint64_t)fmax(1, fmin(rows, floor((double)((uint64_t)1 << 32) / per_row)));
+        o->max_batch_rows = (uint64_t)fmax(1, fmin(rows, floor((double)WIRE_MAX_FIELD_BYTES / per_row)));
     }
-    if ((double)o->max_batch_rows * per_row >= (double)((uint64_t)1 << 32)) {
-        snprintf(err, errlen, "--max-batch-rows %" PRIu64 " at d %" PRIu64 " makes messages above 4 GB",
+    if ((double)o->max_batch_rows * per_row > (double)WIRE_MAX_FIELD_BYTES) {
+        snprintf(err, errlen,
+                 "--max-batch-rows %" PRIu64 " at d %" PRIu64 " makes a batch's rows above 2 GiB, the most a "
+                 "protocol message carries",
                  o->max_batch_rows, o->d);
         return -1;
     }

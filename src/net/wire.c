@@ -2,7 +2,6 @@
 #include "wire.h"
 #include "dpsubspace.pb-c.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -127,7 +126,7 @@ int wire_row_fields_parse(const unsigned char *buf, size_t len, wire_row_fields 
             uint64_t n = 0;
             for (size_t i = 0; i < prefix; i++)
                 n |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-            if (n > INT_MAX || prefix + n > rem)
+            if (n > WIRE_MAX_FIELD_BYTES || prefix + n > rem)
                 return -1;
             field_len = prefix + (size_t)n;
             break;
@@ -225,7 +224,8 @@ int wire_rows_own(wire_rows *r)
     r->owned = malloc(r->n * r->dim * sizeof(float) + 1);
     if (!r->owned)
         return DPS_ENOMEM;
-    s_le_to_host(r->data, r->owned, r->n * r->dim);
+    if (r->n && r->dim) /* a refused batch holds none */
+        s_le_to_host(r->data, r->owned, r->n * r->dim);
     r->rows = r->owned;
     r->data = NULL;
     return DPS_OK;

@@ -9,6 +9,10 @@
 #include <stdint.h>
 
 #define WIRE_MAX_PRODUCER_ID 64
+/* The longest field protobuf reads (its length prefixes stop at INT_MAX,
+   protobuf-c's and wire_row_fields_parse's alike): a batch's rows are at
+   most this many bytes. */
+#define WIRE_MAX_FIELD_BYTES 2147483647u
 
 /* Why a RowBatch message was refused as a whole (it carries no rows). */
 typedef enum {

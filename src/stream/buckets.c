@@ -330,6 +330,8 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch)
 
 float *buckets_slot(bucket_pipe *p)
 {
+    if (p->nfree == 0) /* a bucket could not be opened (buckets_commit's DPS_ENOMEM) */
+        return NULL;
     size_t pick = (size_t)dps_rng_below(p->part, p->nfree);
     size_t oi = p->slots[pick];
     p->slots[pick] = p->slots[--p->nfree];

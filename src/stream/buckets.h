@@ -43,7 +43,9 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch);
    uniformly random free slot of them (d floats) for the caller to write the
    admitted row into (row_unit, ROW_NORMALISE); buckets_commit then takes
    it.  The row is taken whatever the return; a full bucket goes to a worker
-   and the next bucket opens: DPS_ENOMEM if either could not be done. */
+   and the next bucket opens: DPS_ENOMEM if either could not be done.  After
+   that no slot may be free before the epoch's t m rows: buckets_slot then
+   returns NULL (nothing drawn, nothing taken). */
 float *buckets_slot(bucket_pipe *p);
 int buckets_commit(bucket_pipe *p);
 /* A row-intake (EPOCH_ROWS) estimator has no pipe: buckets_seal, buckets_wait,

@@ -285,7 +285,12 @@ static int s_push(dps_estimator *e, const unsigned char *rows, size_t n_rows, si
             kind = read(src, c->d, ROW_NORMALISE, dst);
             e->mech->take_row(sl->mech_state, dst);
         } else {
-            kind = read(src, c->d, ROW_NORMALISE, buckets_slot(sl->buckets));
+            float *slot = buckets_slot(sl->buckets);
+            if (!slot) {
+                rc = DPS_ENOMEM;
+                break;
+            }
+            kind = read(src, c->d, ROW_NORMALISE, slot);
             rc = buckets_commit(sl->buckets);
         }
         s_count(e, kind);
