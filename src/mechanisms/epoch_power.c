@@ -46,7 +46,9 @@
    composition with adaptivity.  The basis is a function of (X_0, Y_1..Y_T):
    post-processing.  (Composing instead T passes over the whole epoch would
    cost T rho; the disjoint blocks use each row once.)  The noise is drawn for
-   every entry whatever the data.  Floating point: every product of a step is
+   every entry whatever the data, range by range from forks of the stream
+   keyed in order (independent ChaCha20 streams: power_iteration.h), the same
+   draws for any number of workers.  Floating point: every product of a step is
    formed and summed in double (power_iteration.c, THE SUM IN DOUBLE), so
    rounding moves a step's sum by at most R(n) + R(n + 1) beyond the exact
    move, under replacing or adding a row, n the step's rows

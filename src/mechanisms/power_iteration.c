@@ -78,7 +78,7 @@ size_t power_bytes(size_t d, size_t k, size_t b)
     size_t floats = 2 * b * d + nb * d + b + s_lwork_est(b) + b * b;
     size_t doubles = 2 * b * b + b + s_ldwork_est(b) + b * b + b * (size_t)LA_CHUNK +
                      POWER_LANES * (b * d + b * nb + (nb + b) * (size_t)POWER_TILE);
-    return floats * sizeof(float) + doubles * sizeof(double);
+    return floats * sizeof(float) + doubles * sizeof(double) + POWER_NOISE_CHUNKS * rng_bytes();
 }
 
 /* Wait for the flushes under way, if any. */
@@ -113,6 +113,8 @@ void power_free(power_iteration *p)
     free(p->dwork);
     free(p->G);
     free(p->gbuf);
+    for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++)
+        dps_rng_destroy(&p->noise_fork[c]);
     memset(p, 0, sizeof *p);
 }
 
@@ -148,6 +150,8 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
         ln->Xt = dps_aligned_alloc(b * (size_t)POWER_TILE, sizeof(double));
         lanes_ok &= ln->Yd && ln->P && ln->Bt && ln->Xt;
     }
+    for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++) /* placeholders: keyed from the step's stream */
+        lanes_ok &= dps_rng_new_seeded(&p->noise_fork[c], 0) == DPS_OK;
     p->tau = malloc(b * sizeof *p->tau);
     p->work = malloc(p->lwork * sizeof *p->work);
     p->Uf = malloc(b * b * sizeof *p->Uf);
@@ -344,16 +348,33 @@ void power_add(power_iteration *p, const float *row)
     pool_task_start(p->pool, &ln->task, s_flush_job, ln);
 }
 
+/* Range c of the step's noise: Yd's entries [lo, hi) get their draws from
+   fork c, then are rounded to float into Y (post-processing) and zeroed. */
+static void s_noise_range(void *arg, size_t c, int worker)
+{
+    (void)worker;
+    power_iteration *p = arg;
+    size_t n = p->b * p->d, lo = c * n / POWER_NOISE_CHUNKS, hi = (c + 1) * n / POWER_NOISE_CHUNKS;
+    dps_rng_gaussian_add(p->noise_fork[c], p->noise_s, p->Yd + lo, hi - lo);
+    for (size_t i = lo; i < hi; i++)
+        p->Y[i] = (float)p->Yd[i];
+    memset(p->Yd + lo, 0, (hi - lo) * sizeof *p->Yd);
+}
+
 int power_step(power_iteration *p, double s, dps_rng *noise)
 {
     size_t d = p->d, b = p->b;
     power_flush(p);
-    /* every entry gets its draw, in a fixed order, whatever the rows; the sum
-       is formed in double and rounded to float (post-processing) */
-    dps_rng_gaussian_add(noise, s, p->Yd, b * d);
-    for (size_t i = 0; i < b * d; i++)
-        p->Y[i] = (float)p->Yd[i];
-    memset(p->Yd, 0, b * d * sizeof *p->Yd);
+    /* every entry gets its draw, from its range's fork, whatever the rows;
+       the sum is formed in double and rounded to float (post-processing) */
+    for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++)
+        rng_rekey(p->noise_fork[c], noise);
+    p->noise_s = s;
+    if (p->pool && pool_size(p->pool) > 1)
+        pool_for(p->pool, POWER_NOISE_CHUNKS, s_noise_range, p);
+    else
+        for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++)
+            s_noise_range(p, c, 0);
     p->blocks = 0;
     int rc = s_qr(p, 1);
     if (rc)

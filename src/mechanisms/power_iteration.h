@@ -40,6 +40,12 @@ typedef struct {
 
 enum { POWER_LANES = 2 };
 
+/* A step's noise, b d draws, in POWER_NOISE_CHUNKS equal ranges of Yd, range
+   c drawn from the c-th fork of the step's stream (forked in order, before
+   any draw), on the workers: the draws depend on the stream only, not on
+   the number of workers (as the Gaussian release's, gaussian_cov.h). */
+enum { POWER_NOISE_CHUNKS = 64 };
+
 typedef struct {
     size_t d, k, b;   /* dimension, rank released, columns iterated (k <= b <= d) */
     size_t nb;        /* rows per flush                                         */
@@ -56,6 +62,8 @@ typedef struct {
     double *R, *U, *sv, *dwork, *G, *gbuf; /* b x b R, its SVD, X^T X, scratch   */
     size_t ldwork;
     dps_pool *pool;   /* power_use_pool's (NULL: flushes run on the caller)     */
+    dps_rng *noise_fork[POWER_NOISE_CHUNKS]; /* range c's fork, keyed at each step */
+    double noise_s;   /* the step's noise sd, for the ranges                      */
 } power_iteration;
 
 /* Allocate everything for dimension d, rank k, b columns (1 <= k <= b <= d):
@@ -90,7 +98,7 @@ void power_flush(power_iteration *p);
    ||X||_2 <= 1 (power_iteration.c, THE SUM IN DOUBLE). */
 double power_rounding_bound(size_t n, size_t d, size_t b);
 /* Y += G, G iid N(0, s^2) d x b drawn from noise (all d b entries, whatever
-   the rows); then X = the left singular vectors of the noisy Y, largest
+   the rows; POWER_NOISE_CHUNKS forks of it, on the workers); then X = the left singular vectors of the noisy Y, largest
    first (Householder QR of Y, SVD of its b x b R); the singular values are
    kept for power_basis; Y = 0.  DPS_ENUMERIC if the SVD does not converge. */
 int power_step(power_iteration *p, double s, dps_rng *noise);
