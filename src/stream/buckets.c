@@ -356,7 +356,10 @@ int buckets_commit(bucket_pipe *p)
     p->in_flight++;
     pthread_mutex_unlock(&p->mu);
     int rc = pool_submit(p->pool, s_bucket_job, j);
-    if (rc != DPS_OK) {
+    if (rc != DPS_OK) { /* the bucket is lost with its rows: its buffer goes back */
+        pthread_mutex_lock(&p->mu);
+        s_give_buffer_locked(p, j->rows);
+        pthread_mutex_unlock(&p->mu);
         s_job_done(p);
         free(j);
         return rc;
