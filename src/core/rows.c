@@ -57,10 +57,12 @@ static double s_sum_squares(const row_float *x, size_t d)
         double v = x[i];
         a[i % SS_LANES] += v * v;
     }
-    for (size_t w = SS_LANES / 2; w >= 1; w /= 2)
-        for (size_t l = 0; l < w; l++)
-            a[l] += a[l + w];
-    return a[0];
+    /* lanes l and l + w added for w = 8, 4, 2, 1, written out so that the
+       sums stay in registers */
+    double b0 = a[0] + a[8], b1 = a[1] + a[9], b2 = a[2] + a[10], b3 = a[3] + a[11];
+    double b4 = a[4] + a[12], b5 = a[5] + a[13], b6 = a[6] + a[14], b7 = a[7] + a[15];
+    double c0 = b0 + b4, c1 = b1 + b5, c2 = b2 + b6, c3 = b3 + b7;
+    return (c0 + c2) + (c1 + c3);
 }
 
 double row_sum_squares(const float *x, size_t d) { return s_sum_squares((const row_float *)x, d); }
