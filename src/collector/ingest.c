@@ -251,7 +251,7 @@ int collector_ingest(collector *c)
    next batch faults its pages in again (a sixth of the I/O thread's time
    at d = 1e4).  s_keep_batches raises glibc's mmap threshold above a batch
    and its trim threshold to the ingest buffer: freed batches stay in the
-   heap for the next ones.  The bound is unchanged: what the heap keeps was
+   heap for the next ones.  The bound holds: what the heap keeps was
    held by batches in transit, which the buffer bounds. */
 #define INGEST_RCVBUF (1 << 20)
 
