@@ -26,6 +26,14 @@ struct dps_rng;
 void rng_rekey(struct dps_rng *child, struct dps_rng *parent);
 /* The bytes one generator holds (for the memory bounds). */
 size_t rng_bytes(void);
+/* n forks of a stream for draws cut into ranges (range c from fork c, on
+   any worker): made once, before any charge (placeholders, DPS_OK or
+   DPS_ENOMEM: then none is held), keyed from the stream in order at each
+   use, before any draw, so the draws depend on the stream only, not on
+   the number of workers. */
+int rng_forks_new(struct dps_rng **forks, size_t n);
+void rng_forks_key(struct dps_rng **forks, size_t n, struct dps_rng *parent);
+void rng_forks_destroy(struct dps_rng **forks, size_t n);
 
 /* calloc of n*size with overflow check; NULL on failure. */
 static inline void *dps_calloc(size_t n, size_t size)

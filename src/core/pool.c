@@ -226,8 +226,8 @@ void pool_task_wait(pool_task *t)
 
 void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
 {
-    for_item *items = calloc(n ? n : 1, sizeof *items);
-    if (!items) { /* degrade to running inline on "worker 0" */
+    for_item *items = pool && pool->n > 1 ? calloc(n ? n : 1, sizeof *items) : NULL;
+    if (!items) { /* no pool, one worker, or no memory: inline on "worker 0" */
         for (size_t i = 0; i < n; i++)
             fn(arg, i, 0);
         return;

@@ -20,7 +20,8 @@ int pool_submit(dps_pool *pool, pool_job_fn fn, void *arg);
 void pool_wait(dps_pool *pool);
 /* Run fn(arg, i, worker) for every i in [0, n) on the workers; returns when all
    of these are done (not waiting for other jobs queued meanwhile).  Must not be
-   called from inside a job. */
+   called from inside a job.  With no pool (NULL) or a pool of one worker,
+   on the calling thread as worker 0, in order. */
 void pool_for(dps_pool *pool, size_t n, pool_for_fn fn, void *arg);
 
 /* One job whose end the caller waits for alone: pool_task_start queues

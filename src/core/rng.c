@@ -123,6 +123,28 @@ void rng_rekey(dps_rng *child, dps_rng *parent)
     sodium_memzero(key, sizeof key);
 }
 
+int rng_forks_new(dps_rng **forks, size_t n)
+{
+    for (size_t c = 0; c < n; c++)
+        if (dps_rng_new_seeded(&forks[c], 0) != DPS_OK) { /* keyed at each use */
+            rng_forks_destroy(forks, n);
+            return DPS_ENOMEM;
+        }
+    return DPS_OK;
+}
+
+void rng_forks_key(dps_rng **forks, size_t n, dps_rng *parent)
+{
+    for (size_t c = 0; c < n; c++)
+        rng_rekey(forks[c], parent);
+}
+
+void rng_forks_destroy(dps_rng **forks, size_t n)
+{
+    for (size_t c = 0; c < n; c++)
+        dps_rng_destroy(&forks[c]);
+}
+
 int dps_rng_fork(dps_rng *parent, dps_rng **out)
 {
     if (!parent)

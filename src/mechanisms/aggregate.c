@@ -385,17 +385,6 @@ static void s_dist_row_job(void *arg, size_t j, int worker)
     }
 }
 
-/* fn for every item on the pool, or here without one (the same values either way). */
-static void s_each(dps_pool *pool, size_t n, pool_for_fn fn, void *arg)
-{
-    if (pool) {
-        pool_for(pool, n, fn, arg);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        fn(arg, i, 0);
-}
-
 /* H (n x n, upper triangle) = A A^T over q columns, converted GRAM_CHUNK
    at a time through buf (n x GRAM_CHUNK doubles); then the distances. */
 static int s_distances_reference(const agg_input *in, const double *G, double *D2, dps_pool *pool, double *H,
@@ -410,8 +399,8 @@ static int s_distances_reference(const agg_input *in, const double *G, double *D
     memset(H, 0, n * n * sizeof *H);
     for (size_t c0 = 0; c0 < in->q; c0 += GRAM_CHUNK)
         la_gram_add(in->A, n, in->q, c0, DPS_MIN(in->q, c0 + GRAM_CHUNK), H, buf);
-    s_each(pool, in->t, s_self_job, &d);
-    s_each(pool, in->t, s_dist_row_job, &d);
+    pool_for(pool, in->t, s_self_job, &d);
+    pool_for(pool, in->t, s_dist_row_job, &d);
     free(self);
     return DPS_OK;
 }

@@ -80,9 +80,7 @@ int gauss_noise_ws_init(gauss_noise_ws *ws, size_t d, dps_pool *pool)
     ws->d = d;
     ws->workers = pool ? pool_size(pool) : 1;
     ws->row = malloc((size_t)ws->workers * DPS_MAX(d, (size_t)1) * sizeof *ws->row);
-    int rc = ws->row ? DPS_OK : DPS_ENOMEM;
-    for (size_t c = 0; !rc && c < GAUSS_NOISE_CHUNKS; c++)
-        rc = dps_rng_new_seeded(&ws->stream[c], 0); /* a placeholder: keyed from the release's stream */
+    int rc = ws->row ? rng_forks_new(ws->stream, GAUSS_NOISE_CHUNKS) : DPS_ENOMEM;
     if (rc)
         gauss_noise_ws_free(ws);
     return rc;
@@ -90,8 +88,7 @@ int gauss_noise_ws_init(gauss_noise_ws *ws, size_t d, dps_pool *pool)
 
 void gauss_noise_ws_free(gauss_noise_ws *ws)
 {
-    for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++)
-        dps_rng_destroy(&ws->stream[c]);
+    rng_forks_destroy(ws->stream, GAUSS_NOISE_CHUNKS);
     free(ws->row);
     ws->row = NULL;
 }
@@ -139,14 +136,9 @@ double gauss_cov_noisy_float(const double *C, size_t d, double s, dps_rng *rng, 
         ws->cut[c] = c == GAUSS_NOISE_CHUNKS
                          ? d
                          : (size_t)llround((double)d * (1.0 - sqrt(1.0 - (double)c / GAUSS_NOISE_CHUNKS)));
-    for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++) /* the forks, in order, before any draw */
-        rng_rekey(ws->stream[c], rng);
+    rng_forks_key(ws->stream, GAUSS_NOISE_CHUNKS, rng);
     noisy_job j = {C, d, s, ws, Af};
-    if (pool && ws->workers > 1)
-        pool_for(pool, GAUSS_NOISE_CHUNKS, s_noisy_range, &j);
-    else
-        for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++)
-            s_noisy_range(&j, c, 0);
+    pool_for(pool, GAUSS_NOISE_CHUNKS, s_noisy_range, &j);
     double trace = 0;
     for (size_t c = 0; c < GAUSS_NOISE_CHUNKS; c++)
         trace += ws->trace[c];

@@ -113,8 +113,7 @@ void power_free(power_iteration *p)
     free(p->dwork);
     free(p->G);
     free(p->gbuf);
-    for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++)
-        dps_rng_destroy(&p->noise_fork[c]);
+    rng_forks_destroy(p->noise_fork, POWER_NOISE_CHUNKS);
     memset(p, 0, sizeof *p);
 }
 
@@ -150,8 +149,7 @@ int power_init(power_iteration *p, size_t d, size_t k, size_t b)
         ln->Xt = dps_aligned_alloc(b * (size_t)POWER_TILE, sizeof(double));
         lanes_ok &= ln->Yd && ln->P && ln->Bt && ln->Xt;
     }
-    for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++) /* placeholders: keyed from the step's stream */
-        lanes_ok &= dps_rng_new_seeded(&p->noise_fork[c], 0) == DPS_OK;
+    lanes_ok &= rng_forks_new(p->noise_fork, POWER_NOISE_CHUNKS) == DPS_OK;
     p->tau = malloc(b * sizeof *p->tau);
     p->work = malloc(p->lwork * sizeof *p->work);
     p->Uf = malloc(b * b * sizeof *p->Uf);
@@ -367,14 +365,9 @@ int power_step(power_iteration *p, double s, dps_rng *noise)
     power_flush(p);
     /* every entry gets its draw, from its range's fork, whatever the rows;
        the sum is formed in double and rounded to float (post-processing) */
-    for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++)
-        rng_rekey(p->noise_fork[c], noise);
+    rng_forks_key(p->noise_fork, POWER_NOISE_CHUNKS, noise);
     p->noise_s = s;
-    if (p->pool && pool_size(p->pool) > 1)
-        pool_for(p->pool, POWER_NOISE_CHUNKS, s_noise_range, p);
-    else
-        for (size_t c = 0; c < POWER_NOISE_CHUNKS; c++)
-            s_noise_range(p, c, 0);
+    pool_for(p->pool, POWER_NOISE_CHUNKS, s_noise_range, p);
     p->blocks = 0;
     int rc = s_qr(p, 1);
     if (rc)
