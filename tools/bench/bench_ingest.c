@@ -89,6 +89,39 @@ static void s_print(const char *label, const result *r, const result *ref, size_
     fflush(stdout);
 }
 
+/* Ceilings of (b)/est from the CPU measured in the same run, each epoch's
+   work as measured and only idle time gone (0 when a figure is missing).
+   Per epoch of t m rows: T the estimator's wall time, W_e its CPU, W_c the
+   collector's, W_p the producer's (this process during (b)); n cores.
+   *here:  the collector and its producer share the n cores:
+           (b)/est <= n T / (W_c + W_p);
+   *ideal: as *here for a collector whose work per epoch were the
+           estimator's (W_c = W_e): what no collector can pass here with
+           this producer, n T / (W_e + W_p);
+   *own:   the producer elsewhere, the collector given the estimator's CPU
+           (W_e / T cores): (b)/est <= W_e / W_c. */
+typedef struct {
+    double here, ideal, own;
+    double w_c, w_p, w_e; /* ms of CPU per epoch */
+} b_ceilings;
+
+static b_ceilings s_b_ceilings(const result *b, const result *est, size_t epoch_rows)
+{
+    b_ceilings c;
+    memset(&c, 0, sizeof c);
+    if (!b->ok || !est->ok || b->coll_cpu <= 0 || s_rows_s(b) <= 0 || s_rows_s(est) <= 0)
+        return c;
+    double n = (double)sysconf(_SC_NPROCESSORS_ONLN), t = 1e3 * (double)epoch_rows / s_rows_s(est);
+    double tb = 1e3 * (double)epoch_rows / s_rows_s(b);
+    c.w_c = tb * b->coll_cpu / 100.0;
+    c.w_p = tb * b->our_cpu / 100.0;
+    c.w_e = t * est->our_cpu / 100.0;
+    c.here = n * t / (c.w_c + c.w_p);
+    c.ideal = n * t / (c.w_e + c.w_p);
+    c.own = c.w_e / c.w_c;
+    return c;
+}
+
 /* ------------------------------------------------------ the measurements */
 static int s_run_id = 0;
 
@@ -546,6 +579,17 @@ int main(int argc, char **argv)
                     printf("  collector (b): %.1f ms per epoch (%.2f x the in-process estimator's %.1f ms)\n",
                            1e3 * rw->b.secs * (double)(2 * k * b_lib_t()) / rw->b.rows,
                            s_rows_s(&est) / s_rows_s(&rw->b), 1e3 * est.secs / (double)est.epochs);
+                b_ceilings cl = s_b_ceilings(&rw->b, &est, 2 * k * b_lib_t());
+                if (cl.here > 0) {
+                    printf("  collector (b): CPU per epoch: collector %.1f ms, its producer %.1f ms; the in-process "
+                           "estimator %.1f ms. (b)/est at most, with that work and no idle time: %.2f on these %ld "
+                           "cores; %.2f for a collector that cost what the estimator does; %.2f with the producer "
+                           "elsewhere and the estimator's CPU\n",
+                           cl.w_c, cl.w_p, cl.w_e, cl.here, sysconf(_SC_NPROCESSORS_ONLN), cl.ideal, cl.own);
+                    printf("RESULT ingest d=%zu sec=%s what=collector_b_ceiling here=%.3f ideal=%.3f own_cores=%.3f "
+                           "cpu_ms_collector=%.2f cpu_ms_producer=%.2f cpu_ms_estimator=%.2f\n",
+                           d, sname, cl.here, cl.ideal, cl.own, cl.w_c, cl.w_p, cl.w_e);
+                }
                 if (rw->b.ok && rw->b.stall_batch_ms >= 0)
                     printf("  collector (b): longest ingest stall %.2f ms (one batch in the estimator: its rows and "
                            "a seal, backpressure apart), %.2f ms from the third epoch on (the first two fault their "
@@ -567,9 +611,9 @@ int main(int argc, char **argv)
 
     printf("\n## summary: rows/s as a multiple of raw PUSH->PULL (same message bytes, same security, same run;\n"
            "## the reference is the faster of the raw runs before and after the subjects)\n");
-    printf("%-6s %-5s %5s %6s | %10s %8s %6s | %7s | %7s %7s %5s %5s %7s | %7s %5s %6s %7s | %8s %8s %7s\n", "d",
+    printf("%-6s %-5s %5s %6s | %10s %8s %6s | %7s | %7s %7s %5s %5s %7s | %7s %5s %6s %7s %14s | %8s %8s %7s\n", "d",
            "sec", "batch", "msg MB", "raw rows/s", "raw MB/s", "after", "api/raw", "(a)/raw", "(a)/est", "cpu", "main",
-           "cpu/raw", "(b)/raw", "cpu", "epochs", "(b)/est", "(b) ep", "est ep", "sync");
+           "cpu/raw", "(b)/raw", "cpu", "epochs", "(b)/est", "ceil h/i/o", "(b) ep", "est ep", "sync");
     for (size_t i = 0; i < nrows; i++) {
         row *w = &rows[i];
         const result *ref = &w->raw;
@@ -577,7 +621,7 @@ int main(int argc, char **argv)
             ref = &w->raw2;
         double rr = s_rows_s(ref);
         char api[16] = "-", ra[16] = "-", rb[16] = "-", aft[16] = "-", be[16] = "-", bep[16] = "-", eep[16] = "-",
-             ae[16] = "-", ac[16] = "-";
+             ae[16] = "-", ac[16] = "-", ceil[24] = "-";
         if (w->a.ok && s_cpu_per_mb(ref) > 0)
             snprintf(ac, sizeof ac, "%.2f", s_cpu_per_mb(&w->a) / s_cpu_per_mb(ref));
         if (w->a.ok && w->est_a.ok)
@@ -590,15 +634,18 @@ int main(int argc, char **argv)
             snprintf(rb, sizeof rb, "%.3f", s_rows_s(&w->b) / rr);
         if (w->raw2.ok && w->raw.ok)
             snprintf(aft, sizeof aft, "%.2f", s_rows_s(&w->raw2) / s_rows_s(&w->raw));
+        b_ceilings cl = s_b_ceilings(&w->b, &w->est, 2 * o.k * b_lib_t());
+        if (cl.here > 0)
+            snprintf(ceil, sizeof ceil, "%.2f/%.2f/%.2f", cl.here, cl.ideal, cl.own);
         if (w->b.ok && w->est.ok) {
             snprintf(be, sizeof be, "%.3f", s_rows_s(&w->b) / s_rows_s(&w->est));
             snprintf(bep, sizeof bep, "%.1f", 1e3 * (double)(2 * o.k * b_lib_t()) / s_rows_s(&w->b));
             snprintf(eep, sizeof eep, "%.1f", 1e3 * (double)(2 * o.k * b_lib_t()) / s_rows_s(&w->est));
         }
-        printf("%-6zu %-5s %5zu %6.2f | %10.0f %8.0f %6s | %7s | %7s %7s %4.0f%% %4.0f%% %7s | %7s %4.0f%% %6llu %7s "
+        printf("%-6zu %-5s %5zu %6.2f | %10.0f %8.0f %6s | %7s | %7s %7s %4.0f%% %4.0f%% %7s | %7s %4.0f%% %6llu %7s %14s "
                "| %8s %8s %7.1f\n",
                w->d, w->sec, w->batch, w->len / 1e6, rr, ref->ok ? ref->bytes / ref->secs / 1e6 : 0, aft, api, ra, ae,
-               w->a.coll_cpu, w->a.coll_main, ac, rb, w->b.coll_cpu, (unsigned long long)w->b.epochs, be, bep, eep,
+               w->a.coll_cpu, w->a.coll_main, ac, rb, w->b.coll_cpu, (unsigned long long)w->b.epochs, be, ceil, bep, eep,
                1e3 * w->sync);
         printf("RESULT ingest_summary d=%zu sec=%s raw_rows_s=%.0f api_ratio=%s a_ratio=%s a_over_est=%s b_ratio=%s "
                "b_over_est=%s raw_after_over_before=%s\n",
@@ -610,6 +657,10 @@ int main(int argc, char **argv)
     printf("# (a)/est = collector (a) rows/s / the in-process estimator's with the same settings (push only);\n"
            "# (b)/est = collector (b) rows/s / the in-process estimator's (push + close, no network, no disk);\n"
            "# (b) ep, est ep = ms per epoch of t*m rows; sync = ms of one epoch's durable writes (fsyncs) here\n");
+    printf("# ceil h/i/o = what (b)/est could reach if each epoch's CPU stayed as measured and only idle time went:\n"
+           "#           h on these cores, shared with the producer; i the same for a collector that cost what the\n"
+           "#           estimator does (no collector passes it here with this producer); o with the producer\n"
+           "#           elsewhere and the collector given the estimator's CPU\n");
     printf("# cpu = the collector's CPU over its run, %% of one core (main = its single ingest/aggregation loop "
            "thread); 2 cores in all here\n");
     b_footer();
