@@ -78,6 +78,7 @@ struct bucket_pipe {
     pthread_cond_t buf_back; /* a buffer came back */
     pthread_cond_t idle;     /* in_flight reached 0 */
     size_t in_flight;        /* this pipe's jobs queued or running: bucket bases, first touch (guarded) */
+    size_t bucket_jobs;      /* of those, bucket bases: each gives its buffer back (guarded) */
     float **free_bufs;
     size_t n_free_bufs, n_bufs, max_bufs;
     size_t buckets_done;     /* this epoch (guarded) */
@@ -223,6 +224,7 @@ void buckets_free(bucket_pipe **pp)
 /* ---------------------------------------------------------------- buffers */
 static float *s_take_buffer(bucket_pipe *p)
 {
+    int no_memory = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         if (p->n_free_bufs) {
@@ -230,18 +232,24 @@ static float *s_take_buffer(bucket_pipe *p)
             pthread_mutex_unlock(&p->mu);
             return b;
         }
-        if (p->n_bufs < p->max_bufs) {
+        if (!no_memory && p->n_bufs < p->max_bufs) {
             p->n_bufs++;
             pthread_mutex_unlock(&p->mu);
             float *b = dps_aligned_alloc(p->cfg->m * p->cfg->d, sizeof(float)); /* rows overwrite it */
-            if (!b) {
-                pthread_mutex_lock(&p->mu);
-                p->n_bufs--;
-                pthread_mutex_unlock(&p->mu);
-            }
-            return b;
+            if (b)
+                return b;
+            pthread_mutex_lock(&p->mu);
+            p->n_bufs--;
+            no_memory = 1;
+            continue; /* one may have come back meanwhile */
         }
-        pthread_cond_wait(&p->buf_back, &p->mu); /* workers are behind: wait */
+        if (!p->bucket_jobs) { /* no memory for another, and none will come back */
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        /* workers are behind, or there is no memory for another buffer: a
+           bucket's job gives its buffer back */
+        pthread_cond_wait(&p->buf_back, &p->mu);
     }
 }
 
@@ -287,6 +295,7 @@ static void s_bucket_job(void *arg, int worker)
         p->mech->take_bucket(p->mech_state, j->id, V);
     pthread_mutex_lock(&p->mu);
     s_give_buffer_locked(p, j->rows);
+    p->bucket_jobs--;
     p->done[j->id] = (unsigned char)usable;
     p->buckets_done += (size_t)usable;
     p->buckets_total += (size_t)usable;
@@ -321,8 +330,11 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch)
     size_t w = buckets_window(c);
     for (size_t i = 0; i < w; i++) {
         int rc = s_open_bucket(p, i);
-        if (rc)
+        if (rc) { /* the buckets opened give their buffers back: a later begin starts afresh */
+            uint64_t none = 0;
+            buckets_seal(p, &none);
             return rc;
+        }
         p->n_open++;
     }
     return DPS_OK;
@@ -354,10 +366,12 @@ int buckets_commit(bucket_pipe *p)
     b->rows = NULL;
     pthread_mutex_lock(&p->mu);
     p->in_flight++;
+    p->bucket_jobs++;
     pthread_mutex_unlock(&p->mu);
     int rc = pool_submit(p->pool, s_bucket_job, j);
     if (rc != DPS_OK) { /* the bucket is lost with its rows: its buffer goes back */
         pthread_mutex_lock(&p->mu);
+        p->bucket_jobs--;
         s_give_buffer_locked(p, j->rows);
         pthread_mutex_unlock(&p->mu);
         s_job_done(p);

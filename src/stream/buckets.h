@@ -37,15 +37,19 @@ void buckets_free(bucket_pipe **p);
    + t*k*d floats of bases with W < t. */
 size_t buckets_memory(const dps_config *c, epoch_intake intake);
 
-/* Start epoch `epoch`: no bucket done, the first window of buckets open. */
+/* Start epoch `epoch`: no bucket done, the first window of buckets open.
+   DPS_ENOMEM if their buffers could not be had: none is kept open, and a
+   later begin starts afresh. */
 int buckets_begin(bucket_pipe *p, uint64_t epoch);
 /* One row into the open buckets, in two steps: buckets_slot picks a
    uniformly random free slot of them (d floats) for the caller to write the
    admitted row into (row_unit, ROW_NORMALISE); buckets_commit then takes
    it.  The row is taken whatever the return; a full bucket goes to a worker
-   and the next bucket opens: DPS_ENOMEM if either could not be done.  After
-   that no slot may be free before the epoch's t m rows: buckets_slot then
-   returns NULL (nothing drawn, nothing taken). */
+   and the next bucket opens, in a buffer a worker gives back when there is
+   no memory for another (that bucket's own at the latest): DPS_ENOMEM if
+   the job could not be queued or no buffer could come back.  After that no
+   slot may be free before the epoch's t m rows: buckets_slot then returns
+   NULL (nothing drawn, nothing taken). */
 float *buckets_slot(bucket_pipe *p);
 int buckets_commit(bucket_pipe *p);
 /* A row-intake (EPOCH_ROWS) estimator has no pipe: buckets_seal, buckets_wait,
