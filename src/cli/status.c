@@ -75,6 +75,9 @@ static const struct {
     {"connections_empty", "producer connections that ended without delivering a batch: a producer that sent "
                           "nothing or whose key was refused, or one whose batches were above --max-batch-rows "
                           "(dropped with the connection; a producer with the status endpoint splits its batches)"},
+    {"batches_cut_short", "batches whose rows could not all be taken for want of memory (for the next epoch's "
+                          "buckets): the rows before were used, the rest dropped, the batch counted as refused to "
+                          "its producer"},
     {"epochs_internal_error", "epochs charged whose mechanism then failed (LAPACK, memory): published as FAILED "
                               "with the reason; their budget stays spent"},
     {"credit_grants", "credit requests answered with more batches a producer may send (ingest flow control)"},

@@ -407,12 +407,15 @@ static int s_serve(collector *c, dps_config *cfg, const dps_keypair *kp)
         collector_log_state_failed(c);
         return 3;
     }
-    if (c->ingest.connections_dropped || c->ingest.producers.total_gaps) {
+    if (c->ingest.connections_dropped || c->ingest.producers.total_gaps)
         log_error("batches were LOST in transit this run: %" PRIu64 " producer connections dropped with the batches "
                   "in flight on them, %" PRIu64 " batches missing from producers' sequences (see the warnings above)",
                   c->ingest.connections_dropped, c->ingest.producers.total_gaps);
+    if (c->ingest.batches_cut_short)
+        log_error("rows were LOST this run: %" PRIu64 " batches could not be taken whole for want of memory (see the "
+                  "errors above)", c->ingest.batches_cut_short);
+    if (c->ingest.connections_dropped || c->ingest.producers.total_gaps || c->ingest.batches_cut_short)
         return 4;
-    }
     return 0;
 }
 /* The state directory created, locked and read back; 0, or -1 (said why). */

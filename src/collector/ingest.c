@@ -154,8 +154,12 @@ static void s_batch(collector *c, zmq_msg_t *msg)
         } else if (rc == DPS_ESTATE) { /* the next epoch begins after the last release (a warm mechanism,
                                            or no memory for a second epoch) */
             collector_backpressure(c);
-        } else if (rc) {
-            log_error("push failed: %s", dps_strerror(rc));
+        } else if (rc) { /* no memory for the next epoch's buckets (buckets.h): counted, and told */
+            uint64_t cut = ++c->ingest.batches_cut_short;
+            log_error("a batch of %zu rows from producer '%s': %zu rows taken, the other %zu dropped: %s (%" PRIu64
+                      " batches cut short so far)",
+                      wr.n, wr.producer_id, done, wr.n - done, dps_strerror(rc), cut);
+            ptable_refused(&c->ingest.producers, wr.producer_id, wr.stream); /* a draining producer learns of it */
             break;
         }
     }

@@ -29,6 +29,7 @@ typedef struct {
     int over_plan;                /* more producers connected than plan.producers */
     uint64_t connections_dropped; /* connections that ended with their producer still running */
     uint64_t connections_empty;   /* connections that ended without delivering a batch */
+    uint64_t batches_cut_short;   /* batches whose rows could not all be pushed (no memory): the rest dropped */
     unsigned char *conn_state;    /* by fd: CONN_NONE, CONN_OPEN (accepted), CONN_DELIVERED */
     size_t conn_state_n;
     uint64_t watched_ms;          /* when the watch last counted */

@@ -522,7 +522,8 @@ void options_usage(FILE *to)
     fprintf(to, "\nexit codes: 0 clean stop, 1 runtime failure, 2 bad settings, 3 state/ledger problem (at\n"
                 "start: a damaged ledger line, another --d; or a write of a ledger line or a snapshot that\n"
                 "failed while running, e.g. a full disk: the collector stops, nothing more is written),\n"
-                "4 stopped cleanly, but batches were lost in transit this run (connections_dropped, seq_gaps)\n");
+                "4 stopped cleanly, but batches were lost this run (connections_dropped, seq_gaps in transit;\n"
+                "batches_cut_short for want of memory)\n");
 }
 
 /* The settings a running collector can take from a reloaded configuration. */

@@ -64,6 +64,7 @@ static void s_status_counters(collector *c, dps_collector_status *st)
         {"rows_discarded", es.rows_discarded}, {"disconnects", c->ingest.pull_mon.disconnects},
         {"seq_gaps", c->ingest.producers.total_gaps}, {"epochs_internal_error", es.epochs_internal_error},
         {"connections_dropped", c->ingest.connections_dropped}, {"connections_empty", c->ingest.connections_empty},
+        {"batches_cut_short", c->ingest.batches_cut_short},
         {"credit_grants", c->ingest.credit.grants}, {"credit_waits", c->ingest.credit.waits},
         {"credit_reclaimed", c->ingest.credit.reclaimed}, {"credit_overruns", c->ingest.credit.overruns},
         {"credit_stalls", c->ingest.credit.stalls},

@@ -184,8 +184,14 @@ static int s_receive(sharded *s, held *h)
     int revoked = c->zap && !zap_allowed(c->zap, "ingest", user);
     wire_reject r = revoked ? WIRE_OK : wire_rows_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), s->w, out);
     if (r == WIRE_OK && !revoked && wire_rows_own(out) != DPS_OK) { /* held past the message (its slice waits for rank 0) */
-        log_error("rank %d: no memory to hold a batch of %zu rows: dropped", s->rank, out->n);
-        c->status.rejected[WIRE_UNDECODABLE]++;
+        /* rank 0 tells its producer; another rank's missing slice drops the
+           batch on every rank when rank 0 announces it (s_batch), told there */
+        log_error("rank %d: no memory to hold a batch of %zu rows of producer '%s': dropped", s->rank, out->n,
+                  out->producer_id);
+        c->ingest.batches_cut_short++;
+        if (s->rank == 0)
+            ptable_refused(&c->ingest.producers, out->producer_id, out->stream);
+        wire_rows_release(out);
         zmq_msg_close(&msg);
         return 0;
     }
@@ -686,10 +692,11 @@ static void s_status(sharded *s)
     st.buckets_completed = s->buckets_closed + (s->reference && s->rows ? s->ref.completed : 0);
     struct { const char *name; uint64_t v; } counts[] = {
         {"batches_dropped_slice_missing", s->dropped}, {"slices_refused", s->refused_slices},
-        {"slices_expired", s->expired},
+        {"slices_expired", s->expired}, {"batches_cut_short", c->ingest.batches_cut_short},
         {"rows_nan", s->p.rows_nan + s->ref.rows_nan}, {"rows_inf", s->p.rows_inf + s->ref.rows_inf},
         {"rows_zero", s->p.rows_zero + s->ref.rows_zero}, {"rows_discarded", s->ref.rows_discarded},
     };
+    _Static_assert(sizeof counts / sizeof *counts <= DPS_STATUS_MAX_COUNTERS, "the counters fit the reply");
     for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
         snprintf(st.counters[i].name, sizeof st.counters[i].name, "%s", counts[i].name);
         st.counters[i].value = counts[i].v;
@@ -984,7 +991,7 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
              s.reference ? "reference aggregator" : "power iteration");
     int failed = c->ledger.failed;
     MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    code = failed ? 3 : s.dropped ? 4 : 0;
+    code = failed ? 3 : s.dropped || c->ingest.batches_cut_short ? 4 : 0;
     s_teardown(&s);
     return code;
 }
