@@ -750,7 +750,10 @@ DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);
    DPS_ESTATE (nothing taken) when the epoch would begin while the one before
    is sealed and not yet released and the mechanism's release feeds the next
    epoch (the power iteration's warm start), or there is no memory for a
-   second epoch's state: release first.
+   second epoch's state or its buckets' buffers: release first (the epoch
+   then begins in the released one's place).  DPS_ENOMEM (nothing taken)
+   when no epoch is sealed and the open one's first buckets cannot have
+   their buffers.
    Push, seal and close from one thread (the pushing thread). */
 DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
                                    size_t dim, size_t *n_taken);

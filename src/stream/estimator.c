@@ -192,9 +192,14 @@ static int s_other_slot(dps_estimator *e)
 /* Start the open epoch lazily, at its first row, in a slot no release holds:
    the slot of the last epoch if it was released, else the other one (made
    the first time it is needed); a warm mechanism has one slot and waits for
-   its release (DPS_ESTATE: release first).  Then the epoch's own generator
-   (forked in epoch order), the mechanism's begin (e.g. the public reference
-   points), the first window of buckets. */
+   its release (DPS_ESTATE: release first).  Then the first window of
+   buckets, the epoch's own generator (forked in epoch order), the
+   mechanism's begin (e.g. the public reference points).  The buckets come
+   first: their buffers are what fails for want of memory, and then nothing
+   is drawn from the noise stream, so a start retried forks what it would
+   have.  No memory for the other slot, or for its buckets, while the last
+   epoch releases: DPS_ESTATE, and the epoch begins in the last one's slot
+   once it is released (its buffers are there). */
 static int s_epoch_begin(dps_estimator *e)
 {
     pthread_mutex_lock(&e->mu);
@@ -205,17 +210,26 @@ static int s_epoch_begin(dps_estimator *e)
             return DPS_ESTATE;
         int rc = s_other_slot(e);
         if (rc)
-            return rc;
+            return rc == DPS_ENOMEM ? DPS_ESTATE : rc;
         e->open = 1 - e->open;
     }
     epoch_slot *sl = &e->slot[e->open];
-    int rc = dps_rng_fork(e->noise, &sl->noise);
-    if (!rc)
-        rc = e->mech->begin(sl->mech_state, e->epoch, sl->noise);
-    if (!rc && sl->buckets)
-        rc = buckets_begin(sl->buckets, e->epoch);
+    int rc = sl->buckets ? buckets_begin(sl->buckets, e->epoch) : DPS_OK;
+    if (!rc) {
+        rc = dps_rng_fork(e->noise, &sl->noise);
+        if (!rc)
+            rc = e->mech->begin(sl->mech_state, e->epoch, sl->noise);
+        if (rc) { /* the buckets' buffers go back */
+            uint64_t none = 0;
+            buckets_seal(sl->buckets, &none);
+        }
+    }
     if (rc) {
         dps_rng_destroy(&sl->noise);
+        if (pending) { /* back to the releasing epoch's slot, to begin there once it is released */
+            e->open = 1 - e->open;
+            rc = rc == DPS_ENOMEM ? DPS_ESTATE : rc;
+        }
         return rc;
     }
     e->open_started = 1;

@@ -7,7 +7,11 @@
      worker gives back: every row is taken, every bucket released;
    - at an epoch's start, with no bucket at a worker, the push says
      DPS_ENOMEM and takes nothing; the buffers of the buckets it did open
-     go back for the next start, which then needs fewer new ones. */
+     go back for the next start, which then needs fewer new ones;
+   - an epoch that would begin in the other slot while the last one is
+     sealed, and cannot have that slot's buffers, says DPS_ESTATE (release
+     first, as with no memory for the slot itself) and begins in the last
+     one's slot once it is released. */
 #include "check.h"
 #include "estimator_test_util.h"
 #include "internal.h"
@@ -120,6 +124,39 @@ int main(void)
     rc = dps_estimator_push(e, rows, T * M, D, &taken);
     CHECK(rc == DPS_OK && taken == T * M, "the third start runs and takes its rows: rc %d, %zu", rc, taken);
     s_close_all(e, &l, 1, "after refused starts");
+    dps_estimator_destroy(&e);
+
+    /* the next epoch while the last one is sealed, with no memory for the
+       other slot's buffers: DPS_ESTATE (release first), nothing taken; once
+       the last one is released the epoch begins in its slot, with its
+       buffers, and no new one is asked for */
+    c.window = 2;
+    l.calls = 0;
+    CHECK(dps_estimator_new(&e, &c) == DPS_OK, "estimator, overlap");
+    if (!e)
+        return check_summary();
+    g_refuse_after = -1;
+    taken = 0;
+    rc = dps_estimator_push(e, rows, T * M, D, &taken);
+    CHECK(rc == DPS_OK && taken == T * M, "overlap: the first epoch: rc %d, %zu", rc, taken);
+    CHECK(dps_estimator_seal(e) == DPS_OK, "overlap: sealed");
+    g_refuse_after = 0;
+    g_refused = 0;
+    taken = 99;
+    rc = dps_estimator_push(e, rows, T * M, D, &taken);
+    CHECK(rc == DPS_ESTATE && taken == 0, "overlap: no memory for the other slot's buckets: rc %d, %zu taken", rc,
+          taken);
+    CHECK(g_refused >= 1, "overlap: a buffer was refused: %d", g_refused);
+    dps_snapshot *s = NULL;
+    rc = dps_estimator_release_sealed(e, &s);
+    CHECK(rc == DPS_OK && s, "overlap: the sealed epoch released: %d", rc);
+    dps_snapshot_destroy(&s);
+    int refused = g_refused;
+    taken = 0;
+    rc = dps_estimator_push(e, rows, T * M, D, &taken);
+    CHECK(rc == DPS_OK && taken == T * M, "overlap: the epoch begins in the released slot: rc %d, %zu", rc, taken);
+    CHECK(g_refused == refused, "overlap: no buffer asked for there: %d refusals, %d before", g_refused, refused);
+    s_close_all(e, &l, 2, "overlap");
     dps_estimator_destroy(&e);
     return check_summary();
 }
