@@ -152,13 +152,14 @@ static void s_batch(collector *c, zmq_msg_t *msg)
         if (rc == DPS_EFULL) {
             collector_seal(c);
         } else if (rc == DPS_ESTATE) { /* the next epoch begins after the last release (a warm mechanism,
-                                           or no memory for a second epoch) */
+                                           or no memory for a second epoch's state or buffers) */
             collector_backpressure(c);
-        } else if (rc) { /* no memory for the next epoch's buckets (buckets.h): counted, and told */
+        } else if (rc) { /* no memory for the open epoch's first buckets (nothing releasing): counted, told */
             uint64_t cut = ++c->ingest.batches_cut_short;
-            log_error("a batch of %zu rows from producer '%s': %zu rows taken, the other %zu dropped: %s (%" PRIu64
-                      " batches cut short so far)",
-                      wr.n, wr.producer_id, done, wr.n - done, dps_strerror(rc), cut);
+            if (c->o.verbose || cut <= 5 || cut % 1000 == 0)
+                log_error("a batch of %zu rows from producer '%s': %zu rows taken, the other %zu dropped: %s (%" PRIu64
+                          " batches cut short so far)",
+                          wr.n, wr.producer_id, done, wr.n - done, dps_strerror(rc), cut);
             ptable_refused(&c->ingest.producers, wr.producer_id, wr.stream); /* a draining producer learns of it */
             break;
         }

@@ -93,7 +93,7 @@ class Collector:
     """A dps-collector process with its own state dir and endpoints."""
 
     def __init__(self, name, d=60, k=2, t=60, m=None, transport="ipc", curve=None, extra=(), env=None,
-                 state=None):
+                 state=None, binary=COLLECTOR):
         self.name, self.d, self.k, self.t, self.m = name, d, k, t, m or 2 * k
         self.state = state or os.path.join(TMP, name + "-state")
         if transport == "ipc":
@@ -102,7 +102,7 @@ class Collector:
         else:
             self.ingest, self.publish, self.status = (f"tcp://127.0.0.1:{free_port()}" for _ in range(3))
         self.curve = curve
-        args = [COLLECTOR, "--d", str(d), "--k", str(k), "--t", str(t), "--m", str(self.m), "--state-dir",
+        args = [binary, "--d", str(d), "--k", str(k), "--t", str(t), "--m", str(self.m), "--state-dir",
                 self.state, "--ingest", self.ingest, "--publish", self.publish, "--status", self.status,
                 "--seed", "7", "--workers", "2"]
         if curve:

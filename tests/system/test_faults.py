@@ -195,6 +195,27 @@ def test_operator_questions_and_foreign_batches():
     check(c.stop() == 0 and "LOST" not in c.tail(30), f"the collector exits 0: {c.tail(4)}")
 
 
+def test_no_memory_for_buckets():
+    """A collector that cannot have its buckets' buffers (dps-collector-faults, which refuses every buffer
+    of m d floats, as a machine out of memory would): each batch is counted (batches_cut_short), logged with
+    its numbers and told to its producer as refused, whose drain then ends at once saying so (exit 1, not a
+    timeout); the collector takes no row and exits 4."""
+    d, m = 20, 4
+    c = Collector("nomem", d=d, k=2, t=8, m=m, binary=os.path.join(BUILD, "tests", "dps-collector-faults"),
+                  extra=["--window", "2", "--rho", "100"], env={"DPS_TEST_REFUSE_FLOATS": str(m * d)}).start()
+    path = rows_file("nomem", 30, d)
+    code, out, took = finish(produce(c, path, "--batch", "10", "--drain-timeout", "30000"), 60)
+    check(code == 1 and "refused 3 of our 3 batches" in out and took < 20,
+          f"the producer learns of it: exit {code} after {took:.1f} s: {out}")
+    st = c.query()
+    check(st["counters"].get("batches_cut_short") == 3 and st["rows_accepted"] == 0,
+          f"counted, nothing taken: {st['counters'].get('batches_cut_short')}, {st['rows_accepted']} rows")
+    check("10 rows from producer" in c.tail(40) and "0 rows taken, the other 10 dropped" in c.tail(40),
+          f"logged with its numbers: {c.tail(5)}")
+    code = c.stop()
+    check(code == 4 and "rows were LOST this run: 3 batches" in c.tail(3), f"exit {code}: {c.tail(3)}")
+
+
 def test_budget_spent_warns():
     """Rows sent after the collector's cap is spent are confirmed, and dps-produce says no snapshot will
     come of them; rows all in the epoch that spent the cap (released) draw no warning.  At da6099d it said
@@ -213,4 +234,4 @@ def test_budget_spent_warns():
 
 if __name__ == "__main__":
     sys.exit(run([test_collector_dies, test_idle_producer_not_gone, test_batch_limit, test_replayed_batches, test_revoked_key_ends_producer,
-                  test_operator_questions_and_foreign_batches, test_budget_spent_warns]))
+                  test_operator_questions_and_foreign_batches, test_no_memory_for_buckets, test_budget_spent_warns]))
