@@ -148,12 +148,11 @@ void dps_estimator_destroy(dps_estimator **pe)
     if (!pe || !*pe)
         return;
     dps_estimator *e = *pe;
-    if (e->pool) {
+    if (e->pool)
         pool_wait(e->pool);
-        pool_free(&e->pool);
-    }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) /* before the pool: their tasks' waits read its lock */
         s_slot_free(e, &e->slot[i]);
+    pool_free(&e->pool);
     free(e->row);
     dps_rng_destroy(&e->noise);
     dps_rng_destroy(&e->part);
