@@ -474,9 +474,10 @@ static int s_run(produce_args *a, const cli_net_sec *ns)
         confirmed = conf;
         if (!code) {
             if (rc == DPS_EPROTO)
-                cli_error("the collector at %s refused %" PRIu64 " of our %" PRIu64 " batches as a whole "
-                          "(wrong dimension, --batch above its --max-batch-rows, or no memory to take them: "
-                          "dps-status counts which; %s)", a->status, refused, batches,
+                cli_error("the collector at %s refused %" PRIu64 " of our %" PRIu64 " batches (wrong "
+                          "dimension or --batch above its --max-batch-rows: refused whole; or no memory to take "
+                          "them all: the rest of their rows dropped; dps-status counts which; %s)",
+                          a->status, refused, batches,
                           a->shards > 1 ? "split for the wrong number of ranks?"
                                         : "a collector sharded over MPI ranks takes rows split by --shards R");
             else

@@ -87,7 +87,8 @@ class UnconfirmedBatchesError(RuntimeError):
 
     unconfirmed: batches not confirmed taken (refused, unanswered, or a last
     partial batch that could not be sent); sent: batches sent; refused: batches
-    the collector refused as a whole (wrong dimension, too large)."""
+    the collector refused (wrong dimension or too large: whole; no memory to
+    take them all: the rest of their rows dropped)."""
 
     def __init__(self, message, unconfirmed, sent, refused=0):
         super().__init__(message)
@@ -555,8 +556,9 @@ class Producer:
         self.flush()
         ok = self._drain(time.monotonic() + (self.linger_ms if timeout_ms is None else timeout_ms) / 1000)
         if ok and self.batches_refused:
-            raise ValueError(f"the collector refused {self.batches_refused} of our batches as a whole "
-                             f"(wrong dimension or too large: its status counters say which)")
+            raise ValueError(f"the collector refused {self.batches_refused} of our batches (wrong dimension or "
+                             f"too large: refused whole; or no memory to take them all: its status counters say "
+                             f"which)")
         return ok
 
     def close(self):
@@ -616,8 +618,8 @@ class Producer:
         if self.status_endpoint and (not confirmed or pending):
             n = max(0, self.batches_sent - self.batches_taken) + pending
             if self.batches_refused:
-                why = (f"it refused {self.batches_refused} as a whole (wrong dimension or too large: its status "
-                       f"counters say which)")
+                why = (f"it refused {self.batches_refused} (wrong dimension or too large: refused whole; or no "
+                       f"memory to take them all: its status counters say which)")
             else:
                 why = (f"no confirmation within linger_ms = {self.linger_ms} ms: the collector at "
                        f"{self.status_endpoint} is gone or overloaded, and those rows may be lost")

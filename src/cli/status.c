@@ -75,9 +75,9 @@ static const struct {
     {"connections_empty", "producer connections that ended without delivering a batch: a producer that sent "
                           "nothing or whose key was refused, or one whose batches were above --max-batch-rows "
                           "(dropped with the connection; a producer with the status endpoint splits its batches)"},
-    {"batches_cut_short", "batches whose rows could not all be taken for want of memory (for the next epoch's "
-                          "buckets): the rows before were used, the rest dropped, the batch counted as refused to "
-                          "its producer"},
+    {"batches_cut_short", "batches whose rows could not all be taken for want of memory (for a new epoch's "
+                          "buckets; a sharded rank: to hold its slice): the rows before were used, the rest dropped, "
+                          "the batch counted as refused to its producer"},
     {"epochs_internal_error", "epochs charged whose mechanism then failed (LAPACK, memory): published as FAILED "
                               "with the reason; their budget stays spent"},
     {"credit_grants", "credit requests answered with more batches a producer may send (ingest flow control)"},
@@ -88,7 +88,8 @@ static const struct {
                       "nothing queued: those batches were lost or the credit rules erred; the credit came back "
                       "(each is logged)"},
     {"batches_dropped_slice_missing", "sharded collector: batches dropped on every rank because some rank did not get "
-                                      "its slice within --shard-wait"},
+                                      "its slice within --shard-wait, or had no memory to hold it (that rank's "
+                                      "batches_cut_short)"},
     {"slices_refused", "sharded collector: batches rank 0 refused (whole rows, another rank's slice, no stream)"},
     {"slices_expired", "sharded collector: slices a rank held that rank 0 never asked for (that rank's count)"},
 };

@@ -119,11 +119,9 @@ void ptable_refused(producer_table *t, const char *id, uint64_t run)
         e->refused++;
 }
 
-void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows)
+/* seq of e arrived (admitted): the ones it passed are gaps, and the run goes on after it. */
+static void s_arrived(producer_table *t, producer_entry *e, uint64_t seq)
 {
-    producer_entry *e = s_entry(t, id, run, seq);
-    if (!e)
-        return;
     if (seq > e->next_seq) {
         e->gaps += seq - e->next_seq;
         t->total_gaps += seq - e->next_seq;
@@ -131,8 +129,25 @@ void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq
         e->restarts++;
     }
     e->next_seq = seq + 1;
+}
+
+void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows)
+{
+    producer_entry *e = s_entry(t, id, run, seq);
+    if (!e)
+        return;
+    s_arrived(t, e, seq);
     e->batches++;
     e->rows += rows;
+}
+
+void ptable_cut_short(producer_table *t, const char *id, uint64_t run, uint64_t seq)
+{
+    producer_entry *e = s_entry(t, id, run, seq);
+    if (!e)
+        return;
+    s_arrived(t, e, seq);
+    e->refused++;
 }
 
 int ptable_batch_on(producer_table *t, const char *id, uint64_t run, int fd, uint64_t seq)

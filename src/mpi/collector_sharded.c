@@ -650,7 +650,8 @@ static int s_batch(sharded *s, const shard_cmd *cmd, held *mine)
         if (s->rank == 0) {
             log_warn("batch %" PRIu64 " of %s dropped on every rank: some rank did not get its slice within "
                      "--shard-wait %g s (a producer that is not sharded over %d ranks, or that died between its "
-                     "parts' sends)", cmd->seq, cmd->id, s->c->o.shard_wait, s->size);
+                     "parts' sends), or had no memory to hold it (that rank's log says so)", cmd->seq, cmd->id,
+                     s->c->o.shard_wait, s->size);
             ptable_refused(&s->c->ingest.producers, cmd->id, cmd->stream);
         } else if (!have) {
             log_warn("rank %d: no slice of batch %" PRIu64 " of %s within --shard-wait", s->rank, cmd->seq, cmd->id);
