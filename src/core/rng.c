@@ -147,13 +147,18 @@ void rng_forks_destroy(dps_rng **forks, size_t n)
 
 int dps_rng_fork(dps_rng *parent, dps_rng **out)
 {
-    if (!parent)
+    if (!parent || !out)
         return DPS_EINVAL;
+    *out = NULL;
+    dps_rng *r = calloc(1, sizeof *r); /* before the draw: a fork refused for memory leaves the parent as it was */
+    if (!r)
+        return DPS_ENOMEM;
     unsigned char key[crypto_stream_chacha20_KEYBYTES];
     s_bytes(parent, key, sizeof key);
-    int rc = s_new_with_key(out, key, parent->seeded);
+    s_set_key(r, key, parent->seeded);
     sodium_memzero(key, sizeof key);
-    return rc;
+    *out = r;
+    return DPS_OK;
 }
 
 void dps_rng_destroy(dps_rng **rng)

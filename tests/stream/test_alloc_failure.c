@@ -11,7 +11,8 @@
    - an epoch that would begin in the other slot while the last one is
      sealed, and cannot have that slot's buffers, says DPS_ESTATE (release
      first, as with no memory for the slot itself) and begins in the last
-     one's slot once it is released. */
+     one's slot once it is released;
+   - seeded, a start refused and retried changes no release. */
 #include "check.h"
 #include "estimator_internal.h"
 #include "estimator_test_util.h"
@@ -20,6 +21,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 void *__real_dps_aligned_alloc(size_t n, size_t size);
@@ -174,5 +176,43 @@ int main(void)
     CHECK(rc == DPS_OK && taken == T * M, "overlap: the epoch begins in the released slot: rc %d, %zu", rc, taken);
     s_close_all(e, &l, 2, "overlap");
     dps_estimator_destroy(&e);
+
+    /* seeded: an epoch whose start was refused and retried releases what it
+       would have, and so does the next (each epoch's noise is the fork of
+       its order, drawn only once its buckets have their buffers) */
+    c.window = 2;
+    float *basis[2][2] = {{NULL}};
+    for (int refused_start = 0; refused_start < 2; refused_start++) {
+        CHECK(dps_estimator_new(&e, &c) == DPS_OK, "seeded estimator");
+        if (!e)
+            return check_summary();
+        if (refused_start) {
+            g_refuse_after = 0;
+            taken = 99;
+            rc = dps_estimator_push(e, rows, T * M, D, &taken);
+            CHECK(rc == DPS_ENOMEM && taken == 0, "seeded: the first start refused: rc %d, %zu", rc, taken);
+        }
+        g_refuse_after = -1;
+        for (int ep = 0; ep < 2; ep++) {
+            taken = 0;
+            rc = dps_estimator_push(e, rows, T * M, D, &taken);
+            s = NULL;
+            rc = rc == DPS_OK ? dps_estimator_close_epoch(e, &s) : rc;
+            CHECK(rc == DPS_OK && s, "seeded epoch %d (start refused: %d): %d", ep, refused_start, rc);
+            if (s) {
+                basis[refused_start][ep] = malloc((size_t)K * D * sizeof(float));
+                memcpy(basis[refused_start][ep], dps_snapshot_basis(s), (size_t)K * D * sizeof(float));
+            }
+            dps_snapshot_destroy(&s);
+        }
+        dps_estimator_destroy(&e);
+    }
+    for (int ep = 0; ep < 2; ep++) {
+        CHECK(basis[0][ep] && basis[1][ep] &&
+                  memcmp(basis[0][ep], basis[1][ep], (size_t)K * D * sizeof(float)) == 0,
+              "seeded epoch %d: the same basis with its first start refused", ep);
+        free(basis[0][ep]);
+        free(basis[1][ep]);
+    }
     return check_summary();
 }
