@@ -183,7 +183,8 @@ static int s_receive(sharded *s, held *h)
     h->received_ms = net_now_ms();
     int revoked = c->zap && !zap_allowed(c->zap, "ingest", user);
     wire_reject r = revoked ? WIRE_OK : wire_rows_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), s->w, out);
-    if (r == WIRE_OK && !revoked && wire_rows_own(out) != DPS_OK) { /* held past the message (its slice waits for rank 0) */
+    /* held past the message (its slice waits for rank 0); DPS_FAULT=hold-fails: as with no memory */
+    if (r == WIRE_OK && !revoked && (collector_fault_here("hold-fails") || wire_rows_own(out) != DPS_OK)) {
         /* rank 0 tells its producer; another rank's missing slice drops the
            batch on every rank when rank 0 announces it (s_batch), told there */
         log_error("rank %d: no memory to hold a batch of %zu rows of producer '%s': dropped", s->rank, out->n,
@@ -979,10 +980,13 @@ int collector_sharded_serve(collector *c, dps_config *cfg, const dps_keypair *kp
         log_info("stopped: %" PRIu64 " rows accepted, %" PRIu64 " snapshots published this run; %" PRIu64
                  " batches dropped (a rank without its slice), %" PRIu64 " slices refused on rank 0",
                  s.rows_accepted, c->pub.published, s.dropped, s.refused_slices);
+    }
     if (s.expired) /* each worker logs its own; rank 0's count is 0 */
         log_warn("rank %d: %" PRIu64 " slices expired unasked (their batch never reached rank 0, or was refused "
                  "there)", rank, s.expired);
-    }
+    if (c->ingest.batches_cut_short) /* each rank its own */
+        log_error("rank %d: rows were LOST this run: %" PRIu64 " batches could not be held for want of memory (see "
+                  "the errors above)", rank, c->ingest.batches_cut_short);
     if (c->ledger.failed && rank == 0)
         collector_log_state_failed(c);
     struct rusage ru;

@@ -399,5 +399,33 @@ wait "$cpid"; rc=$?
 n=$(grep -c "kind=commit" "$tmp/s9/ledger"); [ "$n" = 1 ] && ok || ko "a failed store: $n commit lines, not 1"
 [ -z "$(ls "$tmp/s9/snapshots" 2>/dev/null)" ] && ok || ko "a failed store left snapshots: $(ls "$tmp/s9/snapshots")"
 
+# 10. No memory on a rank to hold a batch it received (DPS_FAULT=hold-fails:
+#     as when the copy's malloc fails, on every rank here): each rank drops
+#     its slice and counts it (batches_cut_short), rank 0 tells the producer,
+#     whose drain ends at once (exit 1, well before its 30 s timeout), no row
+#     is used, and the collector exits 4 when stopped
+port=$((base + 90))
+DPS_FAULT=hold-fails collector 2 "$port" "$tmp/s10" >"$tmp/c11.log" 2>&1 &
+cpid=$!
+wait_up "$tmp/s10" || ko "the hold-failing collector did not come up: $(cat "$tmp/c11.log")"
+t0=$(date +%s)
+"$produce" "$tmp/rows.npy" --insecure-plaintext --rows-to 512 --shards 2 --connect "tcp://127.0.0.1:$port" \
+  --status "ipc://$tmp/s10.status" --drain-timeout 30000 >"$tmp/p11.out" 2>&1
+rc=$?; took=$(($(date +%s) - t0))
+[ "$rc" = 1 ] && [ "$took" -lt 20 ] && grep -q "refused 2 of our 2 batches" "$tmp/p11.out" && ok ||
+  ko "a producer whose batches no rank could hold: exit $rc after $took s: $(cat "$tmp/p11.out")"
+res=$("$status" --insecure-plaintext --connect "ipc://$tmp/s10.status" --json 2>&1 | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(s["rows_accepted"], s["counters"]["batches_cut_short"])' 2>&1)
+[ "$res" = "0 2" ] && ok || ko "no memory to hold: rank 0's rows accepted and batches cut short: $res"
+kill -TERM "$(sed -n 's/.*rank 0 of 2 (pid \([0-9]*\)).*/\1/p' "$tmp/c11.log")" 2>/dev/null
+wait "$cpid"; rc=$?
+[ "$rc" = 4 ] && ok || ko "the collector that could not hold batches exited $rc, not 4: $(tail -5 "$tmp/c11.log")"
+[ "$(grep -c "no memory to hold a batch" "$tmp/c11.log")" = 4 ] && ok ||
+  ko "not every rank's drop logged: $(grep "no memory" "$tmp/c11.log")"
+[ "$(grep -c "rows were LOST this run: 2 batches could not be held" "$tmp/c11.log")" = 2 ] && ok ||
+  ko "not every rank's loss said at the stop: $(tail -8 "$tmp/c11.log")"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
