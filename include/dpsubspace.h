@@ -751,11 +751,10 @@ DPS_EXPORT void dps_estimator_destroy(dps_estimator **est);
    is sealed and not yet released and the mechanism's release feeds the next
    epoch (the power iteration's warm start), or there is no memory for a
    second epoch's state or its buckets' buffers: release first (the epoch
-   then begins in the released one's place).  DPS_ENOMEM when no epoch is
-   sealed and the open one's first buckets cannot have their buffers
-   (nothing taken), or when a full bucket could not be handed to a worker
-   (the row that filled it was taken; *n_taken counts it): end the epoch
-   there, as dps-collector does.
+   then begins in the released one's place).  DPS_ENOMEM (nothing taken)
+   when no epoch is sealed and the open one's first buckets cannot have
+   their buffers; once begun, no refused buffer stops an epoch (a bucket
+   that fills waits for a buffer a worker gives back).
    Push, seal and close from one thread (the pushing thread). */
 DPS_EXPORT int  dps_estimator_push(dps_estimator *est, const float *rows, size_t n_rows,
                                    size_t dim, size_t *n_taken);

@@ -91,14 +91,6 @@ void collector_on_disconnect(void *arg, int fd)
     credit_ended(&c->ingest.credit, fd);
 }
 
-/* Rows the open epoch has taken. */
-static uint64_t s_rows_in_epoch(collector *c)
-{
-    dps_estimator_stats es;
-    dps_estimator_get_stats(c->est, &es);
-    return es.rows_in_epoch;
-}
-
 /* One received message: decoded, checked, its rows pushed.  The rows are
    read in place (wire_rows.data): msg outlives the batch. */
 static void s_batch(collector *c, zmq_msg_t *msg)
@@ -162,17 +154,7 @@ static void s_batch(collector *c, zmq_msg_t *msg)
         } else if (rc == DPS_ESTATE) { /* the next epoch begins after the last release (a warm mechanism,
                                            or no memory for a second epoch's state or buffers) */
             collector_backpressure(c);
-        } else if (rc) {
-            /* no memory to go on with the open epoch (a bucket's job could
-               not be queued): it ends here, and the rest of the batch goes to
-               the next one; no memory for a new epoch's first buckets, with
-               nothing releasing: the rest is dropped, counted and told */
-            uint64_t in_epoch = s_rows_in_epoch(c);
-            if (in_epoch && collector_seal(c) == DPS_OK) {
-                log_warn("no memory to go on with the open epoch after its %" PRIu64 " rows (%s): sealed early",
-                         in_epoch, dps_strerror(rc));
-                continue;
-            }
+        } else if (rc) { /* no memory for a new epoch's first buckets, nothing releasing: counted, told */
             uint64_t cut = ++c->ingest.batches_cut_short;
             if (c->o.verbose || cut <= 5 || cut % 1000 == 0)
                 log_error("a batch of %zu rows from producer '%s': %zu rows taken, the other %zu dropped: %s (%" PRIu64

@@ -31,11 +31,7 @@ static void s_lower_priority(void)
 #endif
 }
 
-typedef struct job {
-    pool_job_fn fn;
-    void *arg;
-    struct job *next;
-} job;
+typedef pool_job job;
 
 struct dps_pool {
     pthread_mutex_t mu;
@@ -72,8 +68,10 @@ static void *s_worker(void *p)
             pool->tail = NULL;
         pool->running++;
         pthread_mutex_unlock(&pool->mu);
+        int ours = !j->callers; /* read first: the caller's node is theirs again once fn begins */
         j->fn(j->arg, me);
-        free(j);
+        if (ours)
+            free(j);
         pthread_mutex_lock(&pool->mu);
         pool->running--;
         if (!pool->head && pool->running == 0)
@@ -132,14 +130,9 @@ void pool_free(dps_pool **pp)
 
 int pool_size(const dps_pool *pool) { return pool->n; }
 
-int pool_submit(dps_pool *pool, pool_job_fn fn, void *arg)
+/* Queue j (filled in). */
+static void s_enqueue(dps_pool *pool, job *j)
 {
-    job *j = malloc(sizeof *j);
-    if (!j)
-        return DPS_ENOMEM;
-    j->fn = fn;
-    j->arg = arg;
-    j->next = NULL;
     pthread_mutex_lock(&pool->mu);
     if (pool->tail)
         pool->tail->next = j;
@@ -148,7 +141,22 @@ int pool_submit(dps_pool *pool, pool_job_fn fn, void *arg)
     pool->tail = j;
     pthread_cond_signal(&pool->has_job);
     pthread_mutex_unlock(&pool->mu);
+}
+
+int pool_submit(dps_pool *pool, pool_job_fn fn, void *arg)
+{
+    job *j = malloc(sizeof *j);
+    if (!j)
+        return DPS_ENOMEM;
+    *j = (job){.fn = fn, .arg = arg};
+    s_enqueue(pool, j);
     return DPS_OK;
+}
+
+void pool_submit_job(dps_pool *pool, pool_job *j, pool_job_fn fn, void *arg)
+{
+    *j = (pool_job){.fn = fn, .arg = arg, .callers = 1};
+    s_enqueue(pool, j);
 }
 
 void pool_wait(dps_pool *pool)
@@ -203,15 +211,14 @@ void pool_task_start(dps_pool *pool, pool_task *t, pool_job_fn fn, void *arg)
     t->fn = fn;
     t->arg = arg;
     t->pending = 0;
-    if (pool) {
-        pthread_mutex_lock(&pool->mu);
-        t->pending = 1;
-        pthread_mutex_unlock(&pool->mu);
-        if (pool_submit(pool, s_task_job, t) == 0)
-            return;
-        t->pending = 0; /* not queued: nothing else sees it */
+    if (!pool) {
+        fn(arg, 0);
+        return;
     }
-    fn(arg, 0);
+    pthread_mutex_lock(&pool->mu);
+    t->pending = 1;
+    pthread_mutex_unlock(&pool->mu);
+    pool_submit_job(pool, &t->node, s_task_job, t);
 }
 
 void pool_task_wait(pool_task *t)

@@ -51,6 +51,7 @@ typedef struct {
     bucket_pipe *p;
     size_t id;
     float *rows;
+    pool_job node; /* queued without allocating: a full bucket always goes to a worker */
 } bucket_job;
 
 struct bucket_pipe {
@@ -66,6 +67,7 @@ struct bucket_pipe {
     float *V;       /* t*k x d bases, or in place t x (m x d) row blocks */
     float **scratch; /* in place: a k x d basis per worker */
     unsigned char *done;
+    bucket_job *jobs; /* t: bucket i's job, reused each epoch once the last one's have run */
 
     bucket *open;   /* window entries */
     size_t n_open;
@@ -172,11 +174,12 @@ int buckets_new(bucket_pipe **out, const dps_config *c, dps_rng *part, dps_pool 
                 return DPS_ENOMEM;
             }
     p->done = calloc(c->t, 1);
+    p->jobs = calloc(c->t, sizeof *p->jobs);
     p->open = calloc(w, sizeof *p->open);
     p->slots = calloc(w * c->m, sizeof *p->slots);
     p->free_bufs = calloc(p->max_bufs + 1, sizeof *p->free_bufs); /* + 1: never calloc(0) */
     p->ws = calloc((size_t)c->workers, sizeof *p->ws);
-    int ok = p->V && (!p->in_place || p->scratch) && p->done && p->open && p->slots && p->free_bufs && p->ws;
+    int ok = p->V && (!p->in_place || p->scratch) && p->done && p->jobs && p->open && p->slots && p->free_bufs && p->ws;
     for (int i = 0; ok && i < c->workers; i++)
         ok = (p->ws[i] = la_ws_new(c->m, c->d, c->k)) != NULL;
     if (!ok) {
@@ -213,6 +216,7 @@ void buckets_free(bucket_pipe **pp)
     free(p->slots);
     free(p->open);
     free(p->done);
+    free(p->jobs);
     free(p->V);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->buf_back);
@@ -300,8 +304,7 @@ static void s_bucket_job(void *arg, int worker)
     p->buckets_done += (size_t)usable;
     p->buckets_total += (size_t)usable;
     s_job_done_locked(p);
-    pthread_mutex_unlock(&p->mu);
-    free(j);
+    pthread_mutex_unlock(&p->mu); /* j is the pipe's again: not touched after this */
 }
 
 /* ---------------------------------------------------------------- epochs */
@@ -359,25 +362,16 @@ int buckets_commit(bucket_pipe *p)
     bucket *b = &p->open[oi];
     if (++b->filled < c->m)
         return DPS_OK;
-    bucket_job *j = malloc(sizeof *j);
-    if (!j)
-        return DPS_ENOMEM;
-    *j = (bucket_job){p, b->id, b->rows};
+    bucket_job *j = &p->jobs[b->id]; /* free: bucket b->id's last job ran in an epoch waited for */
+    j->p = p;
+    j->id = b->id;
+    j->rows = b->rows;
     b->rows = NULL;
     pthread_mutex_lock(&p->mu);
     p->in_flight++;
     p->bucket_jobs++;
     pthread_mutex_unlock(&p->mu);
-    int rc = pool_submit(p->pool, s_bucket_job, j);
-    if (rc != DPS_OK) { /* the bucket is lost with its rows: its buffer goes back */
-        pthread_mutex_lock(&p->mu);
-        p->bucket_jobs--;
-        s_give_buffer_locked(p, j->rows);
-        pthread_mutex_unlock(&p->mu);
-        s_job_done(p);
-        free(j);
-        return rc;
-    }
+    pool_submit_job(p->pool, &j->node, s_bucket_job, j);
     return p->next_bucket < c->t ? s_open_bucket(p, oi) : DPS_OK;
 }
 

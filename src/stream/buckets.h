@@ -44,12 +44,13 @@ int buckets_begin(bucket_pipe *p, uint64_t epoch);
 /* One row into the open buckets, in two steps: buckets_slot picks a
    uniformly random free slot of them (d floats) for the caller to write the
    admitted row into (row_unit, ROW_NORMALISE); buckets_commit then takes
-   it.  The row is taken whatever the return; a full bucket goes to a worker
-   and the next bucket opens, in a buffer a worker gives back when there is
-   no memory for another (that bucket's own at the latest): DPS_ENOMEM if
-   the job could not be queued or no buffer could come back.  After that no
-   slot may be free before the epoch's t m rows: buckets_slot then returns
-   NULL (nothing drawn, nothing taken). */
+   it.  A full bucket goes to a worker (its job queued in the pipe's own
+   storage: nothing allocated) and the next bucket opens, in a buffer a
+   worker gives back when there is no memory for another: that bucket's own
+   at the latest, so no memory failure stops an epoch once begun.  The
+   DPS_ENOMEM that buckets_commit could return were no buffer to come back,
+   and buckets_slot's NULL after it (nothing drawn, nothing taken), are a
+   guard that the pipe's rules leave unused. */
 float *buckets_slot(bucket_pipe *p);
 int buckets_commit(bucket_pipe *p);
 /* A row-intake (EPOCH_ROWS) estimator has no pipe: buckets_seal, buckets_wait,
