@@ -160,7 +160,7 @@ static void s_batch(collector *c, zmq_msg_t *msg)
                 log_error("a batch of %zu rows from producer '%s': %zu rows taken, the other %zu dropped: %s (%" PRIu64
                           " batches cut short so far)",
                           wr.n, wr.producer_id, done, wr.n - done, dps_strerror(rc), cut);
-            ptable_cut_short(&c->ingest.producers, wr.producer_id, wr.stream, wr.seq); /* a draining producer learns */
+            ptable_refused_seq(&c->ingest.producers, wr.producer_id, wr.stream, wr.seq); /* a draining producer learns */
             break;
         }
     }

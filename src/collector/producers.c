@@ -141,12 +141,13 @@ void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq
     e->rows += rows;
 }
 
-void ptable_cut_short(producer_table *t, const char *id, uint64_t run, uint64_t seq)
+void ptable_refused_seq(producer_table *t, const char *id, uint64_t run, uint64_t seq)
 {
     producer_entry *e = s_entry(t, id, run, seq);
     if (!e)
         return;
-    s_arrived(t, e, seq);
+    if (seq >= e->next_seq) /* a replay passes nothing */
+        s_arrived(t, e, seq);
     e->refused++;
 }
 

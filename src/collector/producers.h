@@ -43,10 +43,11 @@ int ptable_admit(const producer_table *t, const char *id, uint64_t run, uint64_t
 void ptable_record(producer_table *t, const char *id, uint64_t run, uint64_t seq, uint64_t rows);
 /* Record a batch of (id, run) refused as a whole (it carried no rows). */
 void ptable_refused(producer_table *t, const char *id, uint64_t run);
-/* Record a batch admitted (ptable_admit said 1) whose rows could not all be
-   pushed: refused to its producer, and its seq passed as a recorded one's
-   (no gap for it; sent again, it is a replay: some of its rows were used). */
-void ptable_cut_short(producer_table *t, const char *id, uint64_t run, uint64_t seq);
+/* Record a batch of (id, run) whose seq is known (decoded) refused, whole or
+   cut short (some rows used, the rest dropped for want of memory): refused
+   to its producer, and its seq passed as a recorded one's when the run had
+   not passed it (no gap for it, which arrived; sent again, it is a replay). */
+void ptable_refused_seq(producer_table *t, const char *id, uint64_t run, uint64_t seq);
 /* The entry of (id, run), or NULL.  run 0 names the most recently heard run
    of id (an operator's question names no run). */
 const producer_entry *ptable_find(const producer_table *t, const char *id, uint64_t run);

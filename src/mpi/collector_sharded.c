@@ -191,7 +191,7 @@ static int s_receive(sharded *s, held *h)
                   out->producer_id);
         c->ingest.batches_cut_short++;
         if (s->rank == 0)
-            ptable_refused(&c->ingest.producers, out->producer_id, out->stream);
+            ptable_refused_seq(&c->ingest.producers, out->producer_id, out->stream, out->seq);
         wire_rows_release(out);
         zmq_msg_close(&msg);
         return 0;
